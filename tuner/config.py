@@ -1,0 +1,153 @@
+"""Project configuration: one YAML file, validated by pydantic, with one-line errors.
+
+A project config says where the data is and how to index it (dataset, chunking, embedder,
+backend, cache) and which pipeline configuration to run (`pipeline:` — the knobs a study tunes).
+Relative paths inside a file are resolved against the file's own folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tuner.errors import ConfigError
+
+FusionType = Literal["relative_score", "ranked"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatasetConfig(_Strict):
+    path: Path | None = Field(None, description="dataset folder or file; none = the bundled demo")
+    format: Literal["auto", "beir", "ragas", "hotpotqa"] = "auto"
+    limit: int | None = Field(None, ge=1, description="use only the first N questions")
+
+
+class ChunkingConfig(_Strict):
+    size: int = Field(200, ge=8, description="words per chunk")
+    overlap: int = Field(40, ge=0, description="words shared by consecutive chunks")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingConfig:
+        if self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+
+class EmbedderConfig(_Strict):
+    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers name or local path")
+    batch_size: int = Field(64, ge=1)
+
+
+class BackendConfig(_Strict):
+    type: Literal["embedded"] = "embedded"
+    candidates: int = Field(100, ge=1, description="candidates fetched per side before fusion (Weaviate: 100)")
+
+
+class GraphConfig(_Strict):
+    max_entity_share: float = Field(
+        0.05, gt=0, le=1, description="entities in more than this share of chunks are too common to link"
+    )
+
+
+class RerankerConfig(_Strict):
+    cross_encoder_model: str | None = Field(None, description="name or path of a sentence-transformers CrossEncoder")
+    embedding_midpoint: float = Field(0.35, description="cosine at which the embedding reranker is 50% confident")
+    embedding_temperature: float = Field(0.1, gt=0, description="cosine spread of the embedding reranker's sigmoid")
+
+
+class PipelineConfig(_Strict):
+    """One point of the search space: everything a trial may change."""
+
+    top_k: int = Field(5, ge=1, le=100)
+    alpha: float = Field(0.5, ge=0, le=1, description="1 = pure vector, 0 = pure BM25 (Weaviate)")
+    fusion: FusionType = "relative_score"
+    hops: int = Field(0, ge=0, le=3, description="graph-expansion hops over shared entities")
+    hop_decay: float = Field(0.5, gt=0, le=1, description="score multiplier per hop for expanded chunks")
+    reranker: Literal["none", "embedding", "cross-encoder"] = "none"
+    confidence_threshold: float | None = Field(
+        None, ge=0, le=1, description="dynamic K: keep chunks at or above this confidence; none = keep top_k"
+    )
+    min_docs: int = Field(1, ge=1)
+    max_docs: int = Field(8, ge=1)
+
+    @model_validator(mode="after")
+    def _docs_range(self) -> PipelineConfig:
+        if self.min_docs > self.max_docs:
+            raise ValueError(f"min_docs ({self.min_docs}) must not exceed max_docs ({self.max_docs})")
+        return self
+
+
+class ProjectConfig(_Strict):
+    dataset: DatasetConfig = DatasetConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    backend: BackendConfig = BackendConfig()
+    graph: GraphConfig = GraphConfig()
+    rerankers: RerankerConfig = RerankerConfig()
+    cache_dir: Path = Path("studies/.cache")
+    pipeline: PipelineConfig = PipelineConfig()
+
+
+def load_config(path: Path | str | None) -> ProjectConfig:
+    """Read and validate a project config; no path gives the defaults (bundled demo)."""
+    if path is None:
+        return ProjectConfig()
+    path = Path(path)
+    raw = read_yaml(path)
+    try:
+        config = ProjectConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_validation_error(exc)}") from None
+    return _resolve_paths(config, path.parent)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Parse a YAML mapping, turning every failure into a one-line ConfigError naming the file."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: file not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a UTF-8 text file") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first problem as 'key.path: what was expected (got X)', plus a count of the rest."""
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif "input" in first and not isinstance(first["input"], dict):
+        message += f" (got {first['input']!r})"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    return f"{where}: {message}{more}"
+
+
+def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:
+    updates: dict[str, Any] = {}
+    if config.dataset.path is not None and not config.dataset.path.is_absolute():
+        updates["dataset"] = config.dataset.model_copy(update={"path": base / config.dataset.path})
+    if "cache_dir" in config.model_fields_set and not config.cache_dir.is_absolute():
+        updates["cache_dir"] = base / config.cache_dir
+    model = config.rerankers.cross_encoder_model
+    if model and (base / model).exists():
+        updates["rerankers"] = config.rerankers.model_copy(update={"cross_encoder_model": str(base / model)})
+    return config.model_copy(update=updates)

@@ -1,0 +1,65 @@
+"""Dataset loading: BEIR folders, RAGAS-style jsonl/json, HotpotQA distractor json, and the bundled demo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuner.data import beir, hotpotqa, ragas
+from tuner.data._base import Dataset, Document, Question
+from tuner.errors import DataError
+
+__all__ = ["Dataset", "Document", "Question", "load_dataset", "DEMO_PATH", "FORMATS"]
+
+DEMO_PATH = Path(__file__).parent / "demo"
+FORMATS = {"beir": beir, "ragas": ragas, "hotpotqa": hotpotqa}
+DATA_SUFFIXES = (".jsonl", ".json")
+
+
+def load_dataset(path: Path | str | None = None, format: str = "auto", limit: int | None = None) -> Dataset:
+    """Load a dataset (the bundled demo when no path is given), detect its format, check it is usable."""
+    path = Path(path) if path is not None else DEMO_PATH
+    if not path.exists():
+        raise DataError(f"{path}: dataset not found")
+    if format == "auto":
+        path, format = _detect(path)
+    elif format != "beir" and path.is_dir():
+        path = _data_file_in(path)
+    dataset = FORMATS[format].load(path)
+    if path == DEMO_PATH:
+        dataset.name = "demo"
+    if not dataset.documents or not any(d.text.strip() for d in dataset.documents):
+        raise DataError(f"{path}: the corpus is empty (no documents with text)")
+    if not dataset.questions:
+        raise DataError(f"{path}: no questions found")
+    if limit is not None:
+        dataset.questions = dataset.questions[:limit]
+    return dataset
+
+
+def _detect(path: Path) -> tuple[Path, str]:
+    if beir.looks_like(path):
+        return path, "beir"
+    if path.is_dir():
+        path = _data_file_in(path)
+    for name in ("hotpotqa", "ragas"):
+        if FORMATS[name].looks_like(path):
+            return path, name
+    raise DataError(
+        f"{path}: unrecognised dataset format (expected a BEIR folder with corpus.jsonl, "
+        "RAGAS-style jsonl/json with 'question' and 'contexts', or HotpotQA json)"
+    )
+
+
+def _data_file_in(folder: Path) -> Path:
+    """The folder's data file: <folder>/<folder name>.jsonl|.json, else its only jsonl/json file."""
+    for suffix in DATA_SUFFIXES:
+        named = folder / f"{folder.name}{suffix}"
+        if named.is_file():
+            return named
+    files = sorted(p for p in folder.iterdir() if p.suffix in DATA_SUFFIXES and p.is_file())
+    if len(files) == 1:
+        return files[0]
+    if not files:
+        raise DataError(f"{folder}: no corpus.jsonl and no .jsonl/.json data file")
+    names = ", ".join(p.name for p in files)
+    raise DataError(f"{folder}: several data files ({names}); point --dataset at one of them")

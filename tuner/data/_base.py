@@ -1,0 +1,45 @@
+"""The shape every dataset loader produces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    text: str
+    # reference answers, best first; empty when the data has none (e.g. unanswerable questions)
+    answers: tuple[str, ...] = ()
+    # ids of the documents that answer it; empty when the data has no gold ids
+    relevant_ids: frozenset[str] = frozenset()
+
+    @property
+    def reference(self) -> str | None:
+        return self.answers[0] if self.answers else None
+
+
+@dataclass
+class Dataset:
+    name: str
+    format: str
+    source: Path
+    documents: list[Document]
+    questions: list[Question]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_gold_ids(self) -> bool:
+        return any(q.relevant_ids for q in self.questions)
+
+    @property
+    def has_references(self) -> bool:
+        return any(q.answers for q in self.questions)

@@ -1,0 +1,24 @@
+"""Environment defaults that must be in place before heavy libraries are imported.
+
+The machines tuner runs on often have no internet: every library that would phone home
+(Hugging Face hub, RAGAS telemetry, LiteLLM's cost map) is told to stay local. A user's own
+setting always wins (setdefault).
+"""
+
+import os
+
+OFFLINE_DEFAULTS = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "RAGAS_DO_NOT_TRACK": "true",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_VERBOSITY": "error",  # no weight-loading progress bars in our output
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+}
+
+
+def set_offline_defaults() -> None:
+    for key, value in OFFLINE_DEFAULTS.items():
+        os.environ.setdefault(key, value)

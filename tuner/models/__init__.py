@@ -1,0 +1,1 @@
+"""Models tuner runs: embedders now; LLM backends join them here."""

@@ -1,0 +1,17 @@
+"""Embedders: a small contract, the sentence-transformers implementation, and the on-disk cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuner.models.embedders._base import Embedder, normalise
+from tuner.models.embedders._cache import CachedEmbedder
+from tuner.models.embedders._sentence_transformers import SentenceTransformerEmbedder, resolve_model_path
+
+__all__ = ["Embedder", "CachedEmbedder", "SentenceTransformerEmbedder", "normalise", "resolve_model_path",
+           "make_embedder"]
+
+
+def make_embedder(model: str, batch_size: int, cache_dir: Path) -> Embedder:
+    """The project's embedder, behind the disk cache."""
+    return CachedEmbedder(SentenceTransformerEmbedder(model, batch_size=batch_size), cache_dir)

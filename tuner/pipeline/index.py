@@ -1,0 +1,55 @@
+"""Build the searchable index of a dataset: chunks, cached embeddings, BM25 and the entity graph."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tuner.config import ProjectConfig
+from tuner.data import Dataset
+from tuner.errors import DataError
+from tuner.models.embedders import Embedder
+from tuner.pipeline.backends import RetrievalBackend, make_backend
+from tuner.pipeline.chunking import Chunk, chunk_documents
+from tuner.pipeline.graph import EntityGraph
+from tuner.ui import progress
+
+
+@dataclass
+class Index:
+    chunks: list[Chunk]
+    vectors: np.ndarray
+    backend: RetrievalBackend
+    graph: EntityGraph
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per build step
+
+
+def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder) -> Index:
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    chunks = chunk_documents(dataset.documents, config.chunking.size, config.chunking.overlap)
+    if not chunks:
+        raise DataError(f"{dataset.source}: the corpus has no text to index")
+    timings["chunk"] = time.perf_counter() - started
+
+    with progress() as bar:
+        started = time.perf_counter()
+        task = bar.add_task(f"embedding {len(chunks)} chunks", total=len(chunks))
+        vectors = embedder.encode([c.text for c in chunks], on_progress=lambda n: bar.advance(task, n))
+        timings["embed"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        task = bar.add_task("BM25 + vector index", total=1)
+        backend = make_backend(config.backend.type)
+        backend.add([c.text for c in chunks], vectors)
+        bar.advance(task)
+        timings["index"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        task = bar.add_task("entity graph", total=1)
+        graph = EntityGraph(chunks, config.graph.max_entity_share)
+        bar.advance(task)
+        timings["graph"] = time.perf_counter() - started
+    return Index(chunks, vectors, backend, graph, timings)

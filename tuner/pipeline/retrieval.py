@@ -1,0 +1,37 @@
+"""Hybrid retrieval: candidates fetched once per question, re-fused from memory for every alpha and fusion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.models.embedders import Embedder
+from tuner.pipeline.backends import Hits, RetrievalBackend
+from tuner.pipeline.fusion import hybrid
+
+
+@dataclass(frozen=True)
+class Candidates:
+    bm25: Hits
+    dense: Hits
+    window: int
+
+
+class HybridRetriever:
+    def __init__(self, backend: RetrievalBackend, embedder: Embedder, window: int = 100):
+        self.backend = backend
+        self.embedder = embedder
+        self.window = window  # Weaviate fetches max(100, limit) per side
+        self._cache: dict[str, Candidates] = {}
+
+    def candidates(self, question: str, limit: int = 0) -> Candidates:
+        window = max(self.window, limit)
+        cached = self._cache.get(question)
+        if cached is None or cached.window < window:
+            vector = self.embedder.encode([question])[0]
+            cached = Candidates(self.backend.bm25(question, window), self.backend.dense(vector, window), window)
+            self._cache[question] = cached
+        return cached
+
+    def search(self, question: str, alpha: float, fusion: str, limit: int) -> Hits:
+        found = self.candidates(question, limit)
+        return hybrid(found.bm25, found.dense, alpha, fusion, limit)

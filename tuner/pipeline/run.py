@@ -1,0 +1,54 @@
+"""One pipeline configuration applied to one question: retrieve -> expand -> rerank -> select."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tuner.config import PipelineConfig, RerankerConfig
+from tuner.models.embedders import Embedder
+from tuner.pipeline.candidate import Candidate
+from tuner.pipeline.index import Index
+from tuner.pipeline.rerankers import Reranker, make_reranker
+from tuner.pipeline.retrieval import HybridRetriever
+from tuner.pipeline.selection import select_dynamic_k
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    # every candidate the pipeline ranked: the reranked pool first, then the rest of the fused window
+    ranking: list[Candidate]
+    # what reaches the generator
+    selected: list[Candidate]
+
+
+class RetrievalPipeline:
+    def __init__(self, index: Index, embedder: Embedder, rerankers: RerankerConfig, window: int = 100):
+        self.index = index
+        self.retriever = HybridRetriever(index.backend, embedder, window)
+        self.embedder = embedder
+        self.reranker_settings = rerankers
+        self._rerankers: dict[str, Reranker] = {}
+
+    def reranker(self, name: str) -> Reranker:
+        if name not in self._rerankers:
+            self._rerankers[name] = make_reranker(name, self.reranker_settings, self.embedder)
+        return self._rerankers[name]
+
+    def run(self, question: str, config: PipelineConfig) -> RetrievalResult:
+        chunks = self.index.chunks
+        fused = self.retriever.search(question, config.alpha, config.fusion, limit=self.retriever.window)
+        retrieved = [Candidate(int(p), chunks[p], float(s)) for p, s in zip(fused.ids, fused.scores)]
+        seeds = retrieved[: config.top_k]
+        expanded = self.index.graph.expand(seeds, chunks, config.hops, config.hop_decay, limit=config.top_k)
+        pool = sorted(seeds + expanded, key=lambda c: -c.score)
+
+        confidences = self.reranker(config.reranker).confidences(question, pool)
+        reranked = [replace(c, confidence=float(v)) for c, v in zip(pool, confidences)]
+        reranked.sort(key=lambda c: -(c.confidence or 0.0))  # stable: ties keep retrieval order
+
+        if config.confidence_threshold is None:
+            selected = reranked[: config.top_k]
+        else:
+            selected = select_dynamic_k(reranked, config.confidence_threshold, config.min_docs, config.max_docs)
+        in_pool = {c.position for c in pool}
+        return RetrievalResult(reranked + [c for c in retrieved if c.position not in in_pool], selected)

@@ -1,0 +1,35 @@
+"""Everything a command needs for one project config: the dataset, the embedder, the index, the pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.config import ProjectConfig
+from tuner.data import Dataset, load_dataset
+from tuner.models.embedders import Embedder, make_embedder
+from tuner.pipeline.index import Index, build_index
+from tuner.pipeline.run import RetrievalPipeline
+
+
+@dataclass
+class Workspace:
+    config: ProjectConfig
+    dataset: Dataset
+    embedder: Embedder
+    index: Index
+    pipeline: RetrievalPipeline
+
+
+def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limit: int | None = None,
+                   embedder: Embedder | None = None) -> Workspace:
+    """Load data and build the index; `dataset_path` and `limit` override the config's."""
+    dataset = load_dataset(
+        dataset_path if dataset_path is not None else config.dataset.path,
+        config.dataset.format if dataset_path is None else "auto",
+        limit if limit is not None else config.dataset.limit,
+    )
+    embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, config.cache_dir)
+    index = build_index(dataset, config, embedder)
+    pipeline = RetrievalPipeline(index, embedder, config.rerankers, window=config.backend.candidates)
+    return Workspace(config, dataset, embedder, index, pipeline)
