@@ -14,7 +14,7 @@ from rich.table import Table
 import tuner  # noqa: F401  (sets offline environment defaults first)
 from tuner.config import PipelineConfig, ProjectConfig, describe_validation_error, load_config
 from tuner.errors import ConfigError, TunerError
-from tuner.ui import console, progress
+from tuner.ui import console, err_console, progress
 
 app = typer.Typer(
     name="tuner",
@@ -62,7 +62,7 @@ def eval_command(
     console.print(f"[bold]{data.name}[/] ({data.format}): {len(data.documents)} documents, "
                   f"{len(workspace.index.chunks)} chunks, {len(data.questions)} questions")
     for note in data.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        err_console.print(f"[yellow]note:[/] {note}")
 
     started = time.perf_counter()
     with progress() as bar:
@@ -81,7 +81,7 @@ def eval_command(
     print_retrieval_table(report["retrieval"], pipeline_config)
     if out:
         write_json(out, report)
-        console.print(f"results written to {out}")
+        err_console.print(f"results written to {out}")
 
 
 @app.command("index")
@@ -123,7 +123,7 @@ def data_command(
     table.add_row("with gold document ids", str(sum(bool(q.relevant_ids) for q in data.questions)))
     console.print(table)
     for note in data.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        err_console.print(f"[yellow]note:[/] {note}")
 
 
 def apply_overrides(pipeline: PipelineConfig, assignments: list[str]) -> PipelineConfig:
@@ -170,10 +170,10 @@ def main() -> None:
     try:
         app()
     except TunerError as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        console.print("[red]interrupted[/]")
+        err_console.print("[red]interrupted[/]")
         sys.exit(130)
 
 

@@ -57,8 +57,8 @@ class GraphConfig(_Strict):
 
 class RerankerConfig(_Strict):
     cross_encoder_model: str | None = Field(None, description="name or path of a sentence-transformers CrossEncoder")
-    embedding_midpoint: float = Field(0.35, description="cosine at which the embedding reranker is 50% confident")
-    embedding_temperature: float = Field(0.1, gt=0, description="cosine spread of the embedding reranker's sigmoid")
+    embedding_midpoint: float = Field(0.42, description="cosine at which the embedding reranker is 50% confident")
+    embedding_temperature: float = Field(0.08, gt=0, description="cosine spread of the embedding reranker's sigmoid")
 
 
 class PipelineConfig(_Strict):

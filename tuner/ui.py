@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-console = Console(stderr=True)
+console = Console()  # results: tables, summaries
+err_console = Console(stderr=True)  # progress, notes and errors, so results can be piped
 
 
 def progress(transient: bool = False) -> Progress:
@@ -16,7 +17,7 @@ def progress(transient: bool = False) -> Progress:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=console,
+        console=err_console,
         transient=transient,
-        disable=not console.is_terminal,
+        disable=not err_console.is_terminal,
     )

@@ -26,6 +26,9 @@ _STOP = frozenset(
 )
 
 
+MIN_ENTITY_LIMIT = 5
+
+
 def extract_entities(text: str) -> set[str]:
     entities = set()
     for match in _SPAN.finditer(text):
@@ -43,7 +46,8 @@ class EntityGraph:
         self.max_entity_share = max_entity_share
         per_chunk = [extract_entities(chunk.text) for chunk in chunks]
         frequency = Counter(entity for entities in per_chunk for entity in entities)
-        limit = max(2, int(max_entity_share * len(chunks)))
+        # small corpora still link an entity shared by a handful of chunks
+        limit = max(MIN_ENTITY_LIMIT, int(max_entity_share * len(chunks)))
         self.graph = nx.Graph()
         self.graph.add_nodes_from(range(len(chunks)))
         for position, entities in enumerate(per_chunk):

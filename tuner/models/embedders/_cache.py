@@ -24,7 +24,7 @@ class CachedEmbedder(Embedder):
         self.name = embedder.name
         self.dim = embedder.dim
         self.folder = Path(cache_dir) / "embeddings" / re.sub(r"[^A-Za-z0-9_.-]+", "_", embedder.name)
-        self._rows: dict[bytes, np.ndarray] = {}
+        self._rows: dict[str, np.ndarray] = {}
         self._load()
         self.misses = 0
 
@@ -56,5 +56,5 @@ class CachedEmbedder(Embedder):
         os.replace(tmp, self.folder / f"{name}.npz")
 
 
-def text_key(text: str) -> bytes:
-    return hashlib.sha1(text.encode("utf-8")).digest()
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,55 @@
+"""Shared fixtures: the public datasets (skipped when absent), the real embedder, and small fakes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import HashingEmbedder
+
+DATASETS = Path(os.environ.get("TUNER_DATASETS", Path(__file__).resolve().parents[1].parent / "shared" / "datasets"))
+
+
+def dataset_path(name: str) -> Path:
+    path = DATASETS / name
+    if not path.exists():
+        pytest.skip(f"public dataset {name} not found at {path} (set TUNER_DATASETS to the datasets folder)")
+    return path
+
+
+@pytest.fixture
+def fake_embedder() -> HashingEmbedder:
+    return HashingEmbedder()
+
+
+@pytest.fixture(scope="session")
+def real_embedder(tmp_path_factory):
+    """all-MiniLM-L6-v2 from its registry package, behind a session-wide disk cache."""
+    pytest.importorskip("sentence_transformers", reason="needs the embed extra")
+    from tuner.models.embedders import make_embedder
+
+    return make_embedder("all-MiniLM-L6-v2", 64, tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory) -> Path:
+    """A randomly initialised one-label BERT written to disk: no cross-encoder weights exist on the registries."""
+    transformers = pytest.importorskip("transformers", reason="needs the embed extra")
+    import torch
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    words = "the a of is was who what where when river bridge island capital town engineer designed born".split()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words + [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
+    vocab += list("abcdefghijklmnopqrstuvwxyz0123456789.,?")
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128, num_labels=1,
+    )
+    transformers.BertForSequenceClassification(config).save_pretrained(folder)
+    return folder

@@ -1,0 +1,60 @@
+"""The contract every retrieval backend passes (the Weaviate backend joins the parametrisation)."""
+
+import numpy as np
+import pytest
+
+from tuner.pipeline.backends import EmbeddedBackend, RetrievalBackend
+from tests.fakes import HashingEmbedder
+
+TEXTS = [
+    "The Greywater Bridge crosses the Sable River at Port Ardent.",
+    "Kestrel Bay is a fishing village known for smokehouses and herring.",
+    "Mount Oswy is the highest point of the island at 642 metres.",
+    "The ferry to Halvard takes three hours and twenty minutes.",
+    "Puffins breed on the cliffs of Skerrin from May to August.",
+]
+
+BACKENDS = {"embedded": EmbeddedBackend}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request) -> tuple[RetrievalBackend, np.ndarray]:
+    vectors = HashingEmbedder().encode(TEXTS)
+    store = BACKENDS[request.param]()
+    store.add(TEXTS, vectors)
+    return store, vectors
+
+
+def test_stores_every_chunk(backend):
+    store, _ = backend
+    assert len(store) == len(TEXTS)
+
+
+def test_bm25_finds_the_chunk_with_the_words_first_and_only_matching_chunks(backend):
+    store, _ = backend
+    found = store.bm25("smokehouses herring", limit=10)
+    assert found.ids[0] == 1
+    assert (found.scores > 0).all()
+    assert found.scores.tolist() == sorted(found.scores.tolist(), reverse=True)
+    assert 2 not in found.ids.tolist()
+
+
+def test_dense_returns_the_chunk_itself_with_cosine_one(backend):
+    store, vectors = backend
+    found = store.dense(vectors[3], limit=2)
+    assert found.ids.tolist()[0] == 3
+    assert found.scores[0] == pytest.approx(1.0, abs=1e-5)
+    assert len(found) == 2
+
+
+def test_limits_and_empty_queries(backend):
+    store, vectors = backend
+    assert len(store.dense(vectors[0], limit=100)) == len(TEXTS)
+    assert len(store.bm25("the of and", limit=10)) == 0  # stopwords only
+    assert len(store.bm25("zzzz unknownword", limit=10)) == 0
+    assert store.bm25("bridge", limit=10).ids.dtype == np.int64
+
+
+def test_mismatched_texts_and_vectors_are_refused():
+    with pytest.raises(ValueError):
+        EmbeddedBackend().add(TEXTS, np.zeros((2, 4), dtype=np.float32))

@@ -1,0 +1,78 @@
+"""The `tuner` command as a user runs it: real subprocesses, real exit codes, one-line errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import dataset_path
+
+
+def tuner(*args, cwd):
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_help_lists_every_command(tmp_path):
+    result = tuner("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for command in ("eval", "index", "data"):
+        assert command in result.stdout
+        assert tuner(command, "--help", cwd=tmp_path).returncode == 0
+
+
+def test_eval_retrieval_only_on_the_demo_writes_the_results_json(tmp_path):
+    result = tuner("eval", "--retrieval-only", "--out", "results.json", "--set", "top_k=4", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["config"]["pipeline"]["top_k"] == 4
+    assert set(data["retrieval"]) >= {"recall@k", "precision", "ndcg@10", "mrr", "mean_k"}
+    assert data["retrieval"]["mean_k"] == 4
+    assert len(data["per_question"]) == data["dataset"]["questions"] == 22
+    assert "recall@k" in result.stdout  # the table
+    assert (tmp_path / "studies" / ".cache" / "embeddings").is_dir()  # default cache location
+
+
+def test_eval_on_squad_normans_with_a_config_file(tmp_path):
+    squad = dataset_path("squad2_dev_normans")
+    (tmp_path / "tuner.yaml").write_text(f"dataset:\n  path: {squad}\npipeline:\n  alpha: 0.5\n  reranker: embedding\n")
+    result = tuner("eval", "--retrieval-only", "-c", "tuner.yaml", "-o", "out/r.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "out" / "r.json").read_text())
+    assert data["dataset"]["questions"] == 208 and data["retrieval"]["questions_scored"] == 96
+    assert data["retrieval"]["recall@5"] > 0.85
+
+
+@pytest.mark.parametrize(
+    "args, files, message",
+    [
+        (["-c", "bad.yaml"], {"bad.yaml": "pipeline: [\n"}, "bad.yaml: invalid YAML"),
+        (["-c", "typed.yaml"], {"typed.yaml": "pipeline:\n  top_k: lots\n"}, "typed.yaml: pipeline.top_k"),
+        (["-c", "missing.yaml"], {}, "missing.yaml: file not found"),
+        (["--dataset", "nowhere"], {}, "nowhere: dataset not found"),
+        (["--set", "alpha=2"], {}, "--set: alpha: Input should be less than or equal to 1"),
+        (["--set", "colour=red"], {}, "expected KEY=VALUE"),
+    ],
+)
+def test_bad_input_gives_one_line_and_exit_2(tmp_path, args, files, message):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    result = tuner("eval", "--retrieval-only", *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_empty_corpus_is_a_clear_error(tmp_path):
+    (tmp_path / "corpus.jsonl").write_text("")
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q", "text": "why?"}\n')
+    result = tuner("eval", "--retrieval-only", "--dataset", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 2 and "corpus is empty" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_data_command_describes_a_dataset(tmp_path):
+    result = tuner("data", cwd=tmp_path)
+    assert result.returncode == 0 and "demo" in result.stdout and "22" in result.stdout

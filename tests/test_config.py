@@ -1,0 +1,67 @@
+import pytest
+
+from tuner.config import PipelineConfig, ProjectConfig, load_config
+from tuner.errors import ConfigError
+
+
+def write(tmp_path, text):
+    path = tmp_path / "tuner.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_no_file_means_defaults_on_the_demo():
+    config = load_config(None)
+    assert config == ProjectConfig()
+    assert config.dataset.path is None
+    assert config.pipeline.alpha == 0.5 and config.pipeline.fusion == "relative_score"
+
+
+def test_relative_paths_resolve_against_the_file(tmp_path):
+    config = load_config(write(tmp_path, "dataset:\n  path: data/set\ncache_dir: cache\npipeline:\n  top_k: 7\n"))
+    assert config.dataset.path == tmp_path / "data" / "set"
+    assert config.cache_dir == tmp_path / "cache"
+    assert config.pipeline.top_k == 7
+
+
+def test_malformed_yaml_names_the_file_and_the_line(tmp_path):
+    path = write(tmp_path, "pipeline:\n  top_k: [5\n  alpha: 0.3\n")
+    with pytest.raises(ConfigError, match=r"tuner.yaml: invalid YAML at line \d+, column \d+") as caught:
+        load_config(path)
+    assert caught.value.exit_code == 2
+    assert "\n" not in str(caught.value)
+
+
+def test_wrong_type_names_the_key_and_what_was_expected(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, "pipeline:\n  top_k: many\n"))
+    message = str(caught.value)
+    assert "tuner.yaml" in message and "pipeline.top_k" in message and "integer" in message and "'many'" in message
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("pipeline:\n  alpha: 1.5\n", "pipeline.alpha: Input should be less than or equal to 1"),
+        ("pipeline:\n  fusion: borda\n", "pipeline.fusion: Input should be 'relative_score' or 'ranked'"),
+        ("pipline:\n  top_k: 3\n", "pipline: unknown key"),
+        ("chunking:\n  size: 50\n  overlap: 50\n", "overlap (50) must be smaller than size (50)"),
+        ("pipeline:\n  min_docs: 5\n  max_docs: 2\n", "min_docs (5) must not exceed max_docs (2)"),
+        ("- just\n- a list\n", "expected a mapping"),
+    ],
+)
+def test_invalid_values_give_one_clear_line(tmp_path, text, expected):
+    with pytest.raises(ConfigError, match=".*") as caught:
+        load_config(write(tmp_path, text))
+    assert expected in str(caught.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_pipeline_config_bounds():
+    assert PipelineConfig(hops=3).hops == 3
+    with pytest.raises(ValueError):
+        PipelineConfig(hops=4)

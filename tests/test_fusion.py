@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from tuner.pipeline.backends import Hits
+from tuner.pipeline.fusion import fuse, hybrid, rescale
+
+
+def hits(ids, scores):
+    return Hits(np.array(ids, dtype=np.int64), np.array(scores, dtype=np.float64))
+
+
+def as_dict(result: Hits) -> dict[int, float]:
+    return dict(zip(result.ids.tolist(), result.scores.tolist()))
+
+
+def test_relative_score_rescaling_matches_the_worked_example():
+    np.testing.assert_allclose(rescale(np.array([1.0, 8, 6, 11])), [0, 0.7, 0.5, 1])
+
+
+def test_a_single_hit_rescales_to_one():
+    np.testing.assert_allclose(rescale(np.array([3.7])), [1.0])
+
+
+def test_bm25_only_hit_scores_its_weight_at_alpha_quarter():
+    bm25 = hits([7, 3], [11.0, 1.0])  # chunk 7 rescales to 1.0
+    dense = hits([1, 2], [0.9, 0.2])  # chunk 7 not found by the vector side: counts 0 there
+    fused = as_dict(hybrid(bm25, dense, alpha=0.25, fusion="relative_score", limit=10))
+    assert fused[7] == pytest.approx(0.75)  # (1 - 0.25) * 1.0
+    assert fused[1] == pytest.approx(0.25)  # 0.25 * 1.0
+
+
+def test_ranked_fusion_gives_each_rank_zero_hit_half_over_sixty():
+    fused = as_dict(hybrid(hits([5, 6], [9.0, 1.0]), hits([8, 5], [0.9, 0.8]), 0.5, "ranked", 10))
+    assert fused[8] == pytest.approx(0.5 / 60)
+    assert fused[6] == pytest.approx(0.5 / 61)
+    assert fused[5] == pytest.approx(0.5 / 60 + 0.5 / 61)
+    assert list(hybrid(hits([5, 6], [9.0, 1.0]), hits([8, 5], [0.9, 0.8]), 0.5, "ranked", 10).ids)[0] == 5
+
+
+@pytest.mark.parametrize("fusion", ["relative_score", "ranked"])
+def test_alpha_extremes_are_pure_bm25_and_pure_vector(fusion):
+    bm25, dense = hits([1, 2, 3], [3.0, 2.0, 1.0]), hits([9, 3, 8], [0.9, 0.5, 0.1])
+    assert hybrid(bm25, dense, 0.0, fusion, 10).ids.tolist() == [1, 2, 3]  # vector side not searched
+    assert hybrid(bm25, dense, 1.0, fusion, 10).ids.tolist() == [9, 3, 8]
+
+
+def test_scores_are_summed_and_sorted_and_cut_at_limit():
+    bm25, dense = hits([1, 2, 3], [10.0, 5.0, 0.0]), hits([3, 2, 1], [1.0, 0.5, 0.0])
+    fused = hybrid(bm25, dense, 0.5, "relative_score", 2)
+    assert len(fused) == 2
+    assert fused.scores.tolist() == sorted(fused.scores.tolist(), reverse=True)
+    np.testing.assert_allclose(as_dict(hybrid(bm25, dense, 0.5, "relative_score", 10))[2], 0.5)
+
+
+def test_unknown_fusion_is_rejected_and_empty_lists_fuse_to_nothing():
+    with pytest.raises(ValueError, match="unknown fusion"):
+        fuse([(hits([1], [1.0]), 1.0)], "borda", 5)
+    assert len(hybrid(Hits.empty(), Hits.empty(), 0.5, "relative_score", 5)) == 0

@@ -1,0 +1,83 @@
+"""The retrieval pipeline end to end: real embeddings on the demo set, plumbing with fakes."""
+
+import pytest
+
+from tuner.config import PipelineConfig, ProjectConfig
+from tuner.evaluation.retrieval_eval import evaluate_retrieval
+from tuner.workspace import open_workspace
+
+
+@pytest.fixture(scope="session")
+def demo(real_embedder, tmp_path_factory):
+    config = ProjectConfig(cache_dir=tmp_path_factory.mktemp("cache"))
+    return open_workspace(config, embedder=real_embedder)
+
+
+@pytest.fixture
+def counted(fake_embedder, tmp_path):
+    """A demo workspace on the hashing embedder whose backend counts its queries."""
+    workspace = open_workspace(ProjectConfig(cache_dir=tmp_path), embedder=fake_embedder)
+    backend = workspace.index.backend
+    calls = {"bm25": 0, "dense": 0}
+    for name in calls:
+        original = getattr(backend, name)
+
+        def counting(*args, _original=original, _name=name):
+            calls[_name] += 1
+            return _original(*args)
+
+        setattr(backend, name, counting)
+    return workspace, calls
+
+
+def test_real_retrieval_on_the_demo_finds_the_gold_documents(demo):
+    result = evaluate_retrieval(demo.dataset, demo.pipeline, PipelineConfig(top_k=5, alpha=0.5))
+    assert result["retrieval"]["recall@5"] >= 0.9
+    assert result["retrieval"]["mean_k"] == 5
+    assert len(result["per_question"]) == len(demo.dataset.questions)
+
+
+def test_alpha_changes_the_ranking_between_bm25_and_vector(demo):
+    question = demo.dataset.questions[8].text
+    bm25_only = demo.pipeline.run(question, PipelineConfig(alpha=0.0, top_k=10)).selected
+    vector_only = demo.pipeline.run(question, PipelineConfig(alpha=1.0, top_k=10)).selected
+    assert [c.position for c in bm25_only] != [c.position for c in vector_only]
+
+
+def test_candidates_are_fetched_once_per_question_and_refused_per_alpha(counted):
+    workspace, calls = counted
+    question = workspace.dataset.questions[0].text
+    first = workspace.pipeline.run(question, PipelineConfig(alpha=0.3))
+    for alpha in (0.0, 0.5, 0.9, 1.0):
+        for fusion in ("relative_score", "ranked"):
+            workspace.pipeline.run(question, PipelineConfig(alpha=alpha, fusion=fusion))
+    assert calls == {"bm25": 1, "dense": 1}
+    again = workspace.pipeline.run(question, PipelineConfig(alpha=0.3))
+    assert [c.position for c in again.ranking] == [c.position for c in first.ranking]
+
+
+def test_graph_hops_bring_in_the_second_document_of_a_multi_hop_question(demo):
+    question = next(q for q in demo.dataset.questions if q.id == "q03")  # bridge -> its engineer -> birthplace
+    config = PipelineConfig(top_k=1, alpha=0.0)
+    plain = demo.pipeline.run(question.text, config)
+    expanded = demo.pipeline.run(question.text, config.model_copy(update={"hops": 1}))
+    assert [c.chunk.doc_id for c in plain.selected] == ["greywater-bridge"]
+    hop_docs = {c.chunk.doc_id for c in expanded.ranking if c.hop == 1}
+    assert "ilsa-marrow" in hop_docs
+
+
+def test_dynamic_k_with_a_reranker_raises_precision(demo):
+    fixed = PipelineConfig(top_k=10, reranker="embedding")
+    gated = fixed.model_copy(update={"confidence_threshold": 0.6, "max_docs": 10})
+    fixed_result = evaluate_retrieval(demo.dataset, demo.pipeline, fixed)["retrieval"]
+    gated_result = evaluate_retrieval(demo.dataset, demo.pipeline, gated)["retrieval"]
+    assert gated_result["mean_k"] < fixed_result["mean_k"]
+    assert gated_result["precision"] > 2 * fixed_result["precision"]
+    assert gated_result["recall@k"] >= 0.8
+
+
+def test_selected_is_top_k_without_threshold_and_ranking_covers_the_window(counted):
+    workspace, _ = counted
+    result = workspace.pipeline.run("Who designed the Greywater Bridge?", PipelineConfig(top_k=3, hops=2))
+    assert len(result.selected) == 3
+    assert len({c.position for c in result.ranking}) == len(result.ranking) >= 3

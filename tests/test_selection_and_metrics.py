@@ -1,0 +1,45 @@
+import math
+
+import pytest
+
+from tuner.evaluation.retrieval_metrics import aggregate, question_metrics
+from tuner.pipeline.candidate import Candidate
+from tuner.pipeline.chunking import Chunk
+from tuner.pipeline.selection import select_dynamic_k
+
+
+def ranked(*confidences):
+    return [Candidate(i, Chunk(f"d{i}#0", f"d{i}", "t"), 1.0, confidence=c) for i, c in enumerate(confidences)]
+
+
+def test_dynamic_k_keeps_the_best_then_the_confident():
+    pool = ranked(0.2, 0.1, 0.05)
+    assert len(select_dynamic_k(pool, threshold=0.5, min_docs=1, max_docs=5)) == 1  # best kept even below
+    assert len(select_dynamic_k(ranked(0.9, 0.8, 0.6, 0.3), 0.5, 1, 5)) == 3
+    assert len(select_dynamic_k(ranked(0.9, 0.8, 0.6, 0.55), 0.5, 1, 2)) == 2  # capped
+    assert len(select_dynamic_k(ranked(0.9, 0.1, 0.1, 0.1), 0.5, 3, 5)) == 3  # floored in rank order
+    assert select_dynamic_k([], 0.5, 1, 5) == []
+    assert len(select_dynamic_k(ranked(0.9, 0.1), 0.5, 3, 5)) == 2  # never more than there is
+
+
+def test_question_metrics_count_documents_once():
+    ranking = ["x", "g1", "g1", "y", "g2"]
+    m = question_metrics(ranking, selected=["x", "g1"], gold={"g1", "g2"}, k=2)
+    assert m["recall@k"] == 0.5
+    assert m["recall@1"] == 0.0 and m["recall@5"] == 1.0
+    assert m["precision"] == 0.5
+    assert m["mrr"] == 0.5
+    assert m["ndcg@10"] == pytest.approx((1 / math.log2(3) + 1 / math.log2(6)) / (1 + 1 / math.log2(3)))
+
+
+def test_perfect_and_empty_rankings():
+    assert question_metrics(["g"], ["g"], {"g"}, 1)["ndcg@10"] == pytest.approx(1.0)
+    zero = question_metrics([], [], {"g"}, 5)
+    assert zero["recall@k"] == 0.0 and zero["precision"] == 0.0 and zero["mrr"] == 0.0
+
+
+def test_aggregate_skips_questions_without_gold_but_counts_their_k():
+    summary = aggregate([{"mrr": 1.0}, {}, {"mrr": 0.0}], [1, 3, 5])
+    assert summary["mrr"] == 0.5
+    assert summary["mean_k"] == 3.0
+    assert summary["questions_scored"] == 2
