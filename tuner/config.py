@@ -29,8 +29,8 @@ class DatasetConfig(_Strict):
 
 
 class ChunkingConfig(_Strict):
-    size: int = Field(200, ge=8, description="words per chunk")
-    overlap: int = Field(40, ge=0, description="words shared by consecutive chunks")
+    size: int = Field(150, ge=8, description="words per chunk (150 words stay inside MiniLM's 256-token window)")
+    overlap: int = Field(30, ge=0, description="words shared by consecutive chunks")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingConfig:
@@ -41,7 +41,7 @@ class ChunkingConfig(_Strict):
 
 class EmbedderConfig(_Strict):
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers name or local path")
-    batch_size: int = Field(64, ge=1)
+    batch_size: int = Field(32, ge=1)
 
 
 class BackendConfig(_Strict):

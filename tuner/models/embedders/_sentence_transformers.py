@@ -33,7 +33,7 @@ def resolve_model_path(model: str) -> str:
 
 
 class SentenceTransformerEmbedder(Embedder):
-    def __init__(self, model: str = "all-MiniLM-L6-v2", batch_size: int = 64, device: str = "cpu"):
+    def __init__(self, model: str = "all-MiniLM-L6-v2", batch_size: int = 32, device: str = "cpu"):
         self.model = model
         self.batch_size = batch_size
         self.device = device
