@@ -53,3 +53,46 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
     )
     transformers.BertForSequenceClassification(config).save_pretrained(folder)
     return folder
+
+
+# Assembled GGUF files are big: share them across test sessions (studies/ is ignored by git).
+os.environ.setdefault("TUNER_MODELS_DIR", str(Path(__file__).resolve().parents[1] / "studies" / ".cache" / "models"))
+
+
+def require_real(reason: str) -> None:
+    """Skip when a real model is unavailable — except in CI, where it must be there (TUNER_REQUIRE_REAL_MODELS)."""
+    if os.environ.get("TUNER_REQUIRE_REAL_MODELS"):
+        pytest.fail(f"real model required in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def scripted_llm():
+    from tests.fakes import ScriptedLLM
+
+    return ScriptedLLM()
+
+
+@pytest.fixture(scope="session")
+def small_gguf() -> Path:
+    """The 0.5B model's GGUF, assembled from its part packages (`tuner models install qwen2.5-0.5b`)."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        require_real("llama-cpp-python is not installed (pip install -e '.[llm]')")
+    from tuner.models.llms import LLMError
+    from tuner.models.registry import NAMED_MODELS, assemble, models_dir
+
+    try:
+        return assemble(NAMED_MODELS["qwen2.5-0.5b"], models_dir(Path("unused")))
+    except LLMError as exc:
+        require_real(str(exc))
+
+
+@pytest.fixture(scope="session")
+def small_llm(small_gguf):
+    """The real 0.5B model, loaded once per session."""
+    from tuner.config import LLMConfig
+    from tuner.models.llms import make_llm
+
+    return make_llm(LLMConfig(model="qwen2.5-0.5b", path=small_gguf, n_ctx=4096), Path("unused"))

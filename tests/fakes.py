@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tuner.models.embedders import Embedder, normalise
+from tuner.models.llms import LLM, Completion
 
 
 class HashingEmbedder(Embedder):
@@ -32,3 +34,39 @@ class HashingEmbedder(Embedder):
         if on_progress:
             on_progress(len(texts))
         return normalise(rows)
+
+
+class ScriptedLLM(LLM):
+    """Answers like a well-behaved model: DSPy's field format for generation, valid JSON for each RAGAS
+    response model, a yes-probability from word overlap. `garbage=True` makes every JSON reply unparsable."""
+
+    def __init__(self, name: str = "scripted", garbage: bool = False):
+        self.name = name
+        self.garbage = garbage
+        self.calls: list[dict] = []
+
+    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+        self.calls.append({"messages": messages, "json_schema": json_schema, "seed": seed})
+        if json_schema is None:
+            return Completion("[[ ## answer ## ]]\nThe Sorrel Bridge [1].\n\n[[ ## completed ## ]]", 50, 10)
+        if self.garbage:
+            return Completion("Sure! Here is my verdict: yes", 40, 8)
+        return Completion(json.dumps(SCRIPTED_JSON[json_schema.get("title", "")]), 40, 8)
+
+    def yes_probability(self, messages):
+        self.calls.append({"messages": messages, "json_schema": None, "seed": 0})
+        text = messages[-1]["content"].lower()
+        question, passage = text.split("passage:")[0], text.split("passage:")[1]
+        overlap = len(set(re.findall(r"\w{4,}", question)) & set(re.findall(r"\w{4,}", passage)))
+        return Completion(repr(min(1.0, overlap / 3)), 30, 0)
+
+
+SCRIPTED_JSON = {
+    "StatementGeneratorOutput": {"statements": ["The bridge is the Sorrel Bridge."]},
+    "NLIStatementOutput": {"statements": [{"statement": "The bridge is the Sorrel Bridge.", "reason": "stated",
+                                           "verdict": 1}]},
+    "AnswerRelevanceOutput": {"question": "Which bridge is it?", "noncommittal": 0},
+    "ContextPrecisionOutput": {"reason": "useful", "verdict": 1},
+    "ContextRecallOutput": {"classifications": [{"statement": "It is the Sorrel Bridge.", "reason": "in context",
+                                                 "attributed": 1}]},
+}

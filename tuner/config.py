@@ -61,6 +61,37 @@ class RerankerConfig(_Strict):
     embedding_temperature: float = Field(0.08, gt=0, description="cosine spread of the embedding reranker's sigmoid")
 
 
+class LLMConfig(_Strict):
+    """One language model: in-process llama.cpp (GGUF) or any OpenAI-compatible endpoint."""
+
+    backend: Literal["llama-cpp", "openai-compatible"] = "llama-cpp"
+    model: str = Field("qwen2.5-1.5b", description="named local model, GGUF path, or the endpoint's model name")
+    path: Path | None = Field(None, description="llama-cpp: GGUF file (wins over the named model's packages)")
+    n_ctx: int = Field(4096, ge=512, description="llama-cpp: context window in tokens")
+    n_threads: int | None = Field(None, ge=1, description="llama-cpp: CPU threads (default: all cores)")
+    base_url: str | None = Field(None, description="openai-compatible: e.g. http://127.0.0.1:8000/v1")
+    api_key_env: str | None = Field(None, description="openai-compatible: NAME of the env var holding the key")
+    timeout: float = Field(120, gt=0, description="openai-compatible: seconds per request")
+    max_tokens: int = Field(384, ge=1, description="completion budget per call")
+
+    @model_validator(mode="after")
+    def _endpoint_needs_url(self) -> LLMConfig:
+        if self.backend == "openai-compatible" and not self.base_url:
+            raise ValueError("backend openai-compatible needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        return self
+
+
+MetricName = Literal["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
+ALL_METRICS: tuple[str, ...] = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
+
+
+class EvaluationConfig(_Strict):
+    metrics: list[MetricName] = Field(list(ALL_METRICS), min_length=1)
+    strictness: int = Field(3, ge=1, le=10, description="questions generated per answer for answer_relevancy")
+    retries: int = Field(2, ge=0, le=5, description="re-asks of the judge after unparsable output")
+    llm_rerank_top_n: int = Field(5, ge=1, description="candidates the LLM reranker scores (it is slow)")
+
+
 class PipelineConfig(_Strict):
     """One point of the search space: everything a trial may change."""
 
@@ -69,12 +100,13 @@ class PipelineConfig(_Strict):
     fusion: FusionType = "relative_score"
     hops: int = Field(0, ge=0, le=3, description="graph-expansion hops over shared entities")
     hop_decay: float = Field(0.5, gt=0, le=1, description="score multiplier per hop for expanded chunks")
-    reranker: Literal["none", "embedding", "cross-encoder"] = "none"
+    reranker: Literal["none", "embedding", "cross-encoder", "llm"] = "none"
     confidence_threshold: float | None = Field(
         None, ge=0, le=1, description="dynamic K: keep chunks at or above this confidence; none = keep top_k"
     )
     min_docs: int = Field(1, ge=1)
     max_docs: int = Field(8, ge=1)
+    program: str = Field("default", description="answer program: default, strict, or a saved DSPy program JSON")
 
     @model_validator(mode="after")
     def _docs_range(self) -> PipelineConfig:
@@ -91,7 +123,14 @@ class ProjectConfig(_Strict):
     graph: GraphConfig = GraphConfig()
     rerankers: RerankerConfig = RerankerConfig()
     cache_dir: Path = Path("studies/.cache")
+    generator: LLMConfig = LLMConfig()
+    judge: LLMConfig | None = Field(None, description="the RAGAS judge; none = same model as the generator")
+    evaluation: EvaluationConfig = EvaluationConfig()
     pipeline: PipelineConfig = PipelineConfig()
+
+    @property
+    def judge_llm(self) -> LLMConfig:
+        return self.judge or self.generator
 
 
 def load_config(path: Path | str | None) -> ProjectConfig:
@@ -147,6 +186,13 @@ def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:
         updates["dataset"] = config.dataset.model_copy(update={"path": base / config.dataset.path})
     if "cache_dir" in config.model_fields_set and not config.cache_dir.is_absolute():
         updates["cache_dir"] = base / config.cache_dir
+    for role in ("generator", "judge"):
+        llm = getattr(config, role)
+        if llm is not None and llm.path is not None and not llm.path.is_absolute():
+            updates[role] = llm.model_copy(update={"path": base / llm.path})
+    program = config.pipeline.program
+    if program.endswith(".json") and not Path(program).is_absolute():
+        updates["pipeline"] = config.pipeline.model_copy(update={"program": str(base / program)})
     model = config.rerankers.cross_encoder_model
     if model and (base / model).exists():
         updates["rerankers"] = config.rerankers.model_copy(update={"cross_encoder_model": str(base / model)})

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from tuner.config import PipelineConfig, RerankerConfig
 from tuner.models.embedders import Embedder
+from tuner.models.llms import LLM
 from tuner.pipeline.candidate import Candidate
 from tuner.pipeline.index import Index
 from tuner.pipeline.rerankers import Reranker, make_reranker
@@ -28,10 +29,18 @@ class RetrievalPipeline:
         self.embedder = embedder
         self.reranker_settings = rerankers
         self._rerankers: dict[str, Reranker] = {}
+        self._llm: LLM | None = None
+        self._llm_top_n = 5
+
+    def attach_llm(self, llm: LLM, top_n: int) -> None:
+        """Make the LLM reranker available (full evaluation has a model; --retrieval-only has none)."""
+        self._llm, self._llm_top_n = llm, top_n
+        self._rerankers.pop("llm", None)
 
     def reranker(self, name: str) -> Reranker:
         if name not in self._rerankers:
-            self._rerankers[name] = make_reranker(name, self.reranker_settings, self.embedder)
+            self._rerankers[name] = make_reranker(name, self.reranker_settings, self.embedder, self._llm,
+                                                 self._llm_top_n)
         return self._rerankers[name]
 
     def run(self, question: str, config: PipelineConfig) -> RetrievalResult:

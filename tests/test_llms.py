@@ -1,0 +1,152 @@
+"""The LLM contract every backend passes, the disk cache + cost meter around it, model resolution and errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import ScriptedLLM
+from tuner.cache import DiskCache
+from tuner.config import LLMConfig
+from tuner.evaluation.cost import CostMeter
+from tuner.models.llms import CachedLLM, LLMError, make_llm, yes_share
+from tuner.models.registry import NAMED_MODELS, NamedModel, assemble, resolve_gguf
+
+SCHEMA = {"type": "object", "properties": {"capital": {"type": "string"}}, "required": ["capital"]}
+ASK = [{"role": "user", "content": "What is the capital of France? Reply in JSON with key capital."}]
+RELEVANT = [{"role": "user", "content": "Question: What is the capital of France?\n\nPassage: Paris is the capital "
+                                        "of France.\n\nDoes the passage help answer the question? Answer yes or no."}]
+IRRELEVANT = [{"role": "user", "content": "Question: What is the capital of France?\n\nPassage: Bananas are a "
+                                          "yellow fruit.\n\nDoes the passage help answer the question? Answer yes or no."}]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served_small_model(small_gguf):
+    """The 0.5B model behind a real llama.cpp OpenAI-compatible server (what `tuner models serve` runs)."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(small_gguf), "--host",
+                               "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.5)
+    yield f"http://127.0.0.1:{port}/v1"
+    server.terminate()
+    server.wait(30)
+
+
+@pytest.fixture(params=["scripted", "llama-cpp", "openai-compatible"])
+def llm(request):
+    if request.param == "scripted":
+        return ScriptedLLM()
+    if request.param == "llama-cpp":
+        return request.getfixturevalue("small_llm")
+    base_url = request.getfixturevalue("served_small_model")
+    return make_llm(LLMConfig(backend="openai-compatible", base_url=base_url, model="qwen"), Path("unused"))
+
+
+@pytest.mark.slow
+def test_contract_chat_json_and_yes_probability(llm):
+    plain = llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
+    assert isinstance(plain.text, str) and plain.text
+    assert plain.prompt_tokens >= 0 and plain.completion_tokens >= 0
+    if isinstance(llm, ScriptedLLM):
+        return  # the scripted fake only knows RAGAS schemas; JSON + logits are real-model properties
+    reply = llm.chat(ASK, max_tokens=40, json_schema=SCHEMA)
+    assert "paris" in json.loads(reply.text)["capital"].lower()
+    relevant, irrelevant = (float(llm.yes_probability(m).text) for m in (RELEVANT, IRRELEVANT))
+    assert 0.0 <= irrelevant < relevant <= 1.0
+    assert llm.name == llm.name and llm.name
+
+
+def test_cache_counts_hits_and_survives_reopening(tmp_path):
+    inner, meter = ScriptedLLM(), CostMeter()
+    cached = CachedLLM(inner, DiskCache(tmp_path / "calls.sqlite"), meter)
+    with meter.stage("q1", "faithfulness"):
+        first = cached.chat(ASK, json_schema={"title": "ContextPrecisionOutput"})
+        cached.chat(ASK, json_schema={"title": "ContextPrecisionOutput"})
+    reopened = CachedLLM(inner, DiskCache(tmp_path / "calls.sqlite"), meter)
+    with meter.stage("q2", "faithfulness"):
+        again = reopened.chat(ASK, json_schema={"title": "ContextPrecisionOutput"})
+        reopened.chat(ASK, json_schema={"title": "ContextPrecisionOutput"}, seed=1)  # another sample: a miss
+    assert again.text == first.text
+    assert len(inner.calls) == 2
+    assert meter.total("q1").as_dict() | {"seconds": 0} == {
+        "llm_calls": 1, "prompt_tokens": 40, "completion_tokens": 8, "cache_hits": 1, "seconds": 0}
+    assert meter.total("q2").llm_calls == 1 and meter.total("q2").cache_hits == 1
+    assert meter.by_stage()["faithfulness"]["llm_calls"] == 2
+
+
+def test_uncached_llm_always_calls(tmp_path):
+    inner, meter = ScriptedLLM(), CostMeter()
+    naive = CachedLLM(inner, None, meter)
+    naive.chat(ASK)
+    naive.chat(ASK)
+    assert len(inner.calls) == 2 and meter.total().llm_calls == 2 and meter.total().cache_hits == 0
+
+
+def test_yes_share_reads_yes_and_no_tokens():
+    assert yes_share({"Yes": -0.1, "No": -2.4, "Maybe": -1.0}) == pytest.approx(0.909, abs=1e-3)
+    assert yes_share({"The": -0.1}) is None
+
+
+def test_unreachable_endpoint_is_one_clear_error():
+    llm = make_llm(LLMConfig(backend="openai-compatible", base_url=f"http://127.0.0.1:{free_port()}/v1",
+                             model="nothing", timeout=5), Path("unused"))
+    with pytest.raises(LLMError, match="cannot reach the LLM endpoint"):
+        llm.chat(ASK)
+
+
+def test_missing_api_key_env_is_named(monkeypatch):
+    monkeypatch.delenv("TUNER_TEST_KEY", raising=False)
+    with pytest.raises(LLMError, match="TUNER_TEST_KEY"):
+        make_llm(LLMConfig(backend="openai-compatible", base_url="http://127.0.0.1:1/v1", model="m",
+                           api_key_env="TUNER_TEST_KEY"), Path("unused"))
+
+
+def test_corrupt_gguf_is_one_clear_error(tmp_path):
+    pytest.importorskip("llama_cpp", reason="needs the llm extra")
+    corrupt = tmp_path / "broken.gguf"
+    corrupt.write_bytes(b"GGUF" + b"\x00" * 4096)
+    with pytest.raises(LLMError, match="cannot load as a GGUF model"):
+        make_llm(LLMConfig(path=corrupt), tmp_path)
+
+
+def test_named_model_resolution_order(tmp_path, monkeypatch):
+    explicit = tmp_path / "mine.gguf"
+    assert resolve_gguf("qwen2.5-0.5b", explicit, tmp_path) == explicit
+    monkeypatch.setenv(NAMED_MODELS["qwen2.5-0.5b"].env_var, str(tmp_path / "env.gguf"))
+    assert resolve_gguf("qwen2.5-0.5b", None, tmp_path) == tmp_path / "env.gguf"
+    assert resolve_gguf(str(tmp_path / "x.gguf"), None, tmp_path) == tmp_path / "x.gguf"
+    with pytest.raises(Exception, match="unknown local model"):
+        resolve_gguf("gpt-9", None, tmp_path)
+
+
+def test_missing_part_packages_say_how_to_install(tmp_path):
+    ghost = NamedModel("ghost", "", "ghost.gguf", 10, "0" * 64, ("tuner-no-such-part-package",), "1.0")
+    with pytest.raises(LLMError, match="tuner models install ghost"):
+        assemble(ghost, tmp_path)
+
+
+def test_wrong_checksum_is_a_clear_error(tmp_path, small_gguf):
+    real = NAMED_MODELS["qwen2.5-0.5b"]
+    tampered = NamedModel(real.name, "", real.filename, real.size, "f" * 64, real.packages, real.version)
+    with pytest.raises(LLMError, match="sha256"):
+        assemble(tampered, tmp_path)
+    assert not list(tmp_path.iterdir()), "a file that failed verification must not be left behind"

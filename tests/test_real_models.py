@@ -1,0 +1,78 @@
+"""End to end with real parts: the 0.5B GGUF generating and judging, MiniLM embeddings, RAGAS metrics, on 2
+demo questions; then the same evaluation through the CLI, paid entirely from the cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.test_cli import tuner
+from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
+from tuner.evaluation.rag_eval import RagRunner
+from tuner.workspace import open_workspace
+
+pytestmark = pytest.mark.slow
+METRICS = {"faithfulness", "answer_relevancy", "context_precision", "context_recall"}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, small_gguf):
+    cache = tmp_path_factory.mktemp("real-cache")
+    return ProjectConfig(cache_dir=cache, generator=LLMConfig(model="qwen2.5-0.5b", path=small_gguf),
+                         pipeline=PipelineConfig(top_k=2))
+
+
+@pytest.fixture(scope="module")
+def first_run(project, real_embedder):
+    runner = RagRunner(open_workspace(project, limit=2, embedder=real_embedder))
+    return runner.evaluate(project.pipeline)
+
+
+def test_real_model_answers_and_all_four_metrics_are_scored(first_run):
+    assert set(first_run["metrics"]) == METRICS
+    for metric, value in first_run["metrics"].items():
+        assert value is not None and 0.0 <= value <= 1.0, (metric, first_run["failures"])
+    assert first_run["cost"]["llm_calls"] >= 2 * (1 + 2 + 3 + 2 + 1)  # generate, F, AR, CP (2 ctx), CR
+    assert first_run["cost"]["prompt_tokens"] > 1000
+    for question in first_run["per_question"]:
+        assert question["answer"] and not question["generation_error"]
+        assert len(question["contexts"]) == 2
+
+
+def test_the_cli_rerun_costs_zero_llm_calls(first_run, project, tmp_path):
+    config = project.model_dump(mode="json", exclude_defaults=True)
+    (tmp_path / "tuner.yaml").write_text(yaml.safe_dump(config))
+    result = tuner("eval", "--config", "tuner.yaml", "--limit", "2", "--out", "again.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["cost"]["llm_calls"] == 0
+    assert again["cost"]["cache_hits"] == first_run["cost"]["llm_calls"] + first_run["cost"]["cache_hits"]
+    assert again["metrics"] == first_run["metrics"]
+    assert [q["answer"] for q in again["per_question"]] == [q["answer"] for q in first_run["per_question"]]
+    assert "faithfulness" in result.stdout and "cost" in result.stdout
+
+
+def test_strict_program_is_a_different_prompt_with_its_own_answers(project, real_embedder):
+    runner = RagRunner(open_workspace(project, limit=1, embedder=real_embedder))
+    strict = runner.evaluate(project.pipeline.model_copy(update={"program": "strict"}), metrics=["faithfulness"])
+    assert strict["models"]["program"] == "strict"
+    assert strict["cost_by_stage"]["generate"]["llm_calls"] == 1  # not served from the default program's cache
+    assert strict["per_question"][0]["answer"]
+
+
+def test_cli_errors_are_one_line(tmp_path, small_gguf):
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 1000)
+    cases = {
+        "broken.yaml": ({"generator": {"path": str(broken)}}, "cannot load as a GGUF model"),
+        "down.yaml": ({"generator": {"backend": "openai-compatible", "base_url": "http://127.0.0.1:9/v1",
+                                     "model": "m", "timeout": 5}}, "cannot reach the LLM endpoint"),
+    }
+    for name, (config, message) in cases.items():
+        (tmp_path / name).write_text(yaml.safe_dump({**config, "cache_dir": str(tmp_path / "c")}))
+        result = tuner("eval", "--config", name, "--limit", "1", cwd=tmp_path)
+        assert result.returncode == 1, result.stderr
+        assert message in result.stderr and "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) <= 3, result.stderr  # notes + the error line

@@ -1,0 +1,72 @@
+"""Cost accounting: LLM calls, tokens, wall seconds and cache hits, per question and per stage.
+
+The LLM cache reports every call to the meter; the evaluator names the stage (generate, rerank, a metric)
+and the question being worked on, so costs land where they were spent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Cost:
+    llm_calls: int = 0  # calls that reached a model (cache misses)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    cache_hits: int = 0
+
+    def add(self, other: Cost) -> None:
+        self.llm_calls += other.llm_calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.seconds += other.seconds
+        self.cache_hits += other.cache_hits
+
+    def as_dict(self) -> dict[str, float | int]:
+        data = asdict(self)
+        data["seconds"] = round(self.seconds, 3)
+        return data
+
+
+@dataclass
+class CostMeter:
+    #: (question id, stage) -> cost
+    records: dict[tuple[str, str], Cost] = field(default_factory=dict)
+    _where: tuple[str, str] = ("", "other")
+
+    @contextmanager
+    def stage(self, question_id: str, stage: str) -> Iterator[Cost]:
+        """Attribute calls made inside the block to (question, stage) and time it."""
+        previous, self._where = self._where, (question_id, stage)
+        cost = self.records.setdefault(self._where, Cost())
+        started = time.perf_counter()
+        try:
+            yield cost
+        finally:
+            cost.seconds += time.perf_counter() - started
+            self._where = previous
+
+    def record_call(self, prompt_tokens: int, completion_tokens: int, cache_hit: bool) -> None:
+        cost = self.records.setdefault(self._where, Cost())
+        if cache_hit:
+            cost.cache_hits += 1
+        else:
+            cost.llm_calls += 1
+            cost.prompt_tokens += prompt_tokens
+            cost.completion_tokens += completion_tokens
+
+    def total(self, question_id: str | None = None, stage: str | None = None) -> Cost:
+        total = Cost()
+        for (qid, name), cost in self.records.items():
+            if (question_id is None or qid == question_id) and (stage is None or name == stage):
+                total.add(cost)
+        return total
+
+    def by_stage(self, question_id: str | None = None) -> dict[str, dict[str, float | int]]:
+        stages = sorted({name for qid, name in self.records if question_id is None or qid == question_id})
+        return {name: self.total(question_id, name).as_dict() for name in stages}

@@ -1,0 +1,155 @@
+"""RAGAS collections metrics on tuner's judge LLM and embedder, one question and one metric at a time.
+
+RAGAS asks its LLM for a pydantic `response_model`; `JudgeLLM` turns that into a JSON-schema-constrained
+call through the cached LLM contract, re-asks on unparsable output, and finally raises `JudgeOutputError`,
+which the scorer records as a counted failure — never a crash, never a silent 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from ragas.embeddings.base import BaseRagasEmbedding
+from ragas.llms.base import InstructorBaseRagasLLM
+
+from tuner.config import EvaluationConfig
+from tuner.models.embedders import Embedder
+from tuner.models.llms import LLM
+
+Model = TypeVar("Model", bound=BaseModel)
+
+#: metric -> the inputs it needs besides the question
+REQUIREMENTS = {
+    "faithfulness": ("answer", "contexts"),
+    "answer_relevancy": ("answer",),
+    "context_precision": ("reference", "contexts"),
+    "context_recall": ("reference", "contexts"),
+}
+
+
+class JudgeOutputError(ValueError):
+    """The judge's reply could not be parsed into what RAGAS asked for, even after re-asking."""
+
+
+class JudgeLLM(InstructorBaseRagasLLM):
+    def __init__(self, llm: LLM, retries: int, max_tokens: int):
+        self.llm = llm
+        self.retries = retries
+        self.max_tokens = max_tokens
+        self._asked: Counter[str] = Counter()
+
+    def new_sample(self) -> None:
+        """Forget which prompts were asked: called before each (question, metric)."""
+        self._asked.clear()
+
+    def generate(self, prompt: str, response_model: type[Model]) -> Model:
+        # A prompt asked again within one sample (answer_relevancy's strictness) must give a new sample:
+        # later occurrences sample with their own seed, so they stay different and still cacheable.
+        occurrence = self._asked[prompt]
+        self._asked[prompt] += 1
+        schema = response_model.model_json_schema()
+        messages = [{"role": "user", "content": prompt}]
+        problem = ""
+        for attempt in range(self.retries + 1):
+            sampled = occurrence > 0 or attempt > 0
+            completion = self.llm.chat(messages, max_tokens=self.max_tokens, temperature=0.7 if sampled else 0.0,
+                                       seed=occurrence * 100 + attempt, json_schema=schema)
+            try:
+                return parse_reply(completion.text, response_model)
+            except JudgeOutputError as exc:
+                problem = str(exc)
+        raise JudgeOutputError(f"{response_model.__name__} unparsable after {self.retries + 1} tries: {problem}")
+
+    async def agenerate(self, prompt: str, response_model: type[Model]) -> Model:
+        return self.generate(prompt, response_model)
+
+
+def parse_reply(text: str, response_model: type[Model]) -> Model:
+    """The reply as `response_model`, tolerating prose or code fences around one JSON object."""
+    candidates = [text.strip()]
+    match = re.search(r"\{.*\}", text, re.S)
+    if match:
+        candidates.append(match.group(0))
+    problem = "empty reply" if not text.strip() else "no JSON object"
+    for candidate in candidates:
+        try:
+            return response_model.model_validate_json(candidate)
+        except ValidationError as exc:
+            problem = exc.errors()[0]["msg"] if exc.errors() else str(exc)
+    raise JudgeOutputError(f"{problem} in {text[:80]!r}")
+
+
+class JudgeEmbeddings(BaseRagasEmbedding):
+    """The project's embedder, as RAGAS wants it (answer relevancy): no second embedding model."""
+
+    def __init__(self, embedder: Embedder):
+        super().__init__()
+        self.embedder = embedder
+
+    def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+        return self.embed_texts([text])[0]
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        return self.embed_text(text)
+
+    def embed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        return self.embedder.encode(list(texts)).tolist()
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        return self.embed_texts(texts)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    value: float | None  # None: not scored (see `failure`, or skipped)
+    failure: str | None = None  # nan | unparsable | no_answer | no_contexts | error
+    detail: str = ""
+
+
+class RagasScorer:
+    def __init__(self, judge: LLM, embedder: Embedder, settings: EvaluationConfig, max_tokens: int):
+        from ragas.metrics.collections import AnswerRelevancy, ContextPrecision, ContextRecall, Faithfulness
+
+        self.judge = JudgeLLM(judge, settings.retries, max_tokens)
+        self.metrics = {
+            "faithfulness": Faithfulness(llm=self.judge),
+            "answer_relevancy": AnswerRelevancy(llm=self.judge, embeddings=JudgeEmbeddings(embedder),
+                                                strictness=settings.strictness),
+            "context_precision": ContextPrecision(llm=self.judge),
+            "context_recall": ContextRecall(llm=self.judge),
+        }
+
+    def score(self, metric: str, question: str, answer: str, contexts: list[str], reference: str | None) -> Outcome:
+        """One metric on one sample; inputs RAGAS cannot take are settled here, before it sees them."""
+        inputs = {"answer": answer.strip(), "contexts": contexts, "reference": reference}
+        if "answer" in REQUIREMENTS[metric] and not inputs["answer"]:
+            return Outcome(None, "no_answer", "empty answer")
+        if "contexts" in REQUIREMENTS[metric] and not contexts:
+            if metric == "faithfulness":
+                return Outcome(None, "no_contexts", "nothing retrieved to be faithful to")
+            return Outcome(0.0, None, "nothing retrieved")  # an empty context recalls and contains nothing
+        self.judge.new_sample()
+        kwargs: dict[str, Any] = {"user_input": question}
+        if metric in ("faithfulness", "answer_relevancy"):
+            kwargs["response"] = answer
+        if metric != "answer_relevancy":
+            kwargs["retrieved_contexts"] = contexts
+        if metric in ("context_precision", "context_recall"):
+            kwargs["reference"] = reference
+        try:
+            result = asyncio.run(self.metrics[metric].ascore(**kwargs))
+        except JudgeOutputError as exc:
+            return Outcome(None, "unparsable", str(exc))
+        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
+            return Outcome(None, "error", f"{type(exc).__name__}: {exc}")
+        value = result.value
+        if value is None or not isinstance(value, (int, float)) or math.isnan(value):
+            return Outcome(None, "nan", "the judge extracted nothing to score")
+        return Outcome(float(value))

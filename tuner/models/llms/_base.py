@@ -1,0 +1,65 @@
+"""LLM contract: chat in, text out (optionally JSON matching a schema), plus a yes-probability for reranking.
+
+Backends implement `_chat` and may override `yes_probability` with something better than reading the text
+(llama.cpp reads the next-token distribution). Everything above this contract — DSPy, RAGAS, the LLM
+reranker, the disk cache and cost accounting — works the same for every backend.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.errors import TunerError
+
+Messages = list[dict[str, str]]
+
+
+class LLMError(TunerError):
+    """A model cannot be loaded or reached."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: first generated token's alternatives, token -> logprob (when the backend reports them)
+    top_logprobs: dict[str, float] = field(default_factory=dict)
+
+
+class LLM(ABC):
+    #: identity of the model for cache keys (a file's sha256 prefix, or endpoint + model name)
+    name: str
+
+    def chat(self, messages: Messages, *, max_tokens: int = 384, temperature: float = 0.0, seed: int = 0,
+             json_schema: dict[str, Any] | None = None) -> Completion:
+        """Complete a conversation; with `json_schema` the reply is constrained to JSON of that shape."""
+        return self._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                          json_schema=json_schema)
+
+    @abstractmethod
+    def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
+              json_schema: dict[str, Any] | None) -> Completion:
+        ...
+
+    def yes_probability(self, messages: Messages) -> Completion:
+        """P(the answer is yes) as `text`, from one generated token; 1/0 when no logprobs are reported."""
+        completion = self._chat(messages, max_tokens=1, temperature=0.0, seed=0, json_schema=None)
+        probability = yes_share(completion.top_logprobs)
+        if probability is None:
+            probability = 1.0 if re.match(r"\s*yes", completion.text, re.I) else 0.0
+        return Completion(repr(probability), completion.prompt_tokens, completion.completion_tokens)
+
+    def close(self) -> None:
+        """Release the model (memory, connections)."""
+
+
+def yes_share(top_logprobs: dict[str, float]) -> float | None:
+    """Probability mass on 'yes' among the yes/no tokens of one position; None if neither appears."""
+    yes = sum(math.exp(lp) for token, lp in top_logprobs.items() if token.strip().lower() == "yes")
+    no = sum(math.exp(lp) for token, lp in top_logprobs.items() if token.strip().lower() == "no")
+    return None if yes + no == 0 else yes / (yes + no)

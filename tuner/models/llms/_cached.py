@@ -1,0 +1,39 @@
+"""The one place LLM calls are cached on disk and counted: wraps any backend, is itself an LLM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.cache import DiskCache, stable_hash
+from tuner.evaluation.cost import CostMeter
+from tuner.models.llms._base import LLM, Completion, Messages
+
+
+class CachedLLM(LLM):
+    def __init__(self, inner: LLM, cache: DiskCache | None, meter: CostMeter):
+        self.inner = inner
+        self.name = inner.name
+        self.cache = cache  # None: every call reaches the model (benchmarks' naive mode)
+        self.meter = meter
+
+    def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
+              json_schema: dict[str, Any] | None) -> Completion:
+        key = ["chat", self.name, messages, max_tokens, temperature, seed, json_schema]
+        return self._through_cache(key, lambda: self.inner.chat(
+            messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_schema=json_schema))
+
+    def yes_probability(self, messages: Messages) -> Completion:
+        return self._through_cache(["yes", self.name, messages], lambda: self.inner.yes_probability(messages))
+
+    def _through_cache(self, key: list[Any], call) -> Completion:
+        digest = stable_hash(key)
+        if self.cache is not None and (hit := self.cache.get(digest)) is not None:
+            completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"])
+            self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True)
+            return completion
+        completion = call()
+        self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=False)
+        if self.cache is not None:
+            self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
+                                    "completion_tokens": completion.completion_tokens})
+        return completion

@@ -1,0 +1,89 @@
+"""In-process llama.cpp: a GGUF file on the CPU, loaded once per process and shared by every role."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuner.models.llms._base import LLM, Completion, LLMError, Messages
+
+
+class LlamaCppLLM(LLM):
+    def __init__(self, path: Path, n_ctx: int = 4096, n_threads: int | None = None):
+        try:
+            import llama_cpp
+        except ImportError:
+            raise LLMError("backend llama-cpp needs llama-cpp-python: pip install 'rag-tuner[llm]'") from None
+        path = Path(path)
+        if not path.is_file():
+            raise LLMError(f"{path}: GGUF file not found")
+        self._llama_cpp = llama_cpp
+        self.path = path
+        self.name = f"gguf:{path.name}:{path.stat().st_size}"  # the cache identity of this model
+        try:
+            self._model = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
+                                          verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise LLMError(f"{path}: cannot load as a GGUF model ({_first_line(exc)}); "
+                           "is the file complete? `tuner models verify` checks named models") from None
+        template = self._model.metadata.get("tokenizer.chat_template")
+        self._formatter = None
+        if template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            vocab = self._model
+            self._formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=vocab.detokenize([vocab.token_eos()]).decode("utf-8", "ignore"),
+                bos_token=vocab.detokenize([vocab.token_bos()]).decode("utf-8", "ignore"),
+            )
+
+    def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
+              json_schema: dict[str, Any] | None) -> Completion:
+        response_format = None if json_schema is None else {"type": "json_object", "schema": json_schema}
+        try:
+            reply = self._model.create_chat_completion(
+                messages=messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                response_format=response_format,
+            )
+        except ValueError as exc:  # prompt longer than n_ctx
+            raise LLMError(f"{self.path.name}: {_first_line(exc)} (raise generator/judge n_ctx)") from None
+        usage = reply.get("usage") or {}
+        return Completion(reply["choices"][0]["message"]["content"] or "", usage.get("prompt_tokens", 0),
+                          usage.get("completion_tokens", 0))
+
+    def yes_probability(self, messages: Messages) -> Completion:
+        """Read P(yes) off the next-token distribution: one forward pass, no sampling."""
+        if self._formatter is None:
+            return super().yes_probability(messages)
+        prompt = self._formatter(messages=messages).prompt
+        model = self._model
+        tokens = model.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(tokens) >= model.n_ctx():
+            raise LLMError(f"{self.path.name}: reranking prompt of {len(tokens)} tokens exceeds n_ctx")
+        model.reset()
+        model.eval(tokens)
+        logits = np.ctypeslib.as_array(self._llama_cpp.llama_get_logits_ith(model.ctx, -1),
+                                       shape=(model.n_vocab(),)).astype(np.float64)
+        yes = [self._token_id(word) for word in ("yes", "Yes", " yes", " Yes")]
+        no = [self._token_id(word) for word in ("no", "No", " no", " No")]
+        top = logits.max()
+        p_yes = float(np.exp(logits[[t for t in yes if t is not None]] - top).sum())
+        p_no = float(np.exp(logits[[t for t in no if t is not None]] - top).sum())
+        model.reset()
+        return Completion(repr(p_yes / (p_yes + p_no)), len(tokens), 0)
+
+    def _token_id(self, word: str) -> int | None:
+        ids = self._model.tokenize(word.encode("utf-8"), add_bos=False, special=False)
+        return ids[0] if len(ids) == 1 else None
+
+    def close(self) -> None:
+        self._model.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

