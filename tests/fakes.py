@@ -56,7 +56,7 @@ class ScriptedLLM(LLM):
     def yes_probability(self, messages):
         self.calls.append({"messages": messages, "json_schema": None, "seed": 0})
         text = messages[-1]["content"].lower()
-        question, passage = text.split("passage:")[0], text.split("passage:")[1]
+        passage, question = text.split("question:")[0], text.split("question:")[1]
         overlap = len(set(re.findall(r"\w{4,}", question)) & set(re.findall(r"\w{4,}", passage)))
         return Completion(repr(min(1.0, overlap / 3)), 30, 0)
 

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,7 @@ def tuner(*args, cwd):
 def test_help_lists_every_command(tmp_path):
     result = tuner("--help", cwd=tmp_path)
     assert result.returncode == 0
-    for command in ("eval", "index", "data", "models"):
+    for command in ("eval", "index", "data", "models", "optimize", "studies", "best", "trials", "spaces"):
         assert command in result.stdout
         assert tuner(command, "--help", cwd=tmp_path).returncode == 0
 
@@ -76,3 +77,26 @@ def test_empty_corpus_is_a_clear_error(tmp_path):
 def test_data_command_describes_a_dataset(tmp_path):
     result = tuner("data", cwd=tmp_path)
     assert result.returncode == 0 and "demo" in result.stdout and "22" in result.stdout
+
+
+def test_study_commands_fail_with_one_clear_line(tmp_path):
+    (tmp_path / "bad.yaml").write_text("params:\n  top_k: {type: int, low: 9, high: 3}\n")
+    cases = [
+        (("optimize", "--search-space", "bad.yaml", "--trials", "1"), "bad.yaml: params.top_k"),
+        (("optimize", "--target", "faithfulnes"), "--target 'faithfulnes'"),
+        (("optimize", "--constraint", "answer_relevancy=0.7"), "--constraint"),
+        (("optimize", "--timeout", "soon"), "--timeout 'soon'"),
+        (("best", "--study", "nope"), "no study named 'nope'"),
+        (("spaces", "show", "missing"), "search space 'missing'"),
+    ]
+    for args, message in cases:
+        result = tuner(*args, cwd=tmp_path)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "studies" / "default").exists()  # nothing half-created by a rejected command
+
+
+def test_spaces_show_and_empty_studies_listing(tmp_path):
+    shown = tuner("spaces", "show", "quick", cwd=Path(__file__).resolve().parents[1])
+    assert shown.returncode == 0 and "top_k" in shown.stdout and "program" in shown.stdout
+    assert tuner("studies", cwd=tmp_path).returncode == 0

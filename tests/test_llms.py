@@ -87,8 +87,9 @@ def test_cache_counts_hits_and_survives_reopening(tmp_path):
         reopened.chat(ASK, json_schema={"title": "ContextPrecisionOutput"}, seed=1)  # another sample: a miss
     assert again.text == first.text
     assert len(inner.calls) == 2
-    assert meter.total("q1").as_dict() | {"seconds": 0} == {
-        "llm_calls": 1, "prompt_tokens": 40, "completion_tokens": 8, "cache_hits": 1, "seconds": 0}
+    assert meter.total("q1").as_dict() | {"seconds": 0, "model_seconds": 0} == {
+        "llm_calls": 1, "prompt_tokens": 40, "completion_tokens": 8, "cache_hits": 1, "seconds": 0,
+        "model_seconds": 0}
     assert meter.total("q2").llm_calls == 1 and meter.total("q2").cache_hits == 1
     assert meter.by_stage()["faithfulness"]["llm_calls"] == 2
 

@@ -27,7 +27,9 @@ class DiskCache:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        # `writes` > 1 means a call was paid for twice: the resume guarantee is that this never happens
+        self._db.execute("CREATE TABLE IF NOT EXISTS entries "
+                         "(key TEXT PRIMARY KEY, value TEXT NOT NULL, writes INTEGER NOT NULL DEFAULT 1)")
         self._db.commit()
 
     def get(self, key: str) -> Any | None:
@@ -37,9 +39,15 @@ class DiskCache:
 
     def put(self, key: str, value: Any) -> None:
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?)", (key, json.dumps(value)))
+            self._db.execute("INSERT INTO entries (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
+                             "value = excluded.value, writes = writes + 1", (key, json.dumps(value)))
             self._db.commit()
 
     def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+
+    def repeated(self) -> int:
+        """Keys written more than once (the same call paid for again)."""
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM entries WHERE writes > 1").fetchone()[0]

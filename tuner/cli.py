@@ -153,6 +153,196 @@ def data_command(
         err_console.print(f"[yellow]note:[/] {note}")
 
 
+StudyOption = Annotated[str, typer.Option("--study", "-s", help="study name (a folder under --studies-dir)")]
+StudiesDirOption = Annotated[Path, typer.Option("--studies-dir", help="where studies live")]
+StorageOption = Annotated[
+    Optional[str], typer.Option("--storage", help="RDB URL (postgresql://…, sqlite:///…) instead of the journal file")
+]
+
+
+@app.command("optimize")
+def optimize_command(
+    target: Annotated[list[str], typer.Option("--target", "-t", help="metric to maximise; repeat for a Pareto "
+                                              "study")] = ["faithfulness"],  # noqa: B006
+    trials: Annotated[int, typer.Option("--trials", "-n", min=1, help="finished trials the study should hold")] = 40,
+    timeout: Annotated[Optional[str], typer.Option(help="stop starting trials after this long, e.g. 8h, 90m")] = None,
+    study: StudyOption = "default",
+    search_space: Annotated[str, typer.Option("--search-space", help="YAML file, or a name in search_spaces/")]
+    = "default",
+    dataset: DatasetOption = None,
+    config: ConfigOption = None,
+    limit: LimitOption = None,
+    sampler: Annotated[str, typer.Option(help="tpe, random or grid")] = "tpe",
+    seed: Annotated[int, typer.Option(help="sampler seed")] = 0,
+    constraint: Annotated[Optional[list[str]], typer.Option("--constraint", help='guard, e.g. "answer_relevancy>=0.7"')]
+    = None,
+    prune_after: Annotated[int, typer.Option(help="questions answered before a trial may be pruned")] = 3,
+    storage: StorageOption = None,
+    studies_dir: StudiesDirOption = Path("studies"),
+) -> None:
+    """Search the pipeline's knobs with Optuna; run the same command again to resume."""
+    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.study.display import StudyDisplay
+    from tuner.study.optimize import (Constraint, Objective, StudySettings, enqueue_baseline, open_study,
+                                      recover_interrupted, run_study)
+    from tuner.study.space import load_space
+    from tuner.study.storage import study_folder
+    from tuner.workspace import open_workspace
+
+    settings = StudySettings(targets=list(target), constraints=[Constraint.parse(c) for c in constraint or []],
+                             sampler=sampler, seed=seed, prune_after=prune_after)
+    timeout_seconds = parse_duration(timeout) if timeout else None
+    space_file = resolve_space(search_space)
+    space = load_space(space_file)
+    folder = study_folder(studies_dir, study)
+    resuming = folder.meta.is_file()
+    project = load_config(config) if not resuming or config else load_config(None)
+    if resuming and not config:  # a resumed study keeps the project it started with
+        from tuner.config import ProjectConfig
+
+        project = ProjectConfig.model_validate(folder.read_meta()["project"])
+    if dataset is not None:
+        project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"path": dataset.resolve()})})
+    if limit is not None:
+        project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"limit": limit})})
+    project = project.model_copy(update={"cache_dir": folder.cache.resolve()})
+    optuna_study = open_study(folder, settings, space, storage, project.model_dump(mode="json"), str(space_file))
+    recovered = recover_interrupted(optuna_study) if storage is None else []
+    if recovered:
+        err_console.print(f"resuming: trial(s) {', '.join(map(str, recovered))} were interrupted and run again")
+    enqueue_baseline(optuna_study, space, project.pipeline)
+
+    workspace = open_workspace(project)
+    with err_console.status("loading models"):
+        runner = RagRunner(workspace)
+    objective = Objective(runner, space, project.pipeline, settings, folder)
+    questions = len(workspace.dataset.questions)
+    err_console.print(f"study [bold]{folder.name}[/] in {folder.root}: {', '.join(settings.targets)} over "
+                      f"{questions} questions of {workspace.dataset.name}, sampler {sampler}")
+    with StudyDisplay(optuna_study, trials, questions, settings.targets) as display:
+        objective.hook = display
+        ran = run_study(optuna_study, objective, trials, timeout_seconds)
+    if ran == 0:
+        err_console.print(f"study {folder.name} already holds {trials} finished trials (raise --trials to go on)")
+    print_trials(optuna_study, settings.targets, last=10)
+
+
+@app.command("studies")
+def studies_command(studies_dir: StudiesDirOption = Path("studies")) -> None:
+    """List studies: targets, trials by state, best value."""
+    from tuner.study.results import best_trials, list_studies, load_study
+
+    table = Table(title=f"studies in {studies_dir}")
+    for column in ("study", "targets", "complete", "pruned", "failed", "running", "best", "best trial"):
+        table.add_column(column)
+    for folder in list_studies(studies_dir):
+        meta = folder.read_meta()
+        try:
+            study = load_study(folder)
+        except TunerError as exc:
+            table.add_row(folder.name, ", ".join(meta.get("targets", [])), "", "", "", "", str(exc), "")
+            continue
+        states = [t.state.name for t in study.get_trials(deepcopy=False)]
+        best = best_trials(study)
+        best_text = ", ".join(f"{v:.4f}" for v in best[0].values) if len(best) == 1 else f"{len(best)} on front"
+        table.add_row(folder.name, ", ".join(meta["targets"]), *(str(states.count(s)) for s in
+                      ("COMPLETE", "PRUNED", "FAIL", "RUNNING")), best_text if best else "—",
+                      str(best[0].number) if len(best) == 1 else "")
+    console.print(table)
+
+
+@app.command("best")
+def best_command(study: StudyOption = "default", out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="write the best configuration as a config file")] = None,
+                 storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies")) -> None:
+    """The best configuration of a study, as a project config that `tuner eval --config` accepts."""
+    import yaml
+
+    from tuner.study.results import best_config, best_trials, load_study, write_config
+    from tuner.study.storage import study_folder
+
+    folder = study_folder(studies_dir, study)
+    optuna_study = load_study(folder, storage)
+    data = best_config(optuna_study, folder)
+    trial = best_trials(optuna_study)[0]
+    meta = folder.read_meta()
+    values = ", ".join(f"{t}={v:.4f}" for t, v in zip(meta["targets"], trial.values))
+    comment = f"best of study {folder.name}: trial {trial.number}, {values}"
+    if out:
+        write_config(out, data, comment)
+        err_console.print(f"{comment}; written to {out}")
+    else:
+        console.print(f"# {comment}\n" + yaml.safe_dump(data, sort_keys=False), highlight=False)
+
+
+@app.command("trials")
+def trials_command(study: StudyOption = "default", storage: StorageOption = None,
+                   studies_dir: StudiesDirOption = Path("studies")) -> None:
+    """Every trial of a study: state, values, parameters, cost."""
+    from tuner.study.results import load_study
+    from tuner.study.storage import study_folder
+
+    folder = study_folder(studies_dir, study)
+    print_trials(load_study(folder, storage), folder.read_meta()["targets"])
+
+
+spaces_app = typer.Typer(help="Search spaces: show and check them.", no_args_is_help=True)
+app.add_typer(spaces_app, name="spaces")
+
+
+@spaces_app.command("show")
+def spaces_show(space: Annotated[str, typer.Argument(help="YAML file, or a name in search_spaces/")]) -> None:
+    """Print a search space as a table (and validate it)."""
+    from tuner.study.space import load_space
+
+    path = resolve_space(space)
+    loaded = load_space(path)
+    table = Table(title=str(path), caption=loaded.description.strip() or None)
+    for column in ("knob", "type", "values", "when"):
+        table.add_column(column)
+    for name, param in loaded.params.items():
+        when = ", ".join(f"{k} in {v}" for k, v in param.when.items())
+        table.add_row(name, param.type, param.describe(), when)
+    console.print(table)
+
+
+def resolve_space(name: str) -> Path:
+    """A path as given, else search_spaces/<name>.yaml here or in the tuner checkout."""
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    for folder in (Path("search_spaces"), Path(__file__).resolve().parents[1] / "search_spaces"):
+        if (folder / f"{name}.yaml").is_file():
+            return folder / f"{name}.yaml"
+    raise ConfigError(f"search space {name!r}: no file {name} or search_spaces/{name}.yaml")
+
+
+def parse_duration(text: str) -> float:
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not match:
+        raise ConfigError(f"--timeout {text!r}: expected a duration like 90s, 30m, 8h or 1d")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+
+
+def print_trials(study, targets: list[str], last: int | None = None) -> None:
+    trials = study.get_trials(deepcopy=False)
+    shown = trials[-last:] if last else trials
+    table = Table(title=f"trials of {study.study_name}" + (f" (last {len(shown)} of {len(trials)})" if last else ""))
+    for column in ("#", "state", *targets, "params", "llm calls", "cached", "seconds"):
+        table.add_column(column, justify="right" if column not in ("state", "params") else "left")
+    for trial in shown:
+        cost = trial.user_attrs.get("cost", {})
+        values = [f"{v:.4f}" for v in trial.values] if trial.values else ["—"] * len(targets)
+        params = ", ".join(f"{k}={v}" for k, v in trial.params.items())
+        if trial.user_attrs.get("baseline"):
+            params = "(baseline) " + params
+        table.add_row(str(trial.number), trial.state.name.lower(), *values, params, str(cost.get("llm_calls", "")),
+                      str(cost.get("cache_hits", "")), str(cost.get("seconds", "")))
+    console.print(table)
+
+
 models_app = typer.Typer(help="Local GGUF models: list, install, verify, serve.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 

@@ -19,6 +19,8 @@ class Cost:
     completion_tokens: int = 0
     seconds: float = 0.0
     cache_hits: int = 0
+    model_seconds: float = 0.0  # of `seconds`, the time spent inside model calls
+
 
     def add(self, other: Cost) -> None:
         self.llm_calls += other.llm_calls
@@ -26,10 +28,12 @@ class Cost:
         self.completion_tokens += other.completion_tokens
         self.seconds += other.seconds
         self.cache_hits += other.cache_hits
+        self.model_seconds += other.model_seconds
 
     def as_dict(self) -> dict[str, float | int]:
         data = asdict(self)
         data["seconds"] = round(self.seconds, 3)
+        data["model_seconds"] = round(self.model_seconds, 3)
         return data
 
 
@@ -51,12 +55,13 @@ class CostMeter:
             cost.seconds += time.perf_counter() - started
             self._where = previous
 
-    def record_call(self, prompt_tokens: int, completion_tokens: int, cache_hit: bool) -> None:
+    def record_call(self, prompt_tokens: int, completion_tokens: int, cache_hit: bool, seconds: float = 0.0) -> None:
         cost = self.records.setdefault(self._where, Cost())
         if cache_hit:
             cost.cache_hits += 1
         else:
             cost.llm_calls += 1
+            cost.model_seconds += seconds
             cost.prompt_tokens += prompt_tokens
             cost.completion_tokens += completion_tokens
 

@@ -59,7 +59,7 @@ class RagRunner:
 
     def metrics_for(self, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
         """The metrics this dataset can score, and a note for each one skipped."""
-        requested = list(requested or self.workspace.config.evaluation.metrics)
+        requested = list(self.workspace.config.evaluation.metrics if requested is None else requested)
         unknown = [m for m in requested if m not in ALL_METRICS]
         if unknown:
             from tuner.errors import ConfigError
@@ -73,13 +73,20 @@ class RagRunner:
         return [m for m in requested if m not in skipped], skipped
 
     def evaluate(self, config: PipelineConfig, questions: Sequence[Question] | None = None,
-                 metrics: Sequence[str] | None = None, on_progress: ProgressHook | None = None) -> dict[str, Any]:
+                 metrics: Sequence[str] | None = None, on_progress: ProgressHook | None = None,
+                 on_question: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Score `config` on the questions in order. `on_question(index, result)` sees each finished question
+        and may raise to stop early (a study prunes this way); the exception propagates."""
         questions = list(self.workspace.dataset.questions if questions is None else questions)
         scored, skipped = self.metrics_for(metrics)
         program = self.program(config.program)
         started = time.perf_counter()
         self.meter.records.clear()  # each evaluation reports its own cost
-        per_question = [self._one(i, q, config, program, scored, on_progress) for i, q in enumerate(questions)]
+        per_question = []
+        for index, question in enumerate(questions):
+            per_question.append(self._one(index, question, config, program, scored, on_progress))
+            if on_question:
+                on_question(index, per_question[-1])
         seconds = time.perf_counter() - started
         result = summarise(per_question, scored, skipped, self.meter, seconds)
         result["models"] = {"generator": self.generator.name, "judge": self.judge.name,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tuner.cache import DiskCache, stable_hash
@@ -31,8 +32,10 @@ class CachedLLM(LLM):
             completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"])
             self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True)
             return completion
+        started = time.perf_counter()
         completion = call()
-        self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=False)
+        self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=False,
+                               seconds=time.perf_counter() - started)
         if self.cache is not None:
             self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
                                     "completion_tokens": completion.completion_tokens})

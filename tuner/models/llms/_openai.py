@@ -23,6 +23,7 @@ class OpenAICompatibleLLM(LLM):
         self.name = f"openai-compatible:{self.base_url}:{model}"
         key = os.environ.get(api_key_env, "") if api_key_env else ""
         # retries are ours (judge re-asks); the client only waits out one request
+        self._json_object_mode = False  # learnt on the first refusal of json_schema
         self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "not-needed", timeout=timeout,
                                      max_retries=1)
 
@@ -30,13 +31,23 @@ class OpenAICompatibleLLM(LLM):
               json_schema: dict[str, Any] | None) -> Completion:
         extra: dict[str, Any] = {}
         if json_schema is not None:
-            extra["response_format"] = {"type": "json_schema",
-                                        "json_schema": {"name": "reply", "schema": json_schema}}
+            extra["response_format"] = self._response_format(json_schema)
         if max_tokens == 1:
             extra.update(logprobs=True, top_logprobs=10)
         try:
-            reply = self._client.chat.completions.create(model=self.model, messages=messages, max_tokens=max_tokens,
-                                                         temperature=temperature, seed=seed, **extra)
+            try:
+                reply = self._client.chat.completions.create(model=self.model, messages=messages,
+                                                             max_tokens=max_tokens, temperature=temperature,
+                                                             seed=seed, **extra)
+            except self._openai.APIStatusError as exc:
+                if json_schema is None or "response_format" not in str(exc.message) or self._json_object_mode:
+                    raise
+                # llama.cpp's server (and some others) take the schema inside json_object, not json_schema
+                self._json_object_mode = True
+                extra["response_format"] = self._response_format(json_schema)
+                reply = self._client.chat.completions.create(model=self.model, messages=messages,
+                                                             max_tokens=max_tokens, temperature=temperature,
+                                                             seed=seed, **extra)
         except self._openai.APIConnectionError:
             raise LLMError(f"cannot reach the LLM endpoint {self.base_url} (is the server running?)") from None
         except self._openai.AuthenticationError:
@@ -52,6 +63,11 @@ class OpenAICompatibleLLM(LLM):
         usage = reply.usage
         return Completion(choice.message.content or "", usage.prompt_tokens if usage else 0,
                           usage.completion_tokens if usage else 0, top)
+
+    def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
+        if self._json_object_mode:
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
 
     def close(self) -> None:
         self._client.close()

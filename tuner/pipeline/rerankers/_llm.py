@@ -15,11 +15,13 @@ from tuner.models.llms import LLM
 from tuner.pipeline.candidate import Candidate
 from tuner.pipeline.rerankers._base import Reranker
 
-PROMPT = """Question: {question}
+# Passage first, then a yes/no question: on Qwen2.5-1.5B this separates answering passages (P(yes) 0.98) from
+# unrelated ones (0.2-0.3); a question-first wording squeezed everything into 0.6-0.9.
+PROMPT = """Passage: {passage}
 
-Passage: {passage}
+Question: {question}
 
-Does the passage contain information that helps answer the question? Answer with one word: yes or no."""
+Does the passage answer the question? Answer yes or no."""
 
 
 class LLMReranker(Reranker):

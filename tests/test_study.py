@@ -1,0 +1,155 @@
+"""Search spaces, the Optuna objective, pruning, stale-trial recovery and best-config export (scripted LLM)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+import yaml
+
+from tests.fakes import ScriptedLLM
+from tuner.config import PipelineConfig, ProjectConfig
+from tuner.errors import ConfigError
+from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.study.optimize import (Constraint, Objective, StudySettings, enqueue_baseline, open_study,
+                                  recover_interrupted, run_study)
+from tuner.study.results import best_config, best_trials, load_study
+from tuner.study.space import SearchSpace, load_space
+from tuner.study.storage import study_folder
+from tuner.workspace import open_workspace
+
+
+class StrictIsUnfaithful(ScriptedLLM):
+    """The strict program's answers are judged unfaithful, the default's faithful: a clear loser to prune."""
+
+    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+        text = messages[-1]["content"] + (messages[0]["content"] if messages else "")
+        if json_schema is None and "strictly faithful" in text:
+            self.calls.append({"messages": messages, "json_schema": None, "seed": seed})
+            from tuner.models.llms import Completion
+            return Completion("[[ ## answer ## ]]\nMoonlight [1].\n\n[[ ## completed ## ]]", 50, 5)
+        if json_schema and json_schema.get("title") == "NLIStatementOutput" and "Moonlight" in text:
+            self.calls.append({"messages": messages, "json_schema": json_schema, "seed": seed})
+            from tuner.models.llms import Completion
+            return Completion('{"statements": [{"statement": "Moonlight", "reason": "no", "verdict": 0}]}', 40, 8)
+        if json_schema and json_schema.get("title") == "StatementGeneratorOutput" and "Moonlight" in text:
+            self.calls.append({"messages": messages, "json_schema": json_schema, "seed": seed})
+            from tuner.models.llms import Completion
+            return Completion('{"statements": ["Moonlight"]}', 40, 8)
+        return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                             json_schema=json_schema)
+
+
+@pytest.fixture
+def setup(tmp_path, fake_embedder):
+    def make(space: dict, targets=("faithfulness",), limit=6, constraints=(), sampler="tpe", llm=None):
+        llm = llm or StrictIsUnfaithful()
+        folder = study_folder(tmp_path / "studies", "s")
+        project = ProjectConfig(cache_dir=folder.cache)
+        runner = RagRunner(open_workspace(project, limit=limit, embedder=fake_embedder), models=Models(llm, llm))
+        space_model = SearchSpace.model_validate(space)
+        settings = StudySettings(list(targets), [Constraint.parse(c) for c in constraints], sampler, 0, prune_after=2)
+        study = open_study(folder, settings, space_model, None, project.model_dump(mode="json"), "inline")
+        enqueue_baseline(study, space_model, project.pipeline)
+        return study, Objective(runner, space_model, project.pipeline, settings, folder), folder, llm
+    return make
+
+
+PROGRAMS = {"params": {"program": {"type": "categorical", "choices": ["default", "strict"]}}}
+
+
+def test_conditional_params_only_when_their_condition_holds():
+    space = load_space("search_spaces/default.yaml")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(40):
+        trial = study.ask()
+        params = space.suggest(trial)
+        study.tell(trial, 0.0)
+        gated = {"confidence_threshold", "min_docs", "max_docs"} & set(params)
+        assert bool(gated) == (params["reranker"] != "none"), params
+    assert {t.params["reranker"] for t in study.trials} == {"none", "embedding", "llm"}
+
+
+@pytest.mark.parametrize("space, message", [
+    ({"params": {"topk": {"type": "int", "low": 1, "high": 3}}}, "not a pipeline knob"),
+    ({"params": {"top_k": {"type": "int", "low": 5, "high": 3}}}, "above high"),
+    ({"params": {"alpha": {"type": "float", "low": 0, "high": 1, "log": True}}}, "log scale"),
+    ({"params": {"reranker": {"type": "categorical"}}}, "choices"),
+    ({"params": {"min_docs": {"type": "int", "low": 1, "high": 2, "when": {"reranker": "llm"}}}}, "defined above"),
+    ({"params": {}}, "params"),
+])
+def test_invalid_spaces_give_clear_errors(tmp_path, space, message):
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    with pytest.raises(ConfigError, match=message) as error:
+        load_space(path)
+    assert str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_baseline_first_and_results_recorded(setup):
+    study, objective, folder, _ = setup(PROGRAMS, limit=3)
+    run_study(study, objective, trials=2, timeout=None)
+    first = study.trials[0]
+    assert first.user_attrs["baseline"] and first.params == {"program": "default"}
+    assert first.value == 1.0
+    assert set(first.user_attrs) >= {"metrics", "retrieval", "cost", "failures", "pipeline", "constraints"}
+    assert folder.trial_file(0).is_file()
+    enqueue_baseline(study, SearchSpace.model_validate(PROGRAMS), PipelineConfig())  # skipped: exists
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 0
+
+
+def test_pruner_fires_on_a_clearly_worse_configuration(setup):
+    study, objective, folder, llm = setup(PROGRAMS, limit=6)
+    run_study(study, objective, trials=1, timeout=None)  # the baseline: default program, all faithful
+    study.enqueue_trial({"program": "strict"})
+    run_study(study, objective, trials=2, timeout=None)
+    pruned = study.trials[1]
+    assert pruned.state == optuna.trial.TrialState.PRUNED
+    assert pruned.user_attrs["questions"] < 6  # stopped early: questions not asked cost nothing
+    assert folder.trial_file(1).is_file()
+
+
+def test_interrupted_trials_are_failed_and_rerun_with_the_same_params(setup):
+    study, objective, _, _ = setup(PROGRAMS, limit=2)
+    trial = study.ask({"program": optuna.distributions.CategoricalDistribution(["default", "strict"])})
+    trial.params  # a process was killed while this trial ran
+    assert recover_interrupted(study) == [trial.number]
+    assert study.trials[trial.number].state == optuna.trial.TrialState.FAIL
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert any(t.params == study.trials[trial.number].params or t.system_attrs.get("fixed_params") ==
+               study.trials[trial.number].params for t in waiting)
+
+
+def test_constraints_exclude_infeasible_trials_from_best(setup, tmp_path):
+    study, objective, folder, _ = setup(PROGRAMS, limit=2, constraints=("context_recall>=1.01",))
+    run_study(study, objective, trials=2, timeout=None)
+    assert all(t.user_attrs["constraints"][0] > 0 for t in study.trials)
+    assert best_trials(study) == []
+    with pytest.raises(ConfigError, match="no complete trial that meets its constraints"):
+        best_config(study, folder)
+
+
+def test_best_config_is_a_valid_project_config(setup):
+    study, objective, folder, _ = setup(PROGRAMS, limit=2)
+    run_study(study, objective, trials=2, timeout=None)
+    data = best_config(load_study(folder), folder)
+    config = ProjectConfig.model_validate(data)
+    assert config.pipeline.program == "default" and str(folder.cache.resolve()) == data["cache_dir"]
+
+
+def test_multi_objective_study_keeps_a_pareto_front(setup):
+    study, objective, _, _ = setup(PROGRAMS, targets=("faithfulness", "answer_relevancy"), limit=2)
+    run_study(study, objective, trials=2, timeout=None)
+    assert len(study.directions) == 2 and best_trials(study)
+
+
+def test_resuming_with_other_targets_is_refused(setup):
+    setup(PROGRAMS, limit=1)
+    with pytest.raises(ConfigError, match="same --target"):
+        setup(PROGRAMS, targets=("context_recall",), limit=1)
+
+
+def test_bad_targets_and_constraints():
+    with pytest.raises(ConfigError, match="--target"):
+        StudySettings(["faithfulnes"])
+    with pytest.raises(ConfigError, match="--constraint"):
+        Constraint.parse("answer_relevancy > 0.7")

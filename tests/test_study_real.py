@@ -1,0 +1,83 @@
+"""`tuner optimize` for real: the 0.5B model on 2 demo questions, killed with SIGKILL mid-trial and resumed.
+
+Checks the promises a user leaving a study overnight relies on: nothing completed is lost, the interrupted
+trial runs again, no LLM call is paid twice, and `tuner best` gives a config `tuner eval` re-scores from cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from tests.test_cli import tuner
+from tuner.cache import DiskCache
+
+pytestmark = pytest.mark.slow
+QUICK = str(Path(__file__).resolve().parents[1] / "search_spaces" / "quick.yaml")
+
+
+def entries(cache_file: Path) -> int:
+    return len(DiskCache(cache_file)) if cache_file.is_file() else 0
+
+
+def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
+    (tmp_path / "tuner.yaml").write_text(yaml.safe_dump(
+        {"generator": {"model": "qwen2.5-0.5b", "path": str(small_gguf)}, "dataset": {"limit": 2}}))
+    command = ["optimize", "--target", "faithfulness", "--trials", "3", "--search-space", QUICK,
+               "--config", "tuner.yaml", "--study", "ci", "--sampler", "random", "--seed", "3"]
+    study_dir = tmp_path / "studies" / "ci"
+    cache_file = study_dir / "cache" / "llm_calls.sqlite"
+
+    first = subprocess.Popen([sys.executable, "-m", "tuner", *command], cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 900
+    while not (study_dir / "trials" / "0000.json").is_file():  # the baseline trial finished
+        assert first.poll() is None and time.time() < deadline, first.stderr.read() if first.poll() else "timeout"
+        time.sleep(0.5)
+    after_baseline = entries(cache_file)
+    while entries(cache_file) == after_baseline:  # the next trial has paid for at least one call
+        assert first.poll() is None and time.time() < deadline, "the study ended before it could be killed"
+        time.sleep(0.2)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    paid_before_kill = entries(cache_file)
+
+    resumed = tuner(*command, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "interrupted and run again" in resumed.stderr
+
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(study_dir / "journal.log")))
+    study = optuna.load_study(study_name="ci", storage=storage)
+    finished = study.get_trials(states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+    assert len(finished) == 3
+    assert study.trials[0].user_attrs["baseline"] and study.trials[0].state == optuna.trial.TrialState.COMPLETE
+    failed = study.get_trials(states=(optuna.trial.TrialState.FAIL,))
+    assert len(failed) == 1  # the killed trial, re-run with the same parameters
+    assert any(t.params == failed[0].params and t.user_attrs.get("rerun_of") == failed[0].number for t in finished)
+    cache = DiskCache(cache_file)
+    assert cache.repeated() == 0, "a resumed study paid for an LLM call twice"
+    assert len(cache) >= paid_before_kill
+    for trial in finished:
+        assert (study_dir / "trials" / f"{trial.number:04d}.json").is_file()
+
+    assert tuner("best", "--study", "ci", "--out", "best.yaml", cwd=tmp_path).returncode == 0
+    best = max((t for t in finished if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.value)
+    rescored = tuner("eval", "--config", "best.yaml", "--out", "rescored.json", cwd=tmp_path)
+    assert rescored.returncode == 0, rescored.stderr
+    data = json.loads((tmp_path / "rescored.json").read_text())
+    assert data["cost"]["llm_calls"] == 0
+    assert data["metrics"]["faithfulness"] == pytest.approx(best.value)
+
+    listing = tuner("studies", cwd=tmp_path)
+    assert listing.returncode == 0 and "ci" in listing.stdout
+    assert tuner("trials", "--study", "ci", cwd=tmp_path).returncode == 0

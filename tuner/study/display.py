@@ -1,0 +1,87 @@
+"""The live view of a running study: trial i/N, its parameters, per-question progress, best so far, cost."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import optuna
+from rich.console import Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from tuner.ui import err_console
+
+
+class StudyDisplay:
+    def __init__(self, study: optuna.Study, total_trials: int, questions: int, targets: list[str]):
+        self.study = study
+        self.targets = targets
+        self.questions = questions
+        self.started = time.perf_counter()
+        self.llm_calls = 0
+        self.status = Text("")
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=err_console)
+        done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                                            optuna.trial.TrialState.PRUNED)))
+        self.trial_task = self.progress.add_task("trials", total=total_trials, completed=done)
+        self.question_task = self.progress.add_task("questions", total=questions)
+        self.live = Live(Group(self.progress, self.status), console=err_console, refresh_per_second=4,
+                         transient=False)
+        self.interactive = err_console.is_terminal
+
+    def __enter__(self) -> StudyDisplay:
+        if self.interactive:
+            self.live.__enter__()
+        self._update_status("")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.interactive:
+            self.live.__exit__(*exc)
+
+    def __call__(self, event: str, *args: Any) -> None:
+        if event == "trial":
+            number, params = args
+            self.progress.update(self.question_task, completed=0,
+                                 description=f"trial {number}: " + ", ".join(f"{k}={v}" for k, v in params.items()))
+        elif event == "question":
+            index, stage = args
+            self.progress.update(self.question_task, completed=index + (stage == "done"))
+        elif event == "done":
+            trial: optuna.trial.FrozenTrial = args[0]
+            self.llm_calls += int(trial.user_attrs.get("cost", {}).get("llm_calls", 0))
+            self.progress.advance(self.trial_task)
+            line = describe_trial(trial, self.targets)
+            if not self.interactive:
+                err_console.print(line, highlight=False)
+            self._update_status(line)
+
+    def _update_status(self, last: str) -> None:
+        best = best_summary(self.study, self.targets)
+        minutes = (time.perf_counter() - self.started) / 60
+        self.status.plain = f"best: {best}\nLLM calls this run: {self.llm_calls}   time: {minutes:.1f} min" + (
+            f"\nlast: {last}" if last else "")
+
+
+def describe_trial(trial: optuna.trial.FrozenTrial, targets: list[str]) -> str:
+    values = trial.values or []
+    shown = ", ".join(f"{t}={v:.3f}" for t, v in zip(targets, values)) if values else ""
+    cost = trial.user_attrs.get("cost", {})
+    return (f"trial {trial.number} {trial.state.name.lower()} {shown} "
+            f"({cost.get('llm_calls', 0)} LLM calls, {cost.get('cache_hits', 0)} cached, "
+            f"{cost.get('seconds', 0):.0f}s)").replace("  ", " ")
+
+
+def best_summary(study: optuna.Study, targets: list[str]) -> str:
+    from tuner.study.results import best_trials
+
+    best = best_trials(study)
+    if not best:
+        return "—"
+    if len(targets) == 1:
+        trial = best[0]
+        return f"{targets[0]}={trial.values[0]:.4f} (trial {trial.number})"
+    return f"{len(best)} trials on the Pareto front"

@@ -1,0 +1,245 @@
+"""The Optuna study that tunes the pipeline: one trial = one pipeline configuration scored by `RagRunner`.
+
+Resumable by construction: results live in the study's storage and folder, every LLM call in its disk cache.
+At start-up, trials left RUNNING by a killed process are marked FAIL and their parameters re-enqueued, so
+the interrupted configuration runs again — its completed LLM calls come back from the cache for free.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.config import ALL_METRICS, PipelineConfig
+from tuner.errors import ConfigError
+from tuner.evaluation.rag_eval import RagRunner
+from tuner.study.space import SearchSpace, pipeline_for
+from tuner.study.storage import StudyFolder
+
+RETRIEVAL_TARGETS = ("recall@k", "recall@1", "recall@5", "recall@10", "precision", "ndcg@10", "mrr")
+TARGETS = ALL_METRICS + RETRIEVAL_TARGETS
+DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+@dataclass(frozen=True)
+class Constraint:
+    metric: str
+    op: str  # ">=" or "<="
+    bound: float
+
+    @classmethod
+    def parse(cls, text: str) -> Constraint:
+        match = re.fullmatch(r"\s*([\w@]+)\s*(>=|<=)\s*([0-9.]+)\s*", text)
+        if not match or match.group(1) not in TARGETS:
+            raise ConfigError(f"--constraint {text!r}: expected METRIC>=VALUE or METRIC<=VALUE with METRIC one of "
+                              f"{', '.join(TARGETS)}")
+        return cls(match.group(1), match.group(2), float(match.group(3)))
+
+    def violation(self, value: float | None) -> float:
+        """Optuna's convention: <= 0 is feasible. An unscored guard metric counts as violated."""
+        if value is None:
+            return 1.0
+        return self.bound - value if self.op == ">=" else value - self.bound
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.bound:g}"
+
+
+@dataclass
+class StudySettings:
+    targets: list[str]
+    constraints: list[Constraint] = field(default_factory=list)
+    sampler: str = "tpe"
+    seed: int | None = 0
+    prune_after: int = 3  # questions every trial answers before the pruner may stop it
+
+    def __post_init__(self) -> None:
+        for target in self.targets:
+            if target not in TARGETS:
+                raise ConfigError(f"--target {target!r}: choose from {', '.join(TARGETS)}")
+        if len(set(self.targets)) != len(self.targets):
+            raise ConfigError("--target: each metric at most once")
+        if self.sampler not in ("tpe", "random", "grid"):
+            raise ConfigError(f"--sampler {self.sampler!r}: choose tpe, random or grid")
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.targets) > 1
+
+    def metrics_needed(self) -> list[str]:
+        """The RAGAS metrics a trial must score: the targets and guards that are RAGAS metrics."""
+        wanted = set(self.targets) | {c.metric for c in self.constraints}
+        return [m for m in ALL_METRICS if m in wanted]
+
+
+def metric_value(result: dict[str, Any], metric: str) -> float | None:
+    source = result["retrieval"] if metric in RETRIEVAL_TARGETS else result["metrics"]
+    value = source.get(metric)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def question_value(question: dict[str, Any], metric: str) -> float | None:
+    source = question["retrieval"] if metric in RETRIEVAL_TARGETS else question["scores"]
+    return source.get(metric)
+
+
+def make_sampler(settings: StudySettings, space: SearchSpace) -> optuna.samplers.BaseSampler:
+    # guard metrics reach the samplers through trial.set_constraint (Optuna >= 5)
+    if settings.sampler == "grid":
+        return optuna.samplers.GridSampler(space.grid(), seed=settings.seed)
+    if settings.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=settings.seed)
+    if settings.multi_objective:
+        return optuna.samplers.NSGAIISampler(seed=settings.seed)
+    with warnings.catch_warnings():  # multivariate/group are "experimental" but long stable; they model `when:`
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=settings.seed, n_startup_trials=5, multivariate=True, group=True)
+
+
+def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
+    if settings.multi_objective:
+        return optuna.pruners.NopPruner()  # Optuna cannot prune multi-objective trials
+    # Per-question scores, paired against the best trial's on the same questions: prune only when the
+    # signed-rank test says this configuration is worse (p < 0.1) after `prune_after` questions.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=settings.prune_after)
+
+
+def recover_interrupted(study: optuna.Study) -> list[int]:
+    """Fail trials a killed process left RUNNING and queue their parameters again (journal storage only)."""
+    recovered = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        study.enqueue_trial(trial.params, user_attrs={"rerun_of": trial.number}, skip_if_exists=False)
+        recovered.append(trial.number)
+    return recovered
+
+
+#: events a display listens to: ("trial", number, params), ("question", index, stage), ("done", frozen trial)
+StudyHook = Callable[..., None]
+
+
+class Objective:
+    def __init__(self, runner: RagRunner, space: SearchSpace, base: PipelineConfig, settings: StudySettings,
+                 folder: StudyFolder, hook: StudyHook | None = None):
+        self.runner = runner
+        self.space = space
+        self.base = base
+        self.settings = settings
+        self.folder = folder
+        self.hook = hook or (lambda *args: None)
+        self.questions = runner.workspace.dataset.questions
+
+    def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
+        params = self.space.suggest(trial)
+        config = pipeline_for(self.base, params)
+        self.hook("trial", trial.number, params)
+        target = self.settings.targets[0]
+        pruned = False
+
+        def report(index: int, question: dict[str, Any]) -> None:
+            nonlocal pruned
+            if self.settings.multi_objective:
+                return
+            value = question_value(question, target)
+            if value is not None:
+                trial.report(value, step=index)
+            if index + 1 < len(self.questions) and trial.should_prune():
+                pruned = True
+                raise optuna.TrialPruned(f"worse than the best trial after {index + 1} questions")
+
+        started = time.perf_counter()
+        partial: list[dict[str, Any]] = []
+        try:
+            result = self.runner.evaluate(
+                config, metrics=self.settings.metrics_needed(),
+                on_progress=lambda i, qid, stage: self.hook("question", i, stage),
+                on_question=lambda i, q: (partial.append(q), report(i, q)),
+            )
+        except optuna.TrialPruned:
+            result = self._partial_result(partial)
+            self._record(trial, config, result, time.perf_counter() - started, pruned=True)
+            raise
+        self._record(trial, config, result, time.perf_counter() - started, pruned=pruned)
+        values = [metric_value(result, t) for t in self.settings.targets]
+        if any(v is None for v in values):
+            missing = ", ".join(t for t, v in zip(self.settings.targets, values) if v is None)
+            raise RuntimeError(f"trial {trial.number}: no question could be scored on {missing}")
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def _partial_result(self, per_question: list[dict[str, Any]]) -> dict[str, Any]:
+        from tuner.evaluation.rag_eval import summarise
+
+        scored, skipped = self.runner.metrics_for(self.settings.metrics_needed())
+        return summarise(per_question, scored, skipped, self.runner.meter, 0.0)
+
+    def _record(self, trial: optuna.Trial, config: PipelineConfig, result: dict[str, Any], seconds: float,
+                pruned: bool) -> None:
+        result["cost"]["seconds"] = round(seconds, 3)
+        trial.set_user_attr("pipeline", config.model_dump())
+        trial.set_user_attr("metrics", result["metrics"])
+        trial.set_user_attr("retrieval", {k: v for k, v in result["retrieval"].items()})
+        trial.set_user_attr("cost", result["cost"])
+        trial.set_user_attr("failures", result["failures"])
+        trial.set_user_attr("questions", result["questions"])
+        violations = [c.violation(metric_value(result, c.metric)) for c in self.settings.constraints]
+        trial.set_user_attr("constraints", violations)
+        for constraint, violation in zip(self.settings.constraints, violations):
+            trial.set_constraint(str(constraint), violation)
+        self.folder.write_trial(trial.number, {"number": trial.number, "params": trial.params, "pruned": pruned,
+                                               "pipeline": config.model_dump(), **result})
+
+
+def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: float | None) -> int:
+    """Run until the study holds `trials` finished trials (or the timeout); returns how many ran now."""
+    finished = len(study.get_trials(deepcopy=False, states=DONE))
+    remaining = max(0, trials - finished)
+    if remaining == 0:
+        return 0
+    before = len(study.trials)
+    study.optimize(objective, n_trials=remaining, timeout=timeout, catch=(RuntimeError,), gc_after_trial=False,
+                   callbacks=[lambda s, t: objective.hook("done", t)])
+    return len(study.trials) - before
+
+
+
+def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, storage_url: str | None,
+               project: dict[str, Any], space_file: str) -> optuna.Study:
+    """Create the study, or load it to resume; the targets of a resumed study must not change."""
+    from tuner.study.storage import make_storage, redact
+
+    meta = folder.read_meta()
+    if meta and meta.get("targets") != settings.targets:
+        raise ConfigError(f"study {folder.name} optimises {', '.join(meta['targets'])}; resume it with the same "
+                          f"--target, or choose another --study name")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        study_name=folder.name, storage=make_storage(folder, storage_url), load_if_exists=True,
+        directions=["maximize"] * len(settings.targets), sampler=make_sampler(settings, space),
+        pruner=make_pruner(settings),
+    )
+    if not meta:
+        folder.write_meta({"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
+                           "metrics": settings.metrics_needed(),
+                           "sampler": settings.sampler, "seed": settings.seed, "search_space": space_file,
+                           "storage_url": redact(storage_url) if storage_url else None, "project": project})
+    return study
+
+
+def enqueue_baseline(study: optuna.Study, space: SearchSpace, base: PipelineConfig) -> None:
+    """Trial 0 is the project's own pipeline, so every study has its reference point."""
+    params = {name: getattr(base, name) for name in space.params}
+    chosen: dict[str, Any] = {}
+    for name, param in space.params.items():  # only parameters whose condition the baseline meets
+        if param.condition_holds(chosen):
+            chosen[name] = params[name]
+    study.enqueue_trial(chosen, user_attrs={"baseline": True}, skip_if_exists=True)

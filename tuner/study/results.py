@@ -1,0 +1,76 @@
+"""Reading studies back: best (feasible) trials, the best configuration as a config file, listings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.trial import TrialState
+
+from tuner.config import ProjectConfig
+from tuner.errors import ConfigError
+from tuner.study.storage import StudyFolder, make_storage
+
+
+def feasible(trial: optuna.trial.FrozenTrial) -> bool:
+    return all(v <= 0 for v in trial.user_attrs.get("constraints", []))
+
+
+def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The best complete trial (single objective) or the Pareto front, among trials meeting the constraints."""
+    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if feasible(t)]
+    if not complete:
+        return []
+    if len(study.directions) == 1:
+        return [max(complete, key=lambda t: (t.value, -t.number))]
+    front = []
+    for trial in complete:
+        dominated = any(all(o >= v for o, v in zip(other.values, trial.values)) and other.values != trial.values
+                        for other in complete)
+        if not dominated:
+            front.append(trial)
+    return front
+
+
+def load_study(folder: StudyFolder, storage_url: str | None = None) -> optuna.Study:
+    meta = folder.read_meta()
+    if not meta and storage_url is None:
+        raise ConfigError(f"no study named {folder.name!r} in {folder.root.parent} (see `tuner studies`)")
+    url = storage_url or meta.get("storage_url")
+    if url and "***" in url:
+        raise ConfigError(f"study {folder.name} uses an RDB storage with a password: pass --storage URL")
+    try:
+        return optuna.load_study(study_name=folder.name, storage=make_storage(folder, url))
+    except KeyError:
+        raise ConfigError(f"storage has no study named {folder.name!r}") from None
+
+
+def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:
+    """A project config `tuner eval --config` accepts: the study's project settings + the best pipeline."""
+    best = best_trials(study)
+    if not best:
+        raise ConfigError(f"study {folder.name} has no complete trial that meets its constraints yet")
+    meta = folder.read_meta()
+    project = ProjectConfig.model_validate(meta["project"])
+    project = project.model_copy(update={"pipeline": project.pipeline.model_validate(best[0].user_attrs["pipeline"])})
+    data = project.model_dump(mode="json", exclude_defaults=True)
+    data["cache_dir"] = str(folder.cache.resolve())  # re-scoring reads the study's cache
+    needed = [m for m in meta.get("metrics", []) if m]
+    if needed:  # score what the study scored, so `tuner eval` re-scores it from the cache alone
+        data.setdefault("evaluation", {})["metrics"] = needed
+    data["pipeline"] = best[0].user_attrs["pipeline"]
+    return data
+
+
+def write_config(path: Path, data: dict[str, Any], comment: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# {comment}\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def list_studies(studies_dir: Path) -> list[StudyFolder]:
+    if not studies_dir.is_dir():
+        return []
+    return sorted((StudyFolder(p) for p in studies_dir.iterdir() if (p / "study.json").is_file()),
+                  key=lambda folder: folder.name)

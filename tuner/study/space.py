@@ -1,0 +1,128 @@
+"""Search spaces: YAML files naming pipeline knobs and their ranges, mapped onto Optuna's suggest_* calls.
+
+    params:
+      top_k: {type: int, low: 2, high: 10}
+      alpha: {type: float, low: 0.0, high: 1.0, step: 0.1}
+      reranker: {type: categorical, choices: [none, embedding]}
+      confidence_threshold: {type: float, low: 0.3, high: 0.8, when: {reranker: [embedding, llm]}}
+
+A `when:` parameter is only suggested when every named earlier parameter has one of the listed values;
+otherwise the knob keeps the base config's value. Parameters are suggested in file order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from tuner.config import PipelineConfig, _Strict, describe_validation_error, read_yaml
+from tuner.errors import ConfigError
+
+Scalar = int | float | str | bool | None
+
+
+class Param(_Strict):
+    type: Literal["int", "float", "categorical"]
+    low: float | None = None
+    high: float | None = None
+    step: float | None = Field(None, gt=0)
+    log: bool = False
+    choices: list[Scalar] | None = None
+    when: dict[str, Scalar | list[Scalar]] = {}
+
+    @model_validator(mode="after")
+    def _shape(self) -> Param:
+        if self.type == "categorical":
+            if not self.choices:
+                raise ValueError("categorical needs a non-empty choices list")
+            if self.low is not None or self.high is not None:
+                raise ValueError("categorical takes choices, not low/high")
+        else:
+            if self.low is None or self.high is None:
+                raise ValueError(f"{self.type} needs low and high")
+            if self.low > self.high:
+                raise ValueError(f"low ({self.low}) is above high ({self.high})")
+            if self.log and (self.low <= 0 or self.step is not None):
+                raise ValueError("log scale needs low > 0 and no step")
+            if self.choices is not None:
+                raise ValueError(f"{self.type} takes low/high, not choices")
+        return self
+
+    def condition_holds(self, chosen: dict[str, Any]) -> bool:
+        for name, allowed in self.when.items():
+            allowed_values = allowed if isinstance(allowed, list) else [allowed]
+            if name not in chosen or chosen[name] not in allowed_values:
+                return False
+        return True
+
+    def describe(self) -> str:
+        if self.type == "categorical":
+            return ", ".join(str(c) for c in self.choices or [])
+        scale = " log" if self.log else f" step {self.step:g}" if self.step else ""
+        return f"{self.low:g} … {self.high:g}{scale}"
+
+
+class SearchSpace(_Strict):
+    description: str = ""
+    params: dict[str, Param] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _knobs_exist_and_conditions_look_back(self) -> SearchSpace:
+        knobs = set(PipelineConfig.model_fields)
+        seen: list[str] = []
+        for name, param in self.params.items():
+            if name not in knobs:
+                raise ValueError(f"params.{name}: not a pipeline knob (knobs: {', '.join(sorted(knobs))})")
+            for other in param.when:
+                if other not in seen:
+                    raise ValueError(f"params.{name}.when: {other!r} must be a parameter defined above {name}")
+            seen.append(name)
+        return self
+
+    def suggest(self, trial: Any) -> dict[str, Any]:
+        """Ask an Optuna trial for every parameter whose condition holds, in file order."""
+        chosen: dict[str, Any] = {}
+        for name, p in self.params.items():
+            if not p.condition_holds(chosen):
+                continue
+            if p.type == "categorical":
+                chosen[name] = trial.suggest_categorical(name, p.choices)
+            elif p.type == "int":
+                chosen[name] = trial.suggest_int(name, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
+            else:
+                chosen[name] = trial.suggest_float(name, p.low, p.high, step=p.step, log=p.log)
+        return chosen
+
+    def grid(self) -> dict[str, list[Any]]:
+        """Every value of every parameter, for Optuna's GridSampler (floats need a step)."""
+        grid: dict[str, list[Any]] = {}
+        for name, p in self.params.items():
+            if p.type == "categorical":
+                grid[name] = list(p.choices or [])
+            elif p.type == "int":
+                grid[name] = list(range(int(p.low), int(p.high) + 1, int(p.step or 1)))
+            else:
+                if not p.step:
+                    raise ConfigError(f"--sampler grid needs a step for float parameter {name!r}")
+                count = int(round((p.high - p.low) / p.step)) + 1
+                grid[name] = [round(p.low + i * p.step, 10) for i in range(count)]
+        return grid
+
+
+def load_space(path: Path | str) -> SearchSpace:
+    path = Path(path)
+    raw = read_yaml(path)
+    try:
+        return SearchSpace.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_validation_error(exc)}") from None
+
+
+def pipeline_for(base: PipelineConfig, params: dict[str, Any]) -> PipelineConfig:
+    """The base pipeline with a trial's parameters applied, validated (e.g. min_docs <= max_docs)."""
+    try:
+        return PipelineConfig.model_validate({**base.model_dump(), **params})
+    except ValidationError as exc:
+        raise ConfigError(f"trial parameters: {describe_validation_error(exc)}") from None

@@ -1,0 +1,88 @@
+"""Where a study lives: studies/<name>/ holds the Optuna journal, the LLM + embedding caches and one JSON per
+trial, so reports read results instead of re-running anything.
+
+One machine uses Optuna's journal file (append-only: a kill -9 loses no completed trial; optuna-dashboard
+reads it as is). `--storage URL` takes an RDB URL (PostgreSQL for several workers, SQLite) with heartbeats so
+crashed workers' trials are retried by Optuna itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from tuner.errors import ConfigError
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+@dataclass(frozen=True)
+class StudyFolder:
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal.log"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache"
+
+    @property
+    def trials(self) -> Path:
+        return self.root / "trials"
+
+    @property
+    def meta(self) -> Path:
+        return self.root / "study.json"
+
+    def trial_file(self, number: int) -> Path:
+        return self.trials / f"{number:04d}.json"
+
+    def write_trial(self, number: int, data: dict[str, Any]) -> None:
+        self.trials.mkdir(parents=True, exist_ok=True)
+        partial = self.trial_file(number).with_suffix(".partial")
+        partial.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+        partial.replace(self.trial_file(number))  # atomic: a reader never sees half a file
+
+    def read_meta(self) -> dict[str, Any]:
+        return json.loads(self.meta.read_text()) if self.meta.is_file() else {}
+
+    def write_meta(self, data: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.meta.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def study_folder(studies_dir: Path, name: str) -> StudyFolder:
+    if not NAME.match(name):
+        raise ConfigError(f"study name {name!r}: use letters, digits, '.', '_' or '-' (up to 100)")
+    return StudyFolder(Path(studies_dir) / name)
+
+
+def make_storage(folder: StudyFolder, url: str | None) -> optuna.storages.BaseStorage:
+    if url is None:
+        from optuna.storages.journal import JournalFileBackend
+
+        folder.root.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.JournalStorage(JournalFileBackend(str(folder.journal)))
+    from optuna.storages import RDBStorage, RetryFailedTrialCallback
+
+    try:
+        return RDBStorage(url, heartbeat_interval=60, grace_period=180,
+                          failed_trial_callback=RetryFailedTrialCallback(max_retry=3))
+    except Exception as exc:  # sqlalchemy raises many kinds for a bad URL or an unreachable server
+        raise ConfigError(f"--storage {redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+
+
+def redact(url: str) -> str:
+    """A storage URL without its password, for messages and study.json."""
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
