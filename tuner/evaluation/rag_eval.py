@@ -18,6 +18,7 @@ import dspy
 from tuner.cache import DiskCache
 from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.data import Question
+from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.cost import CostMeter
 from tuner.evaluation.ragas_judge import REQUIREMENTS, Outcome, RagasScorer
 from tuner.evaluation.retrieval_eval import describe
@@ -62,8 +63,6 @@ class RagRunner:
         requested = list(self.workspace.config.evaluation.metrics if requested is None else requested)
         unknown = [m for m in requested if m not in ALL_METRICS]
         if unknown:
-            from tuner.errors import ConfigError
-
             raise ConfigError(f"unknown metric {unknown[0]!r}: choose from {', '.join(ALL_METRICS)}")
         skipped = {}
         if not self.workspace.dataset.has_references:
@@ -139,8 +138,23 @@ class RagRunner:
         try:
             with dspy.context(lm=self.lm):
                 return str(program(question=question, contexts=contexts).answer or ""), None
-        except (dspy.utils.exceptions.AdapterParseError, ValueError) as exc:
+        except Exception as exc:
+            cause = root_tuner_error(exc)
+            if cause is not None:  # DSPy wraps our backend's errors: surface the one-line original
+                raise cause from None
+            if not isinstance(exc, (dspy.utils.exceptions.AdapterParseError, ValueError)):
+                raise
             return "", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+
+
+def root_tuner_error(exc: BaseException) -> TunerError | None:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, TunerError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def summarise(per_question: list[dict[str, Any]], metrics: list[str], skipped: dict[str, str], meter: CostMeter,
