@@ -153,3 +153,26 @@ def test_bad_targets_and_constraints():
         StudySettings(["faithfulnes"])
     with pytest.raises(ConfigError, match="--constraint"):
         Constraint.parse("answer_relevancy > 0.7")
+
+
+def test_rdb_storage_with_sqlite(tmp_path, fake_embedder):
+    llm = ScriptedLLM()
+    folder = study_folder(tmp_path / "studies", "rdb")
+    project = ProjectConfig(cache_dir=folder.cache)
+    runner = RagRunner(open_workspace(project, limit=2, embedder=fake_embedder), models=Models(llm, llm))
+    space = SearchSpace.model_validate(PROGRAMS)
+    settings = StudySettings(["faithfulness"], sampler="random")
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    study = open_study(folder, settings, space, url, project.model_dump(mode="json"), "inline")
+    enqueue_baseline(study, space, project.pipeline)
+    run_study(study, Objective(runner, space, project.pipeline, settings, folder), trials=2, timeout=None)
+    assert folder.read_meta()["storage_url"] == url and not folder.journal.exists()
+    reloaded = load_study(folder)  # found through the URL recorded in study.json
+    assert len(reloaded.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 2
+    assert best_config(reloaded, folder)["pipeline"]["program"] in ("default", "strict")
+
+
+def test_storage_url_passwords_are_redacted():
+    from tuner.study.storage import redact
+
+    assert redact("postgresql://tuner:s3cret@db:5432/studies") == "postgresql://tuner:***@db:5432/studies"

@@ -195,12 +195,12 @@ def optimize_command(
     space_file = resolve_space(search_space)
     space = load_space(space_file)
     folder = study_folder(studies_dir, study)
-    resuming = folder.meta.is_file()
-    project = load_config(config) if not resuming or config else load_config(None)
-    if resuming and not config:  # a resumed study keeps the project it started with
+    if folder.meta.is_file() and not config:  # a resumed study keeps the project it started with
         from tuner.config import ProjectConfig
 
         project = ProjectConfig.model_validate(folder.read_meta()["project"])
+    else:
+        project = load_config(config)
     if dataset is not None:
         project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"path": dataset.resolve()})})
     if limit is not None:

@@ -1,0 +1,87 @@
+"""Evaluation cost benchmark: the 0.5B and 1.5B models generating and judging 5 amnesty_qa questions.
+
+    python bench/eval.py                  # both models, 5 questions, top_k 3
+    python bench/eval.py --models qwen2.5-0.5b --questions 2
+
+Per model, a cold run into a fresh cache, then the same evaluation again (every call a cache hit). Prints
+seconds and LLM calls per question for each stage (generate + the four RAGAS metrics), tokens/s, and the
+cache-hit rerun time side by side. Figures are printed, never asserted: record them in the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+import tuner  # noqa: F401  (offline env first)
+from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
+from tuner.evaluation.rag_eval import RagRunner
+from tuner.workspace import open_workspace
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+STAGES = ("generate", "faithfulness", "answer_relevancy", "context_precision", "context_recall")
+console = Console()
+
+
+def bench(model: str, questions: int, top_k: int) -> tuple[list[list[str]], list[str]]:
+    with tempfile.TemporaryDirectory() as cache:
+        project = ProjectConfig(cache_dir=Path(cache), generator=LLMConfig(model=model),
+                                pipeline=PipelineConfig(top_k=top_k))
+        runner = RagRunner(open_workspace(project, DATASETS / "amnesty_qa", questions))
+        cold = runner.evaluate(project.pipeline)
+        started = time.perf_counter()
+        warm = runner.evaluate(project.pipeline)
+        rerun = time.perf_counter() - started
+    n = cold["questions"]
+    rows = []
+    for stage in STAGES:
+        cost = cold["cost_by_stage"].get(stage)
+        if cost:
+            rows.append([model, stage, f"{cost['seconds'] / n:.1f}", f"{cost['llm_calls'] / n:.1f}",
+                         f"{(cost['prompt_tokens'] + cost['completion_tokens']) / n:.0f}",
+                         f"{cold['metrics'].get(stage, float('nan')) if stage != 'generate' else float('nan'):.3f}"])
+    total = cold["cost"]
+    model_seconds = sum(c["model_seconds"] for c in cold["cost_by_stage"].values())
+    summary = [
+        model, str(n), f"{total['seconds']:.0f}", f"{total['seconds'] / n:.1f}", str(total["llm_calls"]),
+        f"{(total['prompt_tokens'] + total['completion_tokens']) / model_seconds:.0f}",
+        f"{rerun:.2f}", str(warm["cost"]["llm_calls"]), str(warm["cost"]["cache_hits"]),
+        str(sum(sum(v.values()) for v in cold["failures"].values())),
+    ]
+    return rows, summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="qwen2.5-0.5b,qwen2.5-1.5b")
+    parser.add_argument("--questions", type=int, default=5)
+    parser.add_argument("--top-k", type=int, default=3, help="contexts per answer (context precision: 1 call each)")
+    args = parser.parse_args()
+    if not (DATASETS / "amnesty_qa").is_dir():
+        console.print(f"amnesty_qa not found under {DATASETS}")
+        return 1
+    stages = Table(title=f"per question, cold cache ({args.questions} amnesty_qa questions, top_k {args.top_k})")
+    for column in ("model", "stage", "seconds/q", "LLM calls/q", "tokens/q", "mean score"):
+        stages.add_column(column, justify="right")
+    totals = Table(title="totals: cold run vs cache-hit rerun")
+    for column in ("model", "questions", "cold s", "s/question", "LLM calls", "tokens/s in model",
+                   "rerun s", "rerun LLM calls", "rerun cache hits", "failures"):
+        totals.add_column(column, justify="right")
+    for model in args.models.split(","):
+        rows, summary = bench(model.strip(), args.questions, args.top_k)
+        for row in rows:
+            stages.add_row(*row)
+        totals.add_row(*summary)
+    console.print(stages)
+    console.print(totals)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
