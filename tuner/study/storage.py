@@ -74,11 +74,15 @@ def make_storage(folder: StudyFolder, url: str | None) -> optuna.storages.BaseSt
 
         folder.root.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(JournalFileBackend(str(folder.journal)))
-    from optuna.storages import RDBStorage, RetryFailedTrialCallback
+    import warnings
+
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
     try:
-        return RDBStorage(url, heartbeat_interval=60, grace_period=180,
-                          failed_trial_callback=RetryFailedTrialCallback(max_retry=3))
+        with warnings.catch_warnings():  # heartbeats are marked experimental, yet they are what multi-worker needs
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return RDBStorage(url, heartbeat_interval=60, grace_period=180,
+                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3))
     except Exception as exc:  # sqlalchemy raises many kinds for a bad URL or an unreachable server
         raise ConfigError(f"--storage {redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
 
