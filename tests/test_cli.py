@@ -100,3 +100,23 @@ def test_spaces_show_and_empty_studies_listing(tmp_path):
     shown = tuner("spaces", "show", "quick", cwd=Path(__file__).resolve().parents[1])
     assert shown.returncode == 0 and "top_k" in shown.stdout and "program" in shown.stdout
     assert tuner("studies", cwd=tmp_path).returncode == 0
+
+
+def test_no_command_reuses_an_option_name():
+    import click
+    import typer
+
+    from tuner.cli import app
+
+    def commands(group: click.Group, prefix: str = ""):
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                yield from commands(command, f"{prefix}{name} ")
+            else:
+                yield f"{prefix}{name}", command
+
+    found = list(commands(typer.main.get_command(app)))
+    assert len(found) >= 8
+    for name, command in found:
+        flags = [flag for param in command.params for flag in (*param.opts, *param.secondary_opts)]
+        assert len(flags) == len(set(flags)), f"`tuner {name}` reuses {[f for f in flags if flags.count(f) > 1]}"

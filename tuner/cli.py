@@ -31,7 +31,7 @@ ConfigOption = Annotated[
 DatasetOption = Annotated[
     Optional[Path], typer.Option("--dataset", "-d", help="dataset folder or file (default: the config's, else the demo)")
 ]
-LimitOption = Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="use only the first N questions")]
+LimitOption = Annotated[Optional[int], typer.Option("--limit", min=1, help="use only the first N questions")]
 
 
 @app.command("eval")
