@@ -65,3 +65,12 @@ def test_pipeline_config_bounds():
     assert PipelineConfig(hops=3).hops == 3
     with pytest.raises(ValueError):
         PipelineConfig(hops=4)
+
+
+def test_the_judge_gets_a_verdict_sized_budget_not_the_answer_budget():
+    from tuner.config import ProjectConfig
+
+    shared = ProjectConfig.model_validate({"generator": {"max_tokens": 200}})
+    assert (shared.answer_tokens, shared.judge_tokens) == (200, 1024)
+    own = ProjectConfig.model_validate({"judge": {"model": "qwen2.5-1.5b", "max_tokens": 2048}})
+    assert (own.answer_tokens, own.judge_tokens) == (384, 2048)

@@ -72,7 +72,8 @@ class LLMConfig(_Strict):
     base_url: str | None = Field(None, description="openai-compatible: e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(None, description="openai-compatible: NAME of the env var holding the key")
     timeout: float = Field(120, gt=0, description="openai-compatible: seconds per request")
-    max_tokens: int = Field(384, ge=1, description="completion budget per call")
+    max_tokens: int | None = Field(None, ge=1, description="completion budget per call (default: 384 for answers, "
+                                                            "1024 for judge verdicts, which list every statement)")
 
     @model_validator(mode="after")
     def _endpoint_needs_url(self) -> LLMConfig:
@@ -131,6 +132,15 @@ class ProjectConfig(_Strict):
     @property
     def judge_llm(self) -> LLMConfig:
         return self.judge or self.generator
+
+    @property
+    def answer_tokens(self) -> int:
+        return self.generator.max_tokens or 384
+
+    @property
+    def judge_tokens(self) -> int:
+        # not inherited from the generator: a verdict list outgrows an answer budget and would be cut mid-JSON
+        return (self.judge.max_tokens if self.judge else None) or 1024
 
 
 def load_config(path: Path | str | None) -> ProjectConfig:

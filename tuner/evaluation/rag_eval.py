@@ -48,8 +48,8 @@ class RagRunner:
             models = Models(make_llm(config.generator, config.cache_dir), make_llm(config.judge_llm, config.cache_dir))
         self.generator = CachedLLM(models.generator, self.cache, self.meter)
         self.judge = CachedLLM(models.judge, self.cache, self.meter)
-        self.lm = dspy_lm(self.generator, config.generator.max_tokens)
-        self.scorer = RagasScorer(self.judge, workspace.embedder, config.evaluation, config.judge_llm.max_tokens)
+        self.lm = dspy_lm(self.generator, config.answer_tokens)
+        self.scorer = RagasScorer(self.judge, workspace.embedder, config.evaluation, config.judge_tokens)
         workspace.pipeline.attach_llm(self.judge, config.evaluation.llm_rerank_top_n)
         self._programs: dict[str, RAGAnswer] = {}
 
