@@ -12,6 +12,7 @@ from tuner.config import EvaluationConfig, PipelineConfig, ProjectConfig
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.evaluation.ragas_judge import JudgeLLM, JudgeOutputError, RagasScorer, parse_reply
+from tuner.models.llms import Completion
 from tuner.prompts.lm import dspy_lm
 from tuner.prompts.programs import NO_CONTEXT_ANSWER, load_program, program_id
 from tuner.workspace import open_workspace
@@ -165,3 +166,19 @@ def test_llm_reranker_gates_on_model_confidence(runner_factory):
     confidences = [c["confidence"] for q in result["per_question"] for c in q["selected"]]
     assert all(0.0 <= c <= 1.0 for c in confidences)
     assert result["cost_by_stage"]["retrieve"]["llm_calls"] > 0  # the reranker asked the model
+
+
+def test_a_reply_cut_off_by_the_budget_is_re_asked_with_more_room():
+    from ragas.metrics.collections.context_precision.util import ContextPrecisionOutput
+
+    class Truncating(ScriptedLLM):
+        def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+            self.calls.append({"max_tokens": max_tokens, "seed": seed})
+            if max_tokens < 100:  # the verdict needs ~100 tokens: a smaller budget cuts it mid-JSON
+                return Completion('{"reason": "the context names the bri', 40, max_tokens)
+            return Completion('{"reason": "ok", "verdict": 1}', 40, 12)
+
+    llm = Truncating()
+    verdict = JudgeLLM(llm, retries=2, max_tokens=40).generate("prompt", ContextPrecisionOutput)
+    assert verdict.verdict == 1
+    assert [c["max_tokens"] for c in llm.calls] == [40, 80, 160]

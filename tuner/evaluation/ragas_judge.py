@@ -56,15 +56,18 @@ class JudgeLLM(InstructorBaseRagasLLM):
         self._asked[prompt] += 1
         schema = response_model.model_json_schema()
         messages = [{"role": "user", "content": prompt}]
-        problem = ""
+        problem, budget = "", self.max_tokens
         for attempt in range(self.retries + 1):
             sampled = occurrence > 0 or attempt > 0
-            completion = self.llm.chat(messages, max_tokens=self.max_tokens, temperature=0.7 if sampled else 0.0,
+            completion = self.llm.chat(messages, max_tokens=budget, temperature=0.7 if sampled else 0.0,
                                        seed=occurrence * 100 + attempt, json_schema=schema)
             try:
                 return parse_reply(completion.text, response_model)
             except JudgeOutputError as exc:
                 problem = str(exc)
+                if completion.completion_tokens >= budget:  # cut off mid-JSON: re-asking needs more room
+                    budget *= 2
+                    problem += f" (reply cut at {completion.completion_tokens} tokens)"
         raise JudgeOutputError(f"{response_model.__name__} unparsable after {self.retries + 1} tries: {problem}")
 
     async def agenerate(self, prompt: str, response_model: type[Model]) -> Model:
