@@ -153,7 +153,10 @@ class Objective:
             value = question_value(question, target)
             if value is not None:
                 trial.report(value, step=index)
-            if index + 1 < len(self.questions) and trial.should_prune():
+            with warnings.catch_warnings():  # unscored questions are never reported, so step sets may differ
+                warnings.filterwarnings("ignore", "WilcoxonPruner finds steps", UserWarning)
+                prune = index + 1 < len(self.questions) and trial.should_prune()
+            if prune:
                 pruned = True
                 raise optuna.TrialPruned(f"worse than the best trial after {index + 1} questions")
 
