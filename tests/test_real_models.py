@@ -46,6 +46,7 @@ def test_the_cli_rerun_costs_zero_llm_calls(first_run, project, tmp_path):
     (tmp_path / "tuner.yaml").write_text(yaml.safe_dump(config))
     result = tuner("eval", "--config", "tuner.yaml", "--limit", "2", "--out", "again.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr  # not even from a model freed at interpreter shutdown
     again = json.loads((tmp_path / "again.json").read_text())
     assert again["cost"]["llm_calls"] == 0
     assert again["cost"]["cache_hits"] == first_run["cost"]["llm_calls"] + first_run["cost"]["cache_hits"]

@@ -74,6 +74,7 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     best = max((t for t in finished if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.value)
     rescored = tuner("eval", "--config", "best.yaml", "--out", "rescored.json", cwd=tmp_path)
     assert rescored.returncode == 0, rescored.stderr
+    assert "Traceback" not in rescored.stderr
     data = json.loads((tmp_path / "rescored.json").read_text())
     assert data["cost"]["llm_calls"] == 0
     assert data["metrics"]["faithfulness"] == pytest.approx(best.value)

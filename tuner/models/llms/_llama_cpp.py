@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ class LlamaCppLLM(LLM):
         except (ValueError, RuntimeError) as exc:
             raise LLMError(f"{path}: cannot load as a GGUF model ({_first_line(exc)}); "
                            "is the file complete? `tuner models verify` checks named models") from None
+        # free the model while the interpreter is intact: Llama.__del__ at shutdown prints a traceback
+        atexit.register(self._model.close)
         template = self._model.metadata.get("tokenizer.chat_template")
         self._formatter = None
         if template:
