@@ -2,6 +2,8 @@
 
     python bench/eval.py                  # both models, 5 questions, top_k 3
     python bench/eval.py --models qwen2.5-0.5b --questions 2
+    python bench/eval.py --models qwen2.5-1.5b --cache-dir /tmp/b15   # keep the cache: a later
+        # `tuner eval -d amnesty_qa --limit 5 --set top_k=3` with cache_dir /tmp/b15 then costs 0 LLM calls
 
 Per model, a cold run into a fresh cache, then the same evaluation again (every call a cache hit). Prints
 seconds and LLM calls per question for each stage (generate + the four RAGAS metrics), tokens/s, and the
@@ -29,9 +31,12 @@ STAGES = ("generate", "faithfulness", "answer_relevancy", "context_precision", "
 console = Console()
 
 
-def bench(model: str, questions: int, top_k: int) -> tuple[list[list[str]], list[str]]:
-    with tempfile.TemporaryDirectory() as cache:
-        project = ProjectConfig(cache_dir=Path(cache), generator=LLMConfig(model=model),
+def bench(model: str, questions: int, top_k: int, keep: Path | None) -> tuple[list[list[str]], list[str]]:
+    with tempfile.TemporaryDirectory() as scratch:
+        cache = keep / model if keep else Path(scratch)
+        if cache.exists() and any(cache.iterdir()):
+            raise SystemExit(f"{cache} is not empty: the cold run needs an empty cache")
+        project = ProjectConfig(cache_dir=cache, generator=LLMConfig(model=model),
                                 pipeline=PipelineConfig(top_k=top_k))
         runner = RagRunner(open_workspace(project, DATASETS / "amnesty_qa", questions))
         cold = runner.evaluate(project.pipeline)
@@ -62,6 +67,7 @@ def main() -> int:
     parser.add_argument("--models", default="qwen2.5-0.5b,qwen2.5-1.5b")
     parser.add_argument("--questions", type=int, default=5)
     parser.add_argument("--top-k", type=int, default=3, help="contexts per answer (context precision: 1 call each)")
+    parser.add_argument("--cache-dir", type=Path, help="keep each model's cache in DIR/MODEL (default: a temp dir)")
     args = parser.parse_args()
     if not (DATASETS / "amnesty_qa").is_dir():
         console.print(f"amnesty_qa not found under {DATASETS}")
@@ -74,7 +80,7 @@ def main() -> int:
                    "rerun s", "rerun LLM calls", "rerun cache hits", "failures"):
         totals.add_column(column, justify="right")
     for model in args.models.split(","):
-        rows, summary = bench(model.strip(), args.questions, args.top_k)
+        rows, summary = bench(model.strip(), args.questions, args.top_k, args.cache_dir)
         for row in rows:
             stages.add_row(*row)
         totals.add_row(*summary)
