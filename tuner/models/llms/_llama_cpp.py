@@ -31,7 +31,7 @@ class LlamaCppLLM(LLM):
             raise LLMError(f"{path}: cannot load as a GGUF model ({_first_line(exc)}); "
                            "is the file complete? `tuner models verify` checks named models") from None
         # free the model while the interpreter is intact: Llama.__del__ at shutdown prints a traceback
-        atexit.register(self._model.close)
+        atexit.register(self.close)
         template = self._model.metadata.get("tokenizer.chat_template")
         self._formatter = None
         if template:
