@@ -1,12 +1,14 @@
 """Study benchmark on the bundled demo with the 0.5B model, everything measured side by side in one run:
 
-1. LLM calls per trial with tuner's caches vs with caches disabled (naive), same sampler seed -> same trials;
+1. LLM calls per trial with tuner's caches vs without (naive), on a TPE study (the default sampler) of realistic
+   length. A trial's naive cost is what it paid plus what its caches saved (calls + cache hits); a short study
+   with the caches really disabled re-runs the first trials and checks that this equals what they pay;
 2. tuner's own time (everything but model calls) as a fraction of trial wall time;
 3. the LLM calls a resume repeats after a real SIGKILL mid-trial (`tuner optimize` in a subprocess);
 4. TPE vs random vs grid on search_spaces/quick.yaml: LLM calls spent until the best-so-far is within 0.02 of
-   the best any sampler found.
+   the best any sampler found (the TPE study is the one from 1).
 
-    python bench/study.py                    # 4 questions, 6 trials (cache vs naive), 8 trials per sampler
+    python bench/study.py                    # 3 questions, 16 trials per sampler, 3 naive trials
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ def calls(trial: optuna.trial.FrozenTrial) -> int:
     return int(trial.user_attrs.get("cost", {}).get("llm_calls", 0))
 
 
+def hits(trial: optuna.trial.FrozenTrial) -> int:
+    return int(trial.user_attrs.get("cost", {}).get("cache_hits", 0))
+
+
 def own_fraction(study: optuna.Study) -> float:
     wall = model = 0.0
     for trial in finished(study):
@@ -90,50 +96,66 @@ def resume_repeats(root: Path, questions: int) -> tuple[int, int, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=4)
-    parser.add_argument("--trials", type=int, default=6, help="trials for the cached vs naive comparison")
-    parser.add_argument("--sampler-trials", type=int, default=8)
+    parser.add_argument("--questions", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=16, help="trials per sampler study")
+    parser.add_argument("--naive-trials", type=int, default=3, help="trials re-run with the caches disabled")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        cached = run(root, "cached", args.questions, args.trials, "random", use_cache=True)
-        naive = run(root, "naive", args.questions, args.trials, "random", use_cache=False)
-        cached_calls = [calls(t) for t in finished(cached)]
-        naive_calls = [calls(t) for t in finished(naive)]
-        table = Table(title=f"caches vs naive: {args.trials} random-sampler trials (seed 0), "
-                            f"{args.questions} demo questions, target faithfulness, 0.5B")
-        for column in ("", "LLM calls per trial", "mean", "total", "tuner's own time / trial wall"):
-            table.add_column(column, justify="right")
-        table.add_row("cached", " ".join(map(str, cached_calls)), f"{sum(cached_calls) / len(cached_calls):.1f}",
-                      str(sum(cached_calls)), f"{own_fraction(cached):.2%}")
-        table.add_row("naive", " ".join(map(str, naive_calls)), f"{sum(naive_calls) / len(naive_calls):.1f}",
-                      str(sum(naive_calls)), f"{own_fraction(naive):.2%}")
-        table.caption = f"cached / naive = {sum(cached_calls) / sum(naive_calls):.3f} (goal <= 0.35)"
-        console.print(table)
+        studies = {"tpe": run(root, "s-tpe", args.questions, args.trials, "tpe", use_cache=True)}
+        naive = run(root, "naive", args.questions, args.naive_trials, "tpe", use_cache=False)
+        print_cache_table(studies["tpe"], naive, args.questions)
 
         before, paid, repeated = resume_repeats(root, args.questions)
         console.print(f"resume after SIGKILL mid-trial: {before} calls cached before the kill, the resumed run "
                       f"paid {paid} new calls, calls paid twice: {repeated} (goal 0)")
 
-        studies = {name: run(root, f"s-{name}", args.questions, args.sampler_trials, name, use_cache=True)
-                   for name in ("tpe", "random", "grid")}
-        target = max(t.value for s in studies.values() for t in s.trials if t.value is not None)
-        table = Table(title=f"samplers on quick.yaml ({args.sampler_trials} trials each): LLM calls until best-so-far "
-                            f"is within 0.02 of the best found ({target:.3f})")
-        for column in ("sampler", "best", "calls to within 0.02", "trials to within 0.02", "total calls"):
-            table.add_column(column, justify="right")
-        for name, study in studies.items():
-            spent, reached = 0, None
-            for trial in finished(study):
-                spent += calls(trial)
-                if reached is None and trial.value is not None and trial.value >= target - 0.02:
-                    reached = (spent, trial.number + 1)
-            best = max(t.value for t in study.trials if t.value is not None)
-            table.add_row(name, f"{best:.3f}", str(reached[0]) if reached else "not reached",
-                          str(reached[1]) if reached else "—", str(spent))
-        console.print(table)
+        for name in ("random", "grid"):
+            studies[name] = run(root, f"s-{name}", args.questions, args.trials, name, use_cache=True)
+        print_sampler_table(studies, args.trials)
     return 0
+
+
+def print_cache_table(cached: optuna.Study, naive: optuna.Study, questions: int) -> None:
+    trials = finished(cached)
+    paid = [calls(t) for t in trials]
+    without = [calls(t) + hits(t) for t in trials]
+    really = [calls(t) for t in finished(naive)]
+    table = Table(title=f"caches vs naive: {len(trials)} TPE trials (seed 0), {questions} demo questions, "
+                        f"target faithfulness, 0.5B")
+    for column in ("", "LLM calls per trial", "total", "tuner's own time / trial wall"):
+        table.add_column(column, justify="right")
+    table.add_row("cached", " ".join(map(str, paid)), str(sum(paid)), f"{own_fraction(cached):.2%}")
+    table.add_row("naive (calls + cache hits)", " ".join(map(str, without)), str(sum(without)), "")
+    table.add_row(f"caches disabled, first {len(really)}", " ".join(map(str, really)), str(sum(really)),
+                  f"{own_fraction(naive):.2%}")
+    agree = really == without[:len(really)]
+    checkpoints = sorted({n for n in (6, 10, len(trials)) if n <= len(trials)})
+    ratios = ", ".join(f"{sum(paid[:n]) / sum(without[:n]):.3f} after {n}" for n in checkpoints)
+    table.caption = (f"cached / naive = {ratios} trials (goal <= 0.35); caches-disabled run "
+                     f"{'matches' if agree else 'DIFFERS FROM'} calls + cache hits")
+    console.print(table)
+
+
+def print_sampler_table(studies: dict[str, optuna.Study], trials: int) -> None:
+    target = max(t.value for s in studies.values() for t in s.trials if t.value is not None)
+    table = Table(title=f"samplers on quick.yaml ({trials} trials each): LLM calls until best-so-far "
+                        f"is within 0.02 of the best found ({target:.3f})")
+    for column in ("sampler", "best", "calls to within 0.02", "trials to within 0.02", "distinct params",
+                   "total calls"):
+        table.add_column(column, justify="right")
+    for name, study in studies.items():
+        spent, reached = 0, None
+        for trial in finished(study):
+            spent += calls(trial)
+            if reached is None and trial.value is not None and trial.value >= target - 0.02:
+                reached = (spent, trial.number + 1)
+        best = max(t.value for t in study.trials if t.value is not None)
+        distinct = len({tuple(sorted(t.params.items())) for t in finished(study)})
+        table.add_row(name, f"{best:.3f}", str(reached[0]) if reached else "not reached",
+                      str(reached[1]) if reached else "—", str(distinct), str(spent))
+    console.print(table)
 
 
 if __name__ == "__main__":
