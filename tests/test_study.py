@@ -111,12 +111,12 @@ def test_pruner_fires_on_a_clearly_worse_configuration(setup):
 def test_interrupted_trials_are_failed_and_rerun_with_the_same_params(setup):
     study, objective, _, _ = setup(PROGRAMS, limit=2)
     trial = study.ask({"program": optuna.distributions.CategoricalDistribution(["default", "strict"])})
-    trial.params  # a process was killed while this trial ran
+    trial.params  # a process was killed while this trial ran: the enqueued baseline
     assert recover_interrupted(study) == [trial.number]
     assert study.trials[trial.number].state == optuna.trial.TrialState.FAIL
-    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
-    assert any(t.params == study.trials[trial.number].params or t.system_attrs.get("fixed_params") ==
-               study.trials[trial.number].params for t in waiting)
+    [rerun] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert rerun.system_attrs["fixed_params"] == study.trials[trial.number].params
+    assert rerun.user_attrs == {"baseline": True, "rerun_of": trial.number}  # still the study's reference point
 
 
 def test_constraints_exclude_infeasible_trials_from_best(setup, tmp_path):

@@ -119,7 +119,9 @@ def recover_interrupted(study: optuna.Study) -> list[int]:
     recovered = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-        study.enqueue_trial(trial.params, user_attrs={"rerun_of": trial.number}, skip_if_exists=False)
+        # a RUNNING trial holds only the attrs it was enqueued with (the baseline mark): the re-run keeps them
+        study.enqueue_trial(trial.params, user_attrs={**trial.user_attrs, "rerun_of": trial.number},
+                            skip_if_exists=False)
         recovered.append(trial.number)
     return recovered
 
