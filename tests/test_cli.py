@@ -120,3 +120,10 @@ def test_no_command_reuses_an_option_name():
     for name, command in found:
         flags = [flag for param in command.params for flag in (*param.opts, *param.secondary_opts)]
         assert len(flags) == len(set(flags)), f"`tuner {name}` reuses {[f for f in flags if flags.count(f) > 1]}"
+
+
+def test_knobs_are_shown_short_and_unset_ones_left_out():
+    from tuner.ui import knobs
+
+    assert knobs({"top_k": 6, "alpha": 0.7000000000000001, "reranker": "llm", "confidence_threshold": None}) == \
+        "top_k=6, alpha=0.7, reranker=llm"

@@ -15,7 +15,7 @@ from rich.table import Table
 import tuner  # noqa: F401  (sets offline environment defaults first)
 from tuner.config import PipelineConfig, ProjectConfig, describe_validation_error, load_config
 from tuner.errors import ConfigError, TunerError
-from tuner.ui import console, err_console, progress
+from tuner.ui import console, err_console, knobs, progress
 
 app = typer.Typer(
     name="tuner",
@@ -335,7 +335,7 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
     for trial in shown:
         cost = trial.user_attrs.get("cost", {})
         values = [f"{v:.4f}" for v in trial.values] if trial.values else ["—"] * len(targets)
-        params = ", ".join(f"{k}={v}" for k, v in trial.params.items())
+        params = knobs(trial.params)
         if trial.user_attrs.get("baseline"):
             params = "(baseline) " + params
         table.add_row(str(trial.number), trial.state.name.lower(), *values, params, str(cost.get("llm_calls", "")),
@@ -454,8 +454,7 @@ def apply_overrides(pipeline: PipelineConfig, assignments: list[str]) -> Pipelin
 
 
 def print_retrieval_table(summary: dict[str, Any], pipeline: PipelineConfig) -> None:
-    knobs = ", ".join(f"{k}={v}" for k, v in pipeline.model_dump().items() if v is not None)
-    console.print(f"pipeline: {knobs}", highlight=False)
+    console.print(f"pipeline: {knobs(pipeline.model_dump())}", highlight=False)
     table = Table(title="retrieval")
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -21,3 +24,8 @@ def progress(transient: bool = False) -> Progress:
         transient=transient,
         disable=not err_console.is_terminal,
     )
+
+
+def knobs(values: Mapping[str, Any]) -> str:
+    """`top_k=5, alpha=0.7, ...`; floats short (a stepped Optuna float is 0.7000000000000001), unset knobs left out."""
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items() if v is not None)

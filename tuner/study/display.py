@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from tuner.ui import err_console
+from tuner.ui import err_console, knobs
 
 
 class StudyDisplay:
@@ -46,7 +46,7 @@ class StudyDisplay:
         if event == "trial":
             number, params = args
             self.progress.update(self.question_task, completed=0,
-                                 description=f"trial {number}: " + ", ".join(f"{k}={v}" for k, v in params.items()))
+                                 description=f"trial {number}: {knobs(params)}")
         elif event == "question":
             index, stage = args
             self.progress.update(self.question_task, completed=index + (stage == "done"))
