@@ -69,6 +69,13 @@ def test_conditional_params_only_when_their_condition_holds():
     assert {t.params["reranker"] for t in study.trials} == {"none", "embedding", "llm"}
 
 
+def test_stepped_floats_are_exact_multiples_of_their_step():
+    space = SearchSpace.model_validate({"params": {"alpha": {"type": "float", "low": 0.0, "high": 1.0, "step": 0.1}}})
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    values = {space.suggest(study.ask())["alpha"] for _ in range(60)}
+    assert values == {i / 10 for i in range(11)}  # Optuna alone yields e.g. 0.30000000000000004
+
+
 @pytest.mark.parametrize("space, message", [
     ({"params": {"topk": {"type": "int", "low": 1, "high": 3}}}, "not a pipeline knob"),
     ({"params": {"top_k": {"type": "int", "low": 5, "high": 3}}}, "above high"),

@@ -92,7 +92,9 @@ class SearchSpace(_Strict):
             elif p.type == "int":
                 chosen[name] = trial.suggest_int(name, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
             else:
-                chosen[name] = trial.suggest_float(name, p.low, p.high, step=p.step, log=p.log)
+                value = trial.suggest_float(name, p.low, p.high, step=p.step, log=p.log)
+                # Optuna's stepped floats carry float noise (0.7000000000000001); configs and best.yaml should not
+                chosen[name] = round(value, 10) if p.step else value
         return chosen
 
     def grid(self) -> dict[str, list[Any]]:
