@@ -126,6 +126,25 @@ def test_interrupted_trials_are_failed_and_rerun_with_the_same_params(setup):
     assert rerun.user_attrs == {"baseline": True, "rerun_of": trial.number}  # still the study's reference point
 
 
+@pytest.mark.parametrize("sampler", ["tpe", "random"])
+def test_a_resumed_study_does_not_replay_its_first_draws(tmp_path, sampler):
+    space = load_space("search_spaces/default.yaml")
+    settings = StudySettings(["faithfulness"], [], sampler, 0)
+
+    def draw_three(name: str) -> list[dict]:  # one `tuner optimize` process: open the study, sample three trials
+        study = open_study(study_folder(tmp_path / "studies", name), settings, space, None, {}, "default.yaml")
+        drawn = []
+        for _ in range(3):
+            trial = study.ask()
+            drawn.append(space.suggest(trial))
+            study.tell(trial, 0.5)
+        return drawn
+
+    first, resumed = draw_three("s"), draw_three("s")
+    assert not any(params in first for params in resumed), (first, resumed)  # same --seed both times
+    assert draw_three("again") == first  # the seed still makes a fresh study reproducible
+
+
 def test_constraints_exclude_infeasible_trials_from_best(setup, tmp_path):
     study, objective, folder, _ = setup(PROGRAMS, limit=2, constraints=("context_recall>=1.01",))
     run_study(study, objective, trials=2, timeout=None)

@@ -91,17 +91,20 @@ def question_value(question: dict[str, Any], metric: str) -> float | None:
     return source.get(metric)
 
 
-def make_sampler(settings: StudySettings, space: SearchSpace) -> optuna.samplers.BaseSampler:
+def make_sampler(settings: StudySettings, space: SearchSpace, trials_so_far: int = 0) -> optuna.samplers.BaseSampler:
+    # A resumed run seeded like the first would replay the first run's random draws, re-proposing
+    # configurations the study already holds: offset the seed by the trials already there (still reproducible).
+    seed = None if settings.seed is None else settings.seed + trials_so_far
     # guard metrics reach the samplers through trial.set_constraint (Optuna >= 5)
     if settings.sampler == "grid":
-        return optuna.samplers.GridSampler(space.grid(), seed=settings.seed)
+        return optuna.samplers.GridSampler(space.grid(), seed=seed)
     if settings.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=settings.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     if settings.multi_objective:
-        return optuna.samplers.NSGAIISampler(seed=settings.seed)
+        return optuna.samplers.NSGAIISampler(seed=seed)
     with warnings.catch_warnings():  # multivariate/group are "experimental" but long stable; they model `when:`
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(seed=settings.seed, n_startup_trials=5, multivariate=True, group=True)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=5, multivariate=True, group=True)
 
 
 def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
@@ -229,9 +232,9 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=folder.name, storage=make_storage(folder, storage_url), load_if_exists=True,
-        directions=["maximize"] * len(settings.targets), sampler=make_sampler(settings, space),
-        pruner=make_pruner(settings),
+        directions=["maximize"] * len(settings.targets), pruner=make_pruner(settings),
     )
+    study.sampler = make_sampler(settings, space, trials_so_far=len(study.trials))
     if not meta:
         folder.write_meta({"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
                            "metrics": settings.metrics_needed(),
