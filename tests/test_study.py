@@ -12,7 +12,7 @@ from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.study.optimize import (Constraint, Objective, StudySettings, enqueue_baseline, open_study,
                                   recover_interrupted, run_study)
-from tuner.study.results import best_config, best_trials, load_study
+from tuner.study.results import best_config, best_trials, load_study, trial_states
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import study_folder
 from tuner.workspace import open_workspace
@@ -124,6 +124,9 @@ def test_interrupted_trials_are_failed_and_rerun_with_the_same_params(setup):
     [rerun] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert rerun.system_attrs["fixed_params"] == study.trials[trial.number].params
     assert rerun.user_attrs == {"baseline": True, "rerun_of": trial.number}  # still the study's reference point
+    assert trial_states(study.trials) == ["interrupted", "waiting"]  # not counted as a failure
+    study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)  # a trial that failed by itself stays "fail"
+    assert trial_states(study.trials)[-1] == "fail"
 
 
 @pytest.mark.parametrize("sampler", ["tpe", "random"])

@@ -64,6 +64,8 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     failed = study.get_trials(states=(optuna.trial.TrialState.FAIL,))
     assert len(failed) == 1  # the killed trial, re-run with the same parameters
     assert any(t.params == failed[0].params and t.user_attrs.get("rerun_of") == failed[0].number for t in finished)
+    listing = tuner("trials", "--study", "ci", cwd=tmp_path).stdout
+    assert "interrupted" in listing and f"(re-run of {failed[0].number})" in listing
     cache = DiskCache(cache_file)
     assert cache.repeated() == 0, "a resumed study paid for an LLM call twice"
     assert len(cache) >= paid_before_kill

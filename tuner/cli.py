@@ -230,24 +230,24 @@ def optimize_command(
 @app.command("studies")
 def studies_command(studies_dir: StudiesDirOption = Path("studies")) -> None:
     """List studies: targets, trials by state, best value."""
-    from tuner.study.results import best_trials, list_studies, load_study
+    from tuner.study.results import best_trials, list_studies, load_study, trial_states
 
     table = Table(title=f"studies in {studies_dir}")
-    for column in ("study", "targets", "complete", "pruned", "failed", "running", "best", "best trial"):
+    states = ("complete", "pruned", "fail", "interrupted", "running")
+    for column in ("study", "targets", *states, "best", "best trial"):
         table.add_column(column)
     for folder in list_studies(studies_dir):
         meta = folder.read_meta()
         try:
             study = load_study(folder)
         except TunerError as exc:
-            table.add_row(folder.name, ", ".join(meta.get("targets", [])), "", "", "", "", str(exc), "")
+            table.add_row(folder.name, ", ".join(meta.get("targets", [])), *[""] * len(states), str(exc), "")
             continue
-        states = [t.state.name for t in study.get_trials(deepcopy=False)]
+        counts = trial_states(study.get_trials(deepcopy=False))
         best = best_trials(study)
         best_text = ", ".join(f"{v:.4f}" for v in best[0].values) if len(best) == 1 else f"{len(best)} on front"
-        table.add_row(folder.name, ", ".join(meta["targets"]), *(str(states.count(s)) for s in
-                      ("COMPLETE", "PRUNED", "FAIL", "RUNNING")), best_text if best else "—",
-                      str(best[0].number) if len(best) == 1 else "")
+        table.add_row(folder.name, ", ".join(meta["targets"]), *(str(counts.count(s)) for s in states),
+                      best_text if best else "—", str(best[0].number) if len(best) == 1 else "")
     console.print(table)
 
 
@@ -327,18 +327,22 @@ def parse_duration(text: str) -> float:
 
 
 def print_trials(study, targets: list[str], last: int | None = None) -> None:
+    from tuner.study.results import trial_states
+
     trials = study.get_trials(deepcopy=False)
     shown = trials[-last:] if last else trials
     table = Table(title=f"trials of {study.study_name}" + (f" (last {len(shown)} of {len(trials)})" if last else ""))
     for column in ("#", "state", *targets, "params", "llm calls", "cached", "seconds"):
         table.add_column(column, justify="right" if column not in ("state", "params") else "left")
-    for trial in shown:
+    for trial, state in zip(shown, trial_states(trials)[-len(shown):]):
         cost = trial.user_attrs.get("cost", {})
         values = [f"{v:.4f}" for v in trial.values] if trial.values else ["—"] * len(targets)
         params = knobs(trial.params)
+        if "rerun_of" in trial.user_attrs:
+            params = f"(re-run of {trial.user_attrs['rerun_of']}) " + params
         if trial.user_attrs.get("baseline"):
             params = "(baseline) " + params
-        table.add_row(str(trial.number), trial.state.name.lower(), *values, params, str(cost.get("llm_calls", "")),
+        table.add_row(str(trial.number), state, *values, params, str(cost.get("llm_calls", "")),
                       str(cost.get("cache_hits", "")), str(cost.get("seconds", "")))
     console.print(table)
 
