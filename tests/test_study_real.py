@@ -54,6 +54,7 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     resumed = tuner(*command, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "interrupted and run again" in resumed.stderr
+    assert "; best faithfulness=" in resumed.stderr and "program=" in resumed.stderr  # the log names each trial
 
     storage = optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(study_dir / "journal.log")))

@@ -55,8 +55,9 @@ class StudyDisplay:
             self.llm_calls += int(trial.user_attrs.get("cost", {}).get("llm_calls", 0))
             self.progress.advance(self.trial_task)
             line = describe_trial(trial, self.targets)
-            if not self.interactive:
-                err_console.print(line, highlight=False)
+            if not self.interactive:  # a log of an overnight run: one self-contained line per trial
+                err_console.print(f"{line} {knobs(trial.params)}; best {best_summary(self.study, self.targets)}",
+                                  highlight=False, soft_wrap=True)
             self._update_status(line)
 
     def _update_status(self, last: str) -> None:
