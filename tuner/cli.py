@@ -330,11 +330,12 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
     from tuner.study.results import trial_states
 
     trials = study.get_trials(deepcopy=False)
-    shown = trials[-last:] if last else trials
+    rows = list(zip(trials, trial_states(trials)))
+    shown = rows[-last:] if last else rows
     table = Table(title=f"trials of {study.study_name}" + (f" (last {len(shown)} of {len(trials)})" if last else ""))
     for column in ("#", "state", *targets, "params", "llm calls", "cached", "seconds"):
         table.add_column(column, justify="right" if column not in ("state", "params") else "left")
-    for trial, state in zip(shown, trial_states(trials)[-len(shown):]):
+    for trial, state in shown:
         cost = trial.user_attrs.get("cost", {})
         values = [f"{v:.4f}" for v in trial.values] if trial.values else ["—"] * len(targets)
         params = knobs(trial.params)

@@ -35,7 +35,7 @@ class StudyDisplay:
     def __enter__(self) -> StudyDisplay:
         if self.interactive:
             self.live.__enter__()
-        self._update_status("")
+        self._update_status("", best_summary(self.study, self.targets))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -55,13 +55,12 @@ class StudyDisplay:
             self.llm_calls += int(trial.user_attrs.get("cost", {}).get("llm_calls", 0))
             self.progress.advance(self.trial_task)
             line = describe_trial(trial, self.targets)
+            best = best_summary(self.study, self.targets)
             if not self.interactive:  # a log of an overnight run: one self-contained line per trial
-                err_console.print(f"{line} {knobs(trial.params)}; best {best_summary(self.study, self.targets)}",
-                                  highlight=False, soft_wrap=True)
-            self._update_status(line)
+                err_console.print(f"{line} {knobs(trial.params)}; best {best}", highlight=False, soft_wrap=True)
+            self._update_status(line, best)
 
-    def _update_status(self, last: str) -> None:
-        best = best_summary(self.study, self.targets)
+    def _update_status(self, last: str, best: str) -> None:
         minutes = (time.perf_counter() - self.started) / 60
         self.status.plain = f"best: {best}\nLLM calls this run: {self.llm_calls}   time: {minutes:.1f} min" + (
             f"\nlast: {last}" if last else "")
