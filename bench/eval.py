@@ -43,21 +43,20 @@ def bench(model: str, questions: int, top_k: int, keep: Path | None) -> tuple[li
         started = time.perf_counter()
         warm = runner.evaluate(project.pipeline)
         rerun = time.perf_counter() - started
-    n = cold["questions"]
+    n = len(cold.questions)
     rows = []
     for stage in STAGES:
-        cost = cold["cost_by_stage"].get(stage)
+        cost = cold.cost_by_stage.get(stage)
         if cost:
-            rows.append([model, stage, f"{cost['seconds'] / n:.1f}", f"{cost['llm_calls'] / n:.1f}",
-                         f"{(cost['prompt_tokens'] + cost['completion_tokens']) / n:.0f}",
-                         f"{cold['metrics'].get(stage, float('nan')) if stage != 'generate' else float('nan'):.3f}"])
-    total = cold["cost"]
-    model_seconds = sum(c["model_seconds"] for c in cold["cost_by_stage"].values())
+            rows.append([model, stage, f"{cost.seconds / n:.1f}", f"{cost.llm_calls / n:.1f}", f"{cost.tokens / n:.0f}",
+                         f"{cold.metrics.get(stage, float('nan')) if stage != 'generate' else float('nan'):.3f}"])
+    total = cold.cost
+    model_seconds = sum(c.model_seconds for c in cold.cost_by_stage.values())
     summary = [
-        model, str(n), f"{total['seconds']:.0f}", f"{total['seconds'] / n:.1f}", str(total["llm_calls"]),
-        f"{(total['prompt_tokens'] + total['completion_tokens']) / model_seconds:.0f}",
-        f"{rerun:.2f}", str(warm["cost"]["llm_calls"]), str(warm["cost"]["cache_hits"]),
-        str(sum(sum(v.values()) for v in cold["failures"].values())),
+        model, str(n), f"{total.seconds:.0f}", f"{total.seconds / n:.1f}", str(total.llm_calls),
+        f"{total.tokens / model_seconds:.0f}",
+        f"{rerun:.2f}", str(warm.cost.llm_calls), str(warm.cost.cache_hits),
+        str(sum(sum(v.values()) for v in cold.failures.values())),
     ]
     return rows, summary
 

@@ -30,11 +30,8 @@ from rich.table import Table
 import tuner  # noqa: F401  (offline env first)
 from tuner.cache import DiskCache
 from tuner.config import LLMConfig, ProjectConfig
-from tuner.evaluation.rag_eval import RagRunner
-from tuner.study.optimize import Objective, StudySettings, enqueue_baseline, open_study, run_study
-from tuner.study.space import load_space
-from tuner.study.storage import study_folder
-from tuner.workspace import open_workspace
+from tuner.study.optimize import StudySettings
+from tuner.study.session import Session, StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "search_spaces" / "quick.yaml"
@@ -42,15 +39,12 @@ console = Console()
 
 
 def run(root: Path, name: str, questions: int, trials: int, sampler: str, use_cache: bool) -> optuna.Study:
-    folder = study_folder(root, name)
-    project = ProjectConfig(cache_dir=folder.cache, generator=LLMConfig(model="qwen2.5-0.5b"))
-    space = load_space(QUICK)
-    settings = StudySettings(["faithfulness"], sampler=sampler, seed=0)
-    study = open_study(folder, settings, space, None, project.model_dump(mode="json"), str(QUICK))
-    enqueue_baseline(study, space, project.pipeline)
-    runner = RagRunner(open_workspace(project, limit=questions), use_cache=use_cache)
-    run_study(study, Objective(runner, space, project.pipeline, settings, folder), trials, None)
-    return study
+    project = ProjectConfig(generator=LLMConfig(model="qwen2.5-0.5b"))
+    session = Session.open(StudySpec(name, StudySettings(["faithfulness"], sampler=sampler, seed=0), QUICK, project,
+                                     limit=questions, studies_dir=root))
+    session.runner(use_cache=use_cache)
+    session.run(trials)
+    return session.study
 
 
 def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

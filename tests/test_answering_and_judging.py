@@ -112,20 +112,20 @@ def test_full_evaluation_scores_all_metrics_and_reruns_free(runner_factory):
     runner, llm = runner_factory()
     config = PipelineConfig(top_k=3)
     first = runner.evaluate(config)
-    assert set(first["metrics"]) == {"faithfulness", "answer_relevancy", "context_precision", "context_recall"}
-    assert all(value is not None for value in first["metrics"].values())
-    assert first["metrics"]["faithfulness"] == 1.0 and first["failures"] == {}
-    assert first["cost"]["llm_calls"] > 0 and first["retrieval"]["questions_scored"] == 3
-    question = first["per_question"][0]
-    assert question["answer"] == "The Sorrel Bridge [1]." and question["citations"] == [1]
-    assert len(question["contexts"]) == 3 and set(question["cost"]) >= {"generate", "faithfulness"}
+    assert set(first.metrics) == {"faithfulness", "answer_relevancy", "context_precision", "context_recall"}
+    assert all(value is not None for value in first.metrics.values())
+    assert first.metrics["faithfulness"] == 1.0 and first.failures == {}
+    assert first.cost.llm_calls > 0 and first.retrieval["questions_scored"] == 3
+    question = first.questions[0]
+    assert question.answer == "The Sorrel Bridge [1]." and question.citations == (1,)
+    assert len(question.contexts) == 3 and set(question.cost) >= {"generate", "faithfulness"}
     # generation 1 + F 2 + AR 3 + CP 3 + CR 1 per question
-    assert first["cost_by_stage"]["context_precision"]["llm_calls"] == 9
+    assert first.cost_by_stage["context_precision"].llm_calls == 9
     calls = len(llm.calls)
     second = runner.evaluate(config)
-    assert len(llm.calls) == calls and second["cost"]["llm_calls"] == 0
-    assert second["cost"]["cache_hits"] == first["cost"]["llm_calls"] + first["cost"]["cache_hits"]
-    assert second["metrics"] == first["metrics"]
+    assert len(llm.calls) == calls and second.cost.llm_calls == 0
+    assert second.cost.cache_hits == first.cost.llm_calls + first.cost.cache_hits
+    assert second.metrics == first.metrics
 
 
 def test_disabled_cache_pays_again(runner_factory):
@@ -142,8 +142,8 @@ def test_reference_metrics_skipped_without_references(runner_factory, tmp_path):
                               for i in range(2)))
     runner, _ = runner_factory(dataset=data)
     result = runner.evaluate(PipelineConfig(top_k=1))
-    assert set(result["metrics"]) == {"faithfulness", "answer_relevancy"}
-    assert set(result["skipped"]) == {"context_precision", "context_recall"}
+    assert set(result.metrics) == {"faithfulness", "answer_relevancy"}
+    assert set(result.skipped) == {"context_precision", "context_recall"}
 
 
 def test_unparsable_generation_is_recorded(runner_factory):
@@ -155,17 +155,17 @@ def test_unparsable_generation_is_recorded(runner_factory):
 
     runner, _ = runner_factory(llm=Mute(), limit=1)
     result = runner.evaluate(PipelineConfig(top_k=2), metrics=["faithfulness"])
-    assert result["failures"]["generation"] == {"unparsable": 1}
-    assert result["failures"]["faithfulness"] == {"no_answer": 1}
+    assert result.failures["generation"] == {"unparsable": 1}
+    assert result.failures["faithfulness"] == {"no_answer": 1}
 
 
 def test_llm_reranker_gates_on_model_confidence(runner_factory):
     runner, llm = runner_factory(limit=2)
     config = PipelineConfig(top_k=5, reranker="llm", confidence_threshold=0.6, min_docs=1, max_docs=5)
     result = runner.evaluate(config, metrics=["faithfulness"])
-    confidences = [c["confidence"] for q in result["per_question"] for c in q["selected"]]
+    confidences = [c.confidence for q in result.questions for c in q.selected]
     assert all(0.0 <= c <= 1.0 for c in confidences)
-    assert result["cost_by_stage"]["retrieve"]["llm_calls"] > 0  # the reranker asked the model
+    assert result.cost_by_stage["retrieve"].llm_calls > 0  # the reranker asked the model
 
 
 def test_a_reply_cut_off_by_the_budget_is_re_asked_with_more_room():

@@ -14,7 +14,7 @@ import pytest
 from tests.fakes import ScriptedLLM
 from tuner.cache import DiskCache
 from tuner.config import LLMConfig
-from tuner.evaluation.cost import CostMeter
+from tuner.cost import CostMeter
 from tuner.models.llms import CachedLLM, LLMError, make_llm, yes_share
 from tuner.models.registry import NAMED_MODELS, NamedModel, assemble, resolve_gguf
 
@@ -88,10 +88,10 @@ def test_cache_counts_hits_and_survives_reopening(tmp_path):
     assert again.text == first.text
     assert len(inner.calls) == 2
     assert meter.total("q1").as_dict() | {"seconds": 0, "model_seconds": 0} == {
-        "llm_calls": 1, "prompt_tokens": 40, "completion_tokens": 8, "cache_hits": 1, "seconds": 0,
+        "llm_calls": 1, "prompt_tokens": 40, "completion_tokens": 8, "cache_hits": 1, "cached_tokens": 48, "seconds": 0,
         "model_seconds": 0}
     assert meter.total("q2").llm_calls == 1 and meter.total("q2").cache_hits == 1
-    assert meter.by_stage()["faithfulness"]["llm_calls"] == 2
+    assert meter.by_stage()["faithfulness"].llm_calls == 2
 
 
 def test_uncached_llm_always_calls(tmp_path):

@@ -31,14 +31,14 @@ def first_run(project, real_embedder):
 
 
 def test_real_model_answers_and_all_four_metrics_are_scored(first_run):
-    assert set(first_run["metrics"]) == METRICS
-    for metric, value in first_run["metrics"].items():
-        assert value is not None and 0.0 <= value <= 1.0, (metric, first_run["failures"])
-    assert first_run["cost"]["llm_calls"] >= 2 * (1 + 2 + 3 + 2 + 1)  # generate, F, AR, CP (2 ctx), CR
-    assert first_run["cost"]["prompt_tokens"] > 1000
-    for question in first_run["per_question"]:
-        assert question["answer"] and not question["generation_error"]
-        assert len(question["contexts"]) == 2
+    assert set(first_run.metrics) == METRICS
+    for metric, value in first_run.metrics.items():
+        assert value is not None and 0.0 <= value <= 1.0, (metric, first_run.failures)
+    assert first_run.cost.llm_calls >= 2 * (1 + 2 + 3 + 2 + 1)  # generate, F, AR, CP (2 ctx), CR
+    assert first_run.cost.prompt_tokens > 1000
+    for question in first_run.questions:
+        assert question.answer and not question.generation_error
+        assert len(question.contexts) == 2
 
 
 def test_the_cli_rerun_costs_zero_llm_calls(first_run, project, tmp_path):
@@ -48,19 +48,19 @@ def test_the_cli_rerun_costs_zero_llm_calls(first_run, project, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr  # not even from a model freed at interpreter shutdown
     again = json.loads((tmp_path / "again.json").read_text())
-    assert again["cost"]["llm_calls"] == 0
-    assert again["cost"]["cache_hits"] == first_run["cost"]["llm_calls"] + first_run["cost"]["cache_hits"]
-    assert again["metrics"] == first_run["metrics"]
-    assert [q["answer"] for q in again["per_question"]] == [q["answer"] for q in first_run["per_question"]]
+    assert again.cost.llm_calls == 0
+    assert again.cost.cache_hits == first_run.cost.llm_calls + first_run.cost.cache_hits
+    assert again.metrics == first_run.metrics
+    assert [q.answer for q in again.questions] == [q.answer for q in first_run.questions]
     assert "faithfulness" in result.stdout and "cost" in result.stdout
 
 
 def test_strict_program_is_a_different_prompt_with_its_own_answers(project, real_embedder):
     runner = RagRunner(open_workspace(project, limit=1, embedder=real_embedder))
     strict = runner.evaluate(project.pipeline.model_copy(update={"program": "strict"}), metrics=["faithfulness"])
-    assert strict["models"]["program"] == "strict"
-    assert strict["cost_by_stage"]["generate"]["llm_calls"] == 1  # not served from the default program's cache
-    assert strict["per_question"][0]["answer"]
+    assert strict.models["program"] == "strict"
+    assert strict.cost_by_stage["generate"].llm_calls == 1  # not served from the default program's cache
+    assert strict.questions[0].answer
 
 
 def test_cli_errors_are_one_line(tmp_path, small_gguf):

@@ -9,13 +9,12 @@ import yaml
 from tests.fakes import ScriptedLLM
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import Models, RagRunner
-from tuner.study.optimize import (Constraint, Objective, StudySettings, enqueue_baseline, open_study,
-                                  recover_interrupted, run_study)
+from tuner.evaluation.rag_eval import Models
+from tuner.study.optimize import Constraint, StudySettings, enqueue_baseline, open_study, recover_interrupted
 from tuner.study.results import best_config, best_trials, load_study, trial_states
+from tuner.study.session import Session, StudySpec
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import study_folder
-from tuner.workspace import open_workspace
 
 
 class StrictIsUnfaithful(ScriptedLLM):
@@ -39,19 +38,22 @@ class StrictIsUnfaithful(ScriptedLLM):
                              json_schema=json_schema)
 
 
+def open_session(tmp_path, fake_embedder, space: dict, name="s", targets=("faithfulness",), limit=6,
+                 constraints=(), sampler="tpe", llm=None, storage=None, baseline=None) -> Session:
+    """A study on the demo with a scripted LLM, opened through the same session `tuner optimize` uses."""
+    llm = llm or StrictIsUnfaithful()
+    space_file = tmp_path / f"{name}-space.yaml"
+    space_file.write_text(yaml.safe_dump(space, sort_keys=False))
+    settings = StudySettings(list(targets), [Constraint.parse(c) for c in constraints], sampler, 0, prune_after=2)
+    session = Session.open(StudySpec(name, settings, space_file, ProjectConfig(), limit=limit, storage=storage,
+                                     studies_dir=tmp_path / "studies", baseline=baseline or {}))
+    session.runner(models=Models(llm, llm), embedder=fake_embedder)
+    return session
+
+
 @pytest.fixture
 def setup(tmp_path, fake_embedder):
-    def make(space: dict, targets=("faithfulness",), limit=6, constraints=(), sampler="tpe", llm=None):
-        llm = llm or StrictIsUnfaithful()
-        folder = study_folder(tmp_path / "studies", "s")
-        project = ProjectConfig(cache_dir=folder.cache)
-        runner = RagRunner(open_workspace(project, limit=limit, embedder=fake_embedder), models=Models(llm, llm))
-        space_model = SearchSpace.model_validate(space)
-        settings = StudySettings(list(targets), [Constraint.parse(c) for c in constraints], sampler, 0, prune_after=2)
-        study = open_study(folder, settings, space_model, None, project.model_dump(mode="json"), "inline")
-        enqueue_baseline(study, space_model, project.pipeline)
-        return study, Objective(runner, space_model, project.pipeline, settings, folder), folder, llm
-    return make
+    return lambda space, **kwargs: open_session(tmp_path, fake_embedder, space, **kwargs)
 
 
 PROGRAMS = {"params": {"program": {"type": "categorical", "choices": ["default", "strict"]}}}
@@ -93,8 +95,9 @@ def test_invalid_spaces_give_clear_errors(tmp_path, space, message):
 
 
 def test_baseline_first_and_results_recorded(setup):
-    study, objective, folder, _ = setup(PROGRAMS, limit=3)
-    run_study(study, objective, trials=2, timeout=None)
+    session = setup(PROGRAMS, limit=3)
+    study, folder = session.study, session.folder
+    session.run(2)
     first = study.trials[0]
     assert first.user_attrs["baseline"] and first.params == {"program": "default"}
     assert first.value == 1.0
@@ -105,10 +108,11 @@ def test_baseline_first_and_results_recorded(setup):
 
 
 def test_pruner_fires_on_a_clearly_worse_configuration(setup):
-    study, objective, folder, llm = setup(PROGRAMS, limit=6)
-    run_study(study, objective, trials=1, timeout=None)  # the baseline: default program, all faithful
+    session = setup(PROGRAMS, limit=6)
+    study, folder = session.study, session.folder
+    session.run(1)  # the baseline: default program, all faithful
     study.enqueue_trial({"program": "strict"})
-    run_study(study, objective, trials=2, timeout=None)
+    session.run(2)
     pruned = study.trials[1]
     assert pruned.state == optuna.trial.TrialState.PRUNED
     assert pruned.user_attrs["questions"] < 6  # stopped early: questions not asked cost nothing
@@ -116,7 +120,8 @@ def test_pruner_fires_on_a_clearly_worse_configuration(setup):
 
 
 def test_interrupted_trials_are_failed_and_rerun_with_the_same_params(setup):
-    study, objective, _, _ = setup(PROGRAMS, limit=2)
+    session = setup(PROGRAMS, limit=2)
+    study, folder = session.study, session.folder
     trial = study.ask({"program": optuna.distributions.CategoricalDistribution(["default", "strict"])})
     trial.params  # a process was killed while this trial ran: the enqueued baseline
     assert recover_interrupted(study) == [trial.number]
@@ -149,8 +154,9 @@ def test_a_resumed_study_does_not_replay_its_first_draws(tmp_path, sampler):
 
 
 def test_constraints_exclude_infeasible_trials_from_best(setup, tmp_path):
-    study, objective, folder, _ = setup(PROGRAMS, limit=2, constraints=("context_recall>=1.01",))
-    run_study(study, objective, trials=2, timeout=None)
+    session = setup(PROGRAMS, limit=2, constraints=("context_recall>=1.01",))
+    study, folder = session.study, session.folder
+    session.run(2)
     assert all(t.user_attrs["constraints"][0] > 0 for t in study.trials)
     assert best_trials(study) == []
     with pytest.raises(ConfigError, match="no complete trial that meets its constraints"):
@@ -158,16 +164,18 @@ def test_constraints_exclude_infeasible_trials_from_best(setup, tmp_path):
 
 
 def test_best_config_is_a_valid_project_config(setup):
-    study, objective, folder, _ = setup(PROGRAMS, limit=2)
-    run_study(study, objective, trials=2, timeout=None)
+    session = setup(PROGRAMS, limit=2)
+    study, folder = session.study, session.folder
+    session.run(2)
     data = best_config(load_study(folder), folder)
     config = ProjectConfig.model_validate(data)
     assert config.pipeline.program == "default" and str(folder.cache.resolve()) == data["cache_dir"]
 
 
 def test_multi_objective_study_keeps_a_pareto_front(setup):
-    study, objective, _, _ = setup(PROGRAMS, targets=("faithfulness", "answer_relevancy"), limit=2)
-    run_study(study, objective, trials=2, timeout=None)
+    session = setup(PROGRAMS, targets=("faithfulness", "answer_relevancy"), limit=2)
+    study, folder = session.study, session.folder
+    session.run(2)
     assert len(study.directions) == 2 and best_trials(study)
 
 
@@ -185,16 +193,11 @@ def test_bad_targets_and_constraints():
 
 
 def test_rdb_storage_with_sqlite(tmp_path, fake_embedder):
-    llm = ScriptedLLM()
-    folder = study_folder(tmp_path / "studies", "rdb")
-    project = ProjectConfig(cache_dir=folder.cache)
-    runner = RagRunner(open_workspace(project, limit=2, embedder=fake_embedder), models=Models(llm, llm))
-    space = SearchSpace.model_validate(PROGRAMS)
-    settings = StudySettings(["faithfulness"], sampler="random")
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
-    study = open_study(folder, settings, space, url, project.model_dump(mode="json"), "inline")
-    enqueue_baseline(study, space, project.pipeline)
-    run_study(study, Objective(runner, space, project.pipeline, settings, folder), trials=2, timeout=None)
+    session = open_session(tmp_path, fake_embedder, PROGRAMS, name="rdb", limit=2, sampler="random",
+                           llm=ScriptedLLM(), storage=url)
+    session.run(2)
+    folder = session.folder
     assert folder.read_meta()["storage_url"] == url and not folder.journal.exists()
     reloaded = load_study(folder)  # found through the URL recorded in study.json
     assert len(reloaded.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 2

@@ -66,6 +66,7 @@ def eval_command(
         err_console.print(f"[yellow]note:[/] {note}")
 
     started = time.perf_counter()
+    evaluated = None
     if retrieval_only:
         from tuner.evaluation.retrieval_eval import evaluate_retrieval
 
@@ -73,7 +74,8 @@ def eval_command(
             task = bar.add_task("retrieving", total=len(data.questions))
             results = evaluate_retrieval(data, workspace.pipeline, pipeline_config, lambda: bar.advance(task))
     else:
-        results = run_rag_evaluation(workspace, pipeline_config, metrics, no_cache)
+        evaluated = run_rag_evaluation(workspace, pipeline_config, metrics, no_cache)
+        results = evaluated.to_json()
     elapsed = time.perf_counter() - started
 
     report = {
@@ -85,8 +87,8 @@ def eval_command(
         "seconds": round(elapsed, 3),
     }
     print_retrieval_table(report["retrieval"], pipeline_config)
-    if not retrieval_only:
-        print_rag_tables(report)
+    if evaluated is not None:
+        print_rag_tables(evaluated)
     if out:
         write_json(out, report)
         err_console.print(f"results written to {out}")
@@ -181,50 +183,33 @@ def optimize_command(
     studies_dir: StudiesDirOption = Path("studies"),
 ) -> None:
     """Search the pipeline's knobs with Optuna; run the same command again to resume."""
-    from tuner.evaluation.rag_eval import RagRunner
     from tuner.study.display import StudyDisplay
-    from tuner.study.optimize import (Constraint, Objective, StudySettings, enqueue_baseline, open_study,
-                                      recover_interrupted, run_study)
-    from tuner.study.space import load_space
+    from tuner.study.optimize import Constraint, StudySettings
+    from tuner.study.session import Session, StudySpec
     from tuner.study.storage import study_folder
-    from tuner.workspace import open_workspace
 
     settings = StudySettings(targets=list(target), constraints=[Constraint.parse(c) for c in constraint or []],
                              sampler=sampler, seed=seed, prune_after=prune_after)
     timeout_seconds = parse_duration(timeout) if timeout else None
     space_file = resolve_space(search_space)
-    space = load_space(space_file)
-    folder = study_folder(studies_dir, study)
-    if folder.meta.is_file() and not config:  # a resumed study keeps the project it started with
-        from tuner.config import ProjectConfig
-
-        project = ProjectConfig.model_validate(folder.read_meta()["project"])
-    else:
-        project = load_config(config)
-    if dataset is not None:
-        project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"path": dataset.resolve()})})
-    if limit is not None:
-        project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"limit": limit})})
-    project = project.model_copy(update={"cache_dir": folder.cache.resolve()})
-    optuna_study = open_study(folder, settings, space, storage, project.model_dump(mode="json"), str(space_file))
-    recovered = recover_interrupted(optuna_study) if storage is None else []
-    if recovered:
-        err_console.print(f"resuming: trial(s) {', '.join(map(str, recovered))} were interrupted and run again")
-    enqueue_baseline(optuna_study, space, project.pipeline)
-
-    workspace = open_workspace(project)
+    resumed = study_folder(studies_dir, study).meta.is_file()
+    project = None if resumed and not config else load_config(config)  # a resumed study keeps its project
+    session = Session.open(StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir))
+    if session.recovered:
+        err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
+                          f"run again")
     with err_console.status("loading models"):
-        runner = RagRunner(workspace)
-    objective = Objective(runner, space, project.pipeline, settings, folder)
-    questions = len(workspace.dataset.questions)
-    err_console.print(f"study [bold]{folder.name}[/] in {folder.root}: {', '.join(settings.targets)} over "
-                      f"{questions} questions of {workspace.dataset.name}, sampler {sampler}")
-    with StudyDisplay(optuna_study, trials, questions, settings.targets) as display:
-        objective.hook = display
-        ran = run_study(optuna_study, objective, trials, timeout_seconds)
+        runner = session.runner()
+    questions = len(runner.workspace.dataset.questions)
+    err_console.print(f"study [bold]{session.folder.name}[/] in {session.folder.root}: "
+                      f"{', '.join(settings.targets)} over {questions} questions of {runner.workspace.dataset.name}, "
+                      f"sampler {sampler}")
+    with StudyDisplay(session.study, trials, questions, settings.targets) as display:
+        ran = session.run(trials, timeout_seconds, hook=display)
     if ran == 0:
-        err_console.print(f"study {folder.name} already holds {trials} finished trials (raise --trials to go on)")
-    print_trials(optuna_study, settings.targets, last=10)
+        err_console.print(f"study {session.folder.name} already holds {trials} finished trials (raise --trials to "
+                          f"go on)")
+    print_trials(session.study, settings.targets, last=10)
 
 
 @app.command("studies")
@@ -470,27 +455,31 @@ def print_retrieval_table(summary: dict[str, Any], pipeline: PipelineConfig) -> 
     console.print(table)
 
 
-def print_rag_tables(report: dict[str, Any]) -> None:
+def print_rag_tables(result) -> None:
     table = Table(title="answers (RAGAS)")
     for column in ("metric", "mean", "scored", "failures"):
         table.add_column(column, justify="left" if column == "metric" else "right")
-    questions = report["questions"]
-    for metric, mean in report["metrics"].items():
-        failed = report["failures"].get(metric, {})
+    questions = len(result.questions)
+    for metric, mean in result.metrics.items():
+        failed = result.failures.get(metric, {})
         scored = questions - sum(failed.values())
         table.add_row(metric, "—" if mean is None else f"{mean:.4f}", f"{scored}/{questions}",
                       ", ".join(f"{n} {why}" for why, n in failed.items()) or "0")
-    for metric, why in report["skipped"].items():
+    for metric, why in result.skipped.items():
         table.add_row(metric, "skipped", "", why)
-    if "generation" in report["failures"]:
-        table.caption = f"{report['failures']['generation']['unparsable']} answers could not be generated"
+    notes = []
+    if "generation" in result.failures:
+        notes.append(f"{result.failures['generation']['unparsable']} answers could not be generated")
+    if result.refusals:
+        notes.append(f"{result.refusals} answers declined to answer")
+    table.caption = "; ".join(notes) or None
     console.print(table)
     costs = Table(title="cost")
     for column in ("stage", "llm calls", "prompt tok", "completion tok", "cache hits", "seconds"):
         costs.add_column(column, justify="left" if column == "stage" else "right")
-    for stage, cost in {**report["cost_by_stage"], "total": report["cost"]}.items():
-        costs.add_row(stage, *(str(cost[k]) for k in
-                               ("llm_calls", "prompt_tokens", "completion_tokens", "cache_hits", "seconds")))
+    for stage, cost in {**result.cost_by_stage, "total": result.cost}.items():
+        costs.add_row(stage, str(cost.llm_calls), str(cost.prompt_tokens), str(cost.completion_tokens),
+                      str(cost.cache_hits), f"{cost.seconds:.3f}")
     console.print(costs)
 
 

@@ -8,24 +8,22 @@ from __future__ import annotations
 
 import re
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import dspy
 
 from tuner.cache import DiskCache
 from tuner.config import ALL_METRICS, PipelineConfig
+from tuner.cost import CostMeter
 from tuner.data import Question
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.cost import CostMeter
 from tuner.evaluation.ragas_judge import REQUIREMENTS, Outcome, RagasScorer
-from tuner.evaluation.retrieval_eval import describe
-from tuner.evaluation.retrieval_metrics import aggregate, question_metrics
+from tuner.evaluation.records import EvalResult, Failure, QuestionResult
+from tuner.evaluation.retrieval_eval import passage, trace
 from tuner.models.llms import LLM, CachedLLM, make_llm
 from tuner.prompts.lm import dspy_lm
-from tuner.prompts.programs import RAGAnswer, load_program, program_id
+from tuner.prompts.programs import RAGAnswer, is_refusal, load_program, program_id
 from tuner.workspace import Workspace
 
 #: called as (question index, question id, stage) whenever work on a question moves on
@@ -73,7 +71,7 @@ class RagRunner:
 
     def evaluate(self, config: PipelineConfig, questions: Sequence[Question] | None = None,
                  metrics: Sequence[str] | None = None, on_progress: ProgressHook | None = None,
-                 on_question: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                 on_question: Callable[[int, QuestionResult], None] | None = None) -> EvalResult:
         """Score `config` on the questions in order. `on_question(index, result)` sees each finished question
         and may raise to stop early (a study prunes this way); the exception propagates."""
         questions = list(self.workspace.dataset.questions if questions is None else questions)
@@ -86,14 +84,19 @@ class RagRunner:
             per_question.append(self._one(index, question, config, program, scored, on_progress))
             if on_question:
                 on_question(index, per_question[-1])
-        seconds = time.perf_counter() - started
-        result = summarise(per_question, scored, skipped, self.meter, seconds)
-        result["models"] = {"generator": self.generator.name, "judge": self.judge.name,
-                            "program": config.program, "program_id": program_id(program)}
-        return result
+        return self.summarise(per_question, scored, skipped, config.program, time.perf_counter() - started)
+
+    def summarise(self, per_question: Sequence[QuestionResult], scored: Sequence[str], skipped: dict[str, str],
+                  program: str, seconds: float) -> EvalResult:
+        """The evaluation so far (a pruned trial summarises the questions it reached)."""
+        cost = self.meter.total()
+        cost.seconds = seconds
+        models = {"generator": self.generator.name, "judge": self.judge.name, "program": program,
+                  "program_id": program_id(self.program(program))}
+        return EvalResult.summarise(per_question, scored, skipped, cost, self.meter.by_stage(), models)
 
     def _one(self, index: int, question: Question, config: PipelineConfig, program: RAGAnswer,
-             metrics: list[str], on_progress: ProgressHook | None) -> dict[str, Any]:
+             metrics: list[str], on_progress: ProgressHook | None) -> QuestionResult:
         def step(stage: str) -> None:
             if on_progress:
                 on_progress(index, question.id, stage)
@@ -102,11 +105,6 @@ class RagRunner:
         with self.meter.stage(question.id, "retrieve"):
             retrieval = self.workspace.pipeline.run(question.text, config)
         contexts = [c.chunk.text for c in retrieval.selected]
-        retrieval_scores = {}
-        if question.relevant_ids:
-            retrieval_scores = question_metrics([c.chunk.doc_id for c in retrieval.ranking],
-                                                [c.chunk.doc_id for c in retrieval.selected],
-                                                question.relevant_ids, config.top_k)
         step("generate")
         with self.meter.stage(question.id, "generate"):
             answer, generation_error = self._answer(program, question.text, contexts)
@@ -116,22 +114,21 @@ class RagRunner:
             with self.meter.stage(question.id, metric):
                 outcomes[metric] = self.scorer.score(metric, question.text, answer, contexts, question.reference)
         step("done")
-        return {
-            "id": question.id,
-            "question": question.text,
-            "reference": question.reference,
-            "answer": answer,
-            "citations": sorted({int(n) for n in re.findall(r"\[(\d+)\]", answer)}),
-            "generation_error": generation_error,
-            "contexts": contexts,
-            "selected": [describe(c) for c in retrieval.selected],
-            "k": len(retrieval.selected),
-            "gold_ids": sorted(question.relevant_ids),
-            "retrieval": retrieval_scores,
-            "scores": {m: o.value for m, o in outcomes.items()},
-            "failures": {m: {"reason": o.failure, "detail": o.detail} for m, o in outcomes.items() if o.failure},
-            "cost": self.meter.by_stage(question.id),
-        }
+        return QuestionResult(
+            id=question.id,
+            question=question.text,
+            reference=question.reference,
+            answer=answer,
+            contexts=tuple(contexts),
+            selected=tuple(passage(c) for c in retrieval.selected),
+            retrieval=trace(retrieval, question.relevant_ids, config.top_k),
+            scores={m: o.value for m, o in outcomes.items()},
+            failures={m: Failure(o.failure, o.detail) for m, o in outcomes.items() if o.failure},
+            cost=self.meter.by_stage(question.id),
+            citations=tuple(sorted({int(n) for n in re.findall(r"\[(\d+)\]", answer)})),
+            generation_error=generation_error,
+            refusal=is_refusal(answer),
+        )
 
     def _answer(self, program: RAGAnswer, question: str, contexts: list[str]) -> tuple[str, str | None]:
         """The program's answer; a model that cannot follow the output format yields no answer, not a crash."""
@@ -155,32 +152,3 @@ def root_tuner_error(exc: BaseException) -> TunerError | None:
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
-
-
-def summarise(per_question: list[dict[str, Any]], metrics: list[str], skipped: dict[str, str], meter: CostMeter,
-              seconds: float) -> dict[str, Any]:
-    means: dict[str, float | None] = {}
-    failures: dict[str, dict[str, int]] = {}
-    for metric in metrics:
-        values = [q["scores"][metric] for q in per_question if q["scores"].get(metric) is not None]
-        means[metric] = sum(values) / len(values) if values else None
-        reasons = Counter(q["failures"][metric]["reason"] for q in per_question if metric in q["failures"])
-        if reasons:
-            failures[metric] = dict(reasons)
-    generation_errors = sum(1 for q in per_question if q["generation_error"])
-    if generation_errors:
-        failures["generation"] = {"unparsable": generation_errors}
-    total = meter.total()
-    cost = total.as_dict()
-    cost["seconds"] = round(seconds, 3)
-    return {
-        "metrics": means,
-        "skipped": skipped,
-        "retrieval": aggregate([q["retrieval"] for q in per_question], [q["k"] for q in per_question]),
-        "cost": cost,
-        "cost_by_stage": meter.by_stage(),
-        "failures": failures,
-        "questions": len(per_question),
-        "per_question": per_question,
-    }
-

@@ -25,6 +25,16 @@ def question_metrics(ranking: Sequence[str], selected: Sequence[str], gold: Iter
     return metrics
 
 
+def first_rank(ranking: Sequence[str], gold: set[str] | frozenset[str]) -> int | None:
+    """Document-level rank (1 = first) of the first gold document, each document counted once; None if absent."""
+    seen: set[str] = set()
+    for doc in ranking:
+        if doc in gold:
+            return len(seen) + 1
+        seen.add(doc)
+    return None
+
+
 def recall_at(ranking: Sequence[str], gold: set[str], n: int) -> float:
     return len(gold.intersection(ranking[:n])) / len(gold)
 

@@ -16,10 +16,20 @@ from tuner.pipeline.selection import select_dynamic_k
 
 @dataclass(frozen=True)
 class RetrievalResult:
-    # every candidate the pipeline ranked: the reranked pool first, then the rest of the fused window
-    ranking: list[Candidate]
+    # the fused candidate window, best first (before top_k)
+    retrieved: list[Candidate]
+    # the top_k seeds plus graph expansions, in retrieval order: what the reranker sees
+    pool: list[Candidate]
+    # the pool in the reranker's order, with confidences
+    reranked: list[Candidate]
     # what reaches the generator
     selected: list[Candidate]
+
+    @property
+    def ranking(self) -> list[Candidate]:
+        """Every candidate the pipeline ranked: the reranked pool first, then the rest of the fused window."""
+        in_pool = {c.position for c in self.pool}
+        return self.reranked + [c for c in self.retrieved if c.position not in in_pool]
 
 
 class RetrievalPipeline:
@@ -59,5 +69,4 @@ class RetrievalPipeline:
             selected = reranked[: config.top_k]
         else:
             selected = select_dynamic_k(reranked, config.confidence_threshold, config.min_docs, config.max_docs)
-        in_pool = {c.position for c in pool}
-        return RetrievalResult(reranked + [c for c in retrieved if c.position not in in_pool], selected)
+        return RetrievalResult(retrieved, pool, reranked, selected)

@@ -7,6 +7,7 @@ prompt optimisation) loads by path. A program's identity for caches and reports 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dspy
@@ -15,6 +16,18 @@ from tuner.cache import stable_hash
 from tuner.errors import ConfigError
 
 NO_CONTEXT_ANSWER = "I cannot answer from the given context: no passage was retrieved."
+
+# What the built-in programs say when the contexts lack the answer, and the usual ways models say it.
+_REFUSAL = re.compile(
+    r"\b(cannot|can't|can ?not|unable to|not able to) (answer|be answered|determine|find|provide)"
+    r"|\b(do(es)? not|don't|doesn't) (contain|provide|mention|include|say|specify) (enough |any |the )?"
+    r"(information|answer|details)|\bno (information|answer) (is )?(given|provided|available)|^i don't know",
+    re.I)
+
+
+def is_refusal(answer: str) -> bool:
+    """True when the answer declines to answer (a refusal scores nothing on faithfulness if it is let off)."""
+    return bool(_REFUSAL.search(answer.strip()[:300]))
 
 
 class AnswerFromContexts(dspy.Signature):

@@ -7,7 +7,6 @@ the interrupted configuration runs again — its completed LLM calls come back f
 
 from __future__ import annotations
 
-import math
 import re
 import time
 import warnings
@@ -21,11 +20,11 @@ from optuna.trial import TrialState
 from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import RagRunner
+from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult, QuestionResult, TrialFile
 from tuner.study.space import SearchSpace, pipeline_for
 from tuner.study.storage import StudyFolder
 
-RETRIEVAL_TARGETS = ("recall@k", "recall@1", "recall@5", "recall@10", "precision", "ndcg@10", "mrr")
-TARGETS = ALL_METRICS + RETRIEVAL_TARGETS
+TARGETS = ALL_METRICS + RETRIEVAL_METRICS
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
@@ -78,17 +77,6 @@ class StudySettings:
         """The RAGAS metrics a trial must score: the targets and guards that are RAGAS metrics."""
         wanted = set(self.targets) | {c.metric for c in self.constraints}
         return [m for m in ALL_METRICS if m in wanted]
-
-
-def metric_value(result: dict[str, Any], metric: str) -> float | None:
-    source = result["retrieval"] if metric in RETRIEVAL_TARGETS else result["metrics"]
-    value = source.get(metric)
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-
-
-def question_value(question: dict[str, Any], metric: str) -> float | None:
-    source = question["retrieval"] if metric in RETRIEVAL_TARGETS else question["scores"]
-    return source.get(metric)
 
 
 def make_sampler(settings: StudySettings, space: SearchSpace, trials_so_far: int = 0) -> optuna.samplers.BaseSampler:
@@ -151,11 +139,11 @@ class Objective:
         target = self.settings.targets[0]
         pruned = False
 
-        def report(index: int, question: dict[str, Any]) -> None:
+        def report(index: int, question: QuestionResult) -> None:
             nonlocal pruned
             if self.settings.multi_objective:
                 return
-            value = question_value(question, target)
+            value = question.value(target)
             if value is not None:
                 trial.report(value, step=index)
             with warnings.catch_warnings():  # unscored questions are never reported, so step sets may differ
@@ -166,7 +154,7 @@ class Objective:
                 raise optuna.TrialPruned(f"worse than the best trial after {index + 1} questions")
 
         started = time.perf_counter()
-        partial: list[dict[str, Any]] = []
+        partial: list[QuestionResult] = []
         try:
             result = self.runner.evaluate(
                 config, metrics=self.settings.metrics_needed(),
@@ -174,37 +162,30 @@ class Objective:
                 on_question=lambda i, q: (partial.append(q), report(i, q)),
             )
         except optuna.TrialPruned:
-            result = self._partial_result(partial)
-            self._record(trial, config, result, time.perf_counter() - started, pruned=True)
+            scored, skipped = self.runner.metrics_for(self.settings.metrics_needed())
+            result = self.runner.summarise(partial, scored, skipped, config.program, time.perf_counter() - started)
+            self._record(trial, config, result, pruned=True)
             raise
-        self._record(trial, config, result, time.perf_counter() - started, pruned=pruned)
-        values = [metric_value(result, t) for t in self.settings.targets]
+        self._record(trial, config, result, pruned=pruned)
+        values = [result.value(t) for t in self.settings.targets]
         if any(v is None for v in values):
             missing = ", ".join(t for t, v in zip(self.settings.targets, values) if v is None)
             raise RuntimeError(f"trial {trial.number}: no question could be scored on {missing}")
         return values[0] if len(values) == 1 else tuple(values)
 
-    def _partial_result(self, per_question: list[dict[str, Any]]) -> dict[str, Any]:
-        from tuner.evaluation.rag_eval import summarise
-
-        scored, skipped = self.runner.metrics_for(self.settings.metrics_needed())
-        return summarise(per_question, scored, skipped, self.runner.meter, 0.0)
-
-    def _record(self, trial: optuna.Trial, config: PipelineConfig, result: dict[str, Any], seconds: float,
-                pruned: bool) -> None:
-        result["cost"]["seconds"] = round(seconds, 3)
+    def _record(self, trial: optuna.Trial, config: PipelineConfig, result: EvalResult, pruned: bool) -> None:
         trial.set_user_attr("pipeline", config.model_dump())
-        trial.set_user_attr("metrics", result["metrics"])
-        trial.set_user_attr("retrieval", {k: v for k, v in result["retrieval"].items()})
-        trial.set_user_attr("cost", result["cost"])
-        trial.set_user_attr("failures", result["failures"])
-        trial.set_user_attr("questions", result["questions"])
-        violations = [c.violation(metric_value(result, c.metric)) for c in self.settings.constraints]
+        trial.set_user_attr("metrics", dict(result.metrics))
+        trial.set_user_attr("retrieval", dict(result.retrieval))
+        trial.set_user_attr("cost", result.cost.as_dict())
+        trial.set_user_attr("failures", {m: dict(r) for m, r in result.failures.items()})
+        trial.set_user_attr("questions", len(result.questions))
+        trial.set_user_attr("refusals", result.refusals)
+        violations = [c.violation(result.value(c.metric)) for c in self.settings.constraints]
         trial.set_user_attr("constraints", violations)
         for constraint, violation in zip(self.settings.constraints, violations):
             trial.set_constraint(str(constraint), violation)
-        self.folder.write_trial(trial.number, {"number": trial.number, "params": trial.params, "pruned": pruned,
-                                               "pipeline": config.model_dump(), **result})
+        self.folder.write_trial(TrialFile(trial.number, trial.params, config.model_dump(), pruned, result))
 
 
 def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: float | None) -> int:

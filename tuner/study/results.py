@@ -1,7 +1,11 @@
-"""Reading studies back: best (feasible) trials, the best configuration as a config file, listings."""
+"""Reading studies back: typed trial records, best (feasible) trials, the best configuration as a config file,
+listings. Reads storage and trial files only: no model is loaded."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +15,45 @@ from optuna.trial import TrialState
 
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
+from tuner.evaluation.records import EvalResult, TrialFile
 from tuner.study.storage import StudyFolder, make_storage
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as analysis and reports see it: Optuna's view (state, values) joined with its trial file."""
+
+    number: int
+    state: str  # complete | pruned | fail | interrupted | running | waiting
+    params: Mapping[str, Any]
+    values: tuple[float, ...] | None
+    baseline: bool
+    rerun_of: int | None
+    feasible: bool
+    started: datetime | None
+    finished: datetime | None
+    file: TrialFile | None
+
+    @property
+    def result(self) -> EvalResult | None:
+        return self.file.result if self.file else None
+
+    @property
+    def pipeline(self) -> Mapping[str, Any]:
+        return self.file.pipeline if self.file else {}
+
+    @property
+    def seconds(self) -> float | None:
+        return (self.finished - self.started).total_seconds() if self.started and self.finished else None
+
+
+def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]:
+    trials = study.get_trials(deepcopy=False)
+    return [TrialRecord(number=t.number, state=state, params=dict(t.params),
+                        values=tuple(t.values) if t.values else None, baseline=bool(t.user_attrs.get("baseline")),
+                        rerun_of=t.user_attrs.get("rerun_of"), feasible=feasible(t), started=t.datetime_start,
+                        finished=t.datetime_complete, file=folder.read_trial(t.number))
+            for t, state in zip(trials, trial_states(trials))]
 
 
 def feasible(trial: optuna.trial.FrozenTrial) -> bool:

@@ -16,7 +16,8 @@ from typing import Any
 
 import optuna
 
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, DataError
+from tuner.evaluation.records import TrialFile
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -48,11 +49,22 @@ class StudyFolder:
     def trial_file(self, number: int) -> Path:
         return self.trials / f"{number:04d}.json"
 
-    def write_trial(self, number: int, data: dict[str, Any]) -> None:
+    def write_trial(self, record: TrialFile) -> None:
         self.trials.mkdir(parents=True, exist_ok=True)
-        partial = self.trial_file(number).with_suffix(".partial")
-        partial.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-        partial.replace(self.trial_file(number))  # atomic: a reader never sees half a file
+        partial = self.trial_file(record.number).with_suffix(".partial")
+        partial.write_text(json.dumps(record.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
+        partial.replace(self.trial_file(record.number))  # atomic: a reader never sees half a file
+
+    def read_trial(self, number: int) -> TrialFile | None:
+        """The trial's file, or None when it has none (failed before finishing its first question)."""
+        path = self.trial_file(number)
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DataError(f"{path}: unreadable trial file ({exc})") from None
+        return TrialFile.from_json(data, source=str(path))
 
     def read_meta(self) -> dict[str, Any]:
         return json.loads(self.meta.read_text()) if self.meta.is_file() else {}

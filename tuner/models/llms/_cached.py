@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from tuner.cache import DiskCache, stable_hash
-from tuner.evaluation.cost import CostMeter
+from tuner.cost import CostMeter
 from tuner.models.llms._base import LLM, Completion, Messages
 
 

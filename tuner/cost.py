@@ -1,15 +1,16 @@
 """Cost accounting: LLM calls, tokens, wall seconds and cache hits, per question and per stage.
 
 The LLM cache reports every call to the meter; the evaluator names the stage (generate, rerank, a metric)
-and the question being worked on, so costs land where they were spent.
+and the question being worked on, so costs land where they were spent. Lives below models/ because the
+cached LLM reports to it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 
 @dataclass
@@ -19,22 +20,27 @@ class Cost:
     completion_tokens: int = 0
     seconds: float = 0.0
     cache_hits: int = 0
+    cached_tokens: int = 0  # prompt + completion tokens of the calls the cache answered (what it saved)
     model_seconds: float = 0.0  # of `seconds`, the time spent inside model calls
 
-
     def add(self, other: Cost) -> None:
-        self.llm_calls += other.llm_calls
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.seconds += other.seconds
-        self.cache_hits += other.cache_hits
-        self.model_seconds += other.model_seconds
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
 
     def as_dict(self) -> dict[str, float | int]:
         data = asdict(self)
         data["seconds"] = round(self.seconds, 3)
         data["model_seconds"] = round(self.model_seconds, 3)
         return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, float | int]) -> Cost:
+        """Tolerant of files written before a field existed (it reads as 0)."""
+        return cls(**{f.name: data.get(f.name, 0) for f in fields(cls)})
 
 
 @dataclass
@@ -59,6 +65,7 @@ class CostMeter:
         cost = self.records.setdefault(self._where, Cost())
         if cache_hit:
             cost.cache_hits += 1
+            cost.cached_tokens += prompt_tokens + completion_tokens
         else:
             cost.llm_calls += 1
             cost.model_seconds += seconds
@@ -72,6 +79,6 @@ class CostMeter:
                 total.add(cost)
         return total
 
-    def by_stage(self, question_id: str | None = None) -> dict[str, dict[str, float | int]]:
+    def by_stage(self, question_id: str | None = None) -> dict[str, Cost]:
         stages = sorted({name for qid, name in self.records if question_id is None or qid == question_id})
-        return {name: self.total(question_id, name).as_dict() for name in stages}
+        return {name: self.total(question_id, name) for name in stages}

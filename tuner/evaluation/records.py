@@ -1,0 +1,232 @@
+"""Typed results: what one question, one evaluation and one study trial produced.
+
+Frozen records with `to_json`/`from_json` replace dicts read by string keys, so analysis and reports build on
+named fields. Every trial file carries `schema`; files written before it existed (schema 1) still load, the
+fields they lack left empty, and a file from a newer tuner fails with one clear line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.cost import Cost
+from tuner.errors import DataError
+
+SCHEMA_VERSION = 2
+
+RETRIEVAL_METRICS = ("recall@k", "recall@1", "recall@5", "recall@10", "precision", "ndcg@10", "mrr")
+
+
+def clean(value: float | None) -> float | None:
+    """A score or None: NaN (what RAGAS returns when it extracted nothing) is not a number to average."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str  # nan | unparsable | no_answer | no_contexts | error
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A chunk that reached the generator."""
+
+    chunk_id: str
+    doc_id: str
+    score: float
+    confidence: float | None
+    hop: int
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chunk_id": self.chunk_id, "doc_id": self.doc_id, "score": self.score,
+                "confidence": self.confidence, "hop": self.hop, "text": self.text}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Passage:
+        return cls(str(data["chunk_id"]), str(data["doc_id"]), float(data["score"]), data.get("confidence"),
+                   int(data.get("hop", 0)), data.get("text", ""))
+
+
+@dataclass(frozen=True)
+class RetrievalTrace:
+    """Where a question's gold documents were along the pipeline, and its id-based metrics."""
+
+    gold_ids: tuple[str, ...] = ()
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    #: doc-level rank (1 = first) of the best-placed gold document in the fused window; None: not in it
+    candidate_rank: int | None = None
+    #: gold documents that reached the pool the reranker sees (top_k seeds + graph expansion)
+    in_pool: tuple[str, ...] = ()
+    #: gold documents among the selected chunks
+    selected: tuple[str, ...] = ()
+    #: False for files written before traces were recorded: the stage of a loss cannot be told from them
+    traced: bool = True
+
+    @property
+    def has_gold(self) -> bool:
+        return bool(self.gold_ids)
+
+
+@dataclass(frozen=True)
+class QuestionResult:
+    id: str
+    question: str
+    reference: str | None
+    answer: str
+    contexts: tuple[str, ...]
+    selected: tuple[Passage, ...]
+    retrieval: RetrievalTrace
+    scores: Mapping[str, float | None]
+    failures: Mapping[str, Failure] = field(default_factory=dict)
+    cost: Mapping[str, Cost] = field(default_factory=dict)
+    citations: tuple[int, ...] = ()
+    generation_error: str | None = None
+    refusal: bool = False
+
+    @property
+    def k(self) -> int:
+        return len(self.selected)
+
+    def value(self, metric: str) -> float | None:
+        if metric in RETRIEVAL_METRICS:
+            return clean(self.retrieval.metrics.get(metric))
+        return clean(self.scores.get(metric))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "question": self.question, "reference": self.reference, "answer": self.answer,
+            "citations": list(self.citations), "generation_error": self.generation_error, "refusal": self.refusal,
+            "contexts": list(self.contexts), "selected": [p.to_json() for p in self.selected], "k": self.k,
+            "gold_ids": list(self.retrieval.gold_ids), "retrieval": dict(self.retrieval.metrics),
+            "gold_rank": self.retrieval.candidate_rank, "gold_in_pool": list(self.retrieval.in_pool),
+            "gold_selected": list(self.retrieval.selected),
+            "scores": dict(self.scores),
+            "failures": {m: {"reason": f.reason, "detail": f.detail} for m, f in self.failures.items()},
+            "cost": {stage: c.as_dict() for stage, c in self.cost.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QuestionResult:
+        selected = tuple(Passage.from_json(p) for p in data.get("selected", []))
+        gold = tuple(data.get("gold_ids", []))
+        traced = "gold_in_pool" in data
+        trace = RetrievalTrace(
+            gold_ids=gold, metrics=dict(data.get("retrieval", {})), candidate_rank=data.get("gold_rank"),
+            in_pool=tuple(data.get("gold_in_pool", [])),
+            selected=tuple(data["gold_selected"]) if "gold_selected" in data
+            else tuple(sorted({p.doc_id for p in selected} & set(gold))),
+            traced=traced,
+        )
+        return cls(
+            id=str(data["id"]), question=data.get("question", ""), reference=data.get("reference"),
+            answer=data.get("answer", ""), contexts=tuple(data.get("contexts", [])), selected=selected,
+            retrieval=trace, scores=dict(data.get("scores", {})),
+            failures={m: Failure(f.get("reason", "error"), f.get("detail", ""))
+                      for m, f in data.get("failures", {}).items()},
+            cost={stage: Cost.from_dict(c) for stage, c in data.get("cost", {}).items()},
+            citations=tuple(data.get("citations", [])), generation_error=data.get("generation_error"),
+            refusal=bool(data.get("refusal", False)),
+        )
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One pipeline configuration scored over a list of questions."""
+
+    metrics: Mapping[str, float | None]
+    retrieval: Mapping[str, float]
+    questions: tuple[QuestionResult, ...]
+    cost: Cost
+    cost_by_stage: Mapping[str, Cost]
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    failures: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    models: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def summarise(cls, questions: Sequence[QuestionResult], metrics: Sequence[str], skipped: Mapping[str, str],
+                  cost: Cost, cost_by_stage: Mapping[str, Cost],
+                  models: Mapping[str, str] | None = None) -> EvalResult:
+        """Means over the scored questions; every question that was not scored counted by reason."""
+        from tuner.evaluation.retrieval_metrics import aggregate
+
+        means: dict[str, float | None] = {}
+        failures: dict[str, dict[str, int]] = {}
+        for metric in metrics:
+            values = [v for q in questions if (v := clean(q.scores.get(metric))) is not None]
+            means[metric] = sum(values) / len(values) if values else None
+            reasons = Counter(q.failures[metric].reason for q in questions if metric in q.failures)
+            if reasons:
+                failures[metric] = dict(reasons)
+        generation_errors = sum(1 for q in questions if q.generation_error)
+        if generation_errors:
+            failures["generation"] = {"unparsable": generation_errors}
+        retrieval = aggregate([q.retrieval.metrics for q in questions], [q.k for q in questions])
+        return cls(means, retrieval, tuple(questions), cost, dict(cost_by_stage), dict(skipped), failures,
+                   dict(models or {}))
+
+    def value(self, metric: str) -> float | None:
+        source = self.retrieval if metric in RETRIEVAL_METRICS else self.metrics
+        return clean(source.get(metric))
+
+    @property
+    def refusals(self) -> int:
+        return sum(q.refusal for q in self.questions)
+
+    @property
+    def no_context(self) -> int:
+        return sum(q.k == 0 for q in self.questions)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metrics": dict(self.metrics), "skipped": dict(self.skipped), "retrieval": dict(self.retrieval),
+            "cost": self.cost.as_dict(), "cost_by_stage": {s: c.as_dict() for s, c in self.cost_by_stage.items()},
+            "failures": {m: dict(r) for m, r in self.failures.items()}, "refusals": self.refusals,
+            "no_context": self.no_context, "questions": len(self.questions), "models": dict(self.models),
+            "per_question": [q.to_json() for q in self.questions],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvalResult:
+        return cls(
+            metrics=dict(data.get("metrics", {})), retrieval=dict(data.get("retrieval", {})),
+            questions=tuple(QuestionResult.from_json(q) for q in data.get("per_question", [])),
+            cost=Cost.from_dict(data.get("cost", {})),
+            cost_by_stage={s: Cost.from_dict(c) for s, c in data.get("cost_by_stage", {}).items()},
+            skipped=dict(data.get("skipped", {})), failures=dict(data.get("failures", {})),
+            models=dict(data.get("models", {})),
+        )
+
+
+@dataclass(frozen=True)
+class TrialFile:
+    """What a study writes per trial: the configuration and its evaluation (complete or up to where it was pruned)."""
+
+    number: int
+    params: Mapping[str, Any]
+    pipeline: Mapping[str, Any]
+    pruned: bool
+    result: EvalResult
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA_VERSION, "number": self.number, "params": dict(self.params),
+                "pruned": self.pruned, "pipeline": dict(self.pipeline), **self.result.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: str = "trial file") -> TrialFile:
+        schema = data.get("schema", 1)
+        if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+            raise DataError(f"{source}: written by a newer tuner (schema {schema}; this one reads up to "
+                            f"{SCHEMA_VERSION}): upgrade tuner to read it")
+        try:
+            return cls(int(data["number"]), dict(data.get("params", {})), dict(data.get("pipeline", {})),
+                       bool(data.get("pruned", False)), EvalResult.from_json(data))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{source}: not a tuner trial file ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,94 @@
+"""Open-or-resume a study and run it: the one wiring that the CLI, agent rounds, benchmarks and tests share.
+
+    session = Session.open(StudySpec("demo", StudySettings(["faithfulness"]), space_file))
+    session.run(trials=40)
+
+Opening resolves the project (a resumed study keeps the project it started with unless one is given), fails
+the trials a killed process left RUNNING and queues them again, and enqueues the baseline as trial 0.
+Models load only when `run` needs them, so reading a study back costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from tuner.config import PipelineConfig, ProjectConfig
+from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.models.embedders import Embedder
+from tuner.study.optimize import (Objective, StudyHook, StudySettings, enqueue_baseline, open_study,
+                                  recover_interrupted, run_study)
+from tuner.study.space import SearchSpace, load_space, pipeline_for
+from tuner.study.storage import StudyFolder, study_folder
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    name: str
+    settings: StudySettings
+    search_space: Path
+    #: the project; None: a resumed study's own, else the defaults (the bundled demo)
+    project: ProjectConfig | None = None
+    dataset: Path | None = None
+    limit: int | None = None
+    storage: str | None = None
+    studies_dir: Path = Path("studies")
+    #: where LLM calls and embeddings are cached; None: the study's own folder. Rounds share round 1's.
+    cache_dir: Path | None = None
+    #: knob values of trial 0 beyond the project's pipeline (a round starts from the previous round's best)
+    baseline: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Session:
+    spec: StudySpec
+    folder: StudyFolder
+    study: optuna.Study
+    space: SearchSpace
+    project: ProjectConfig
+    recovered: list[int]
+    _runner: RagRunner | None = None
+
+    @classmethod
+    def open(cls, spec: StudySpec) -> Session:
+        space = load_space(spec.search_space)
+        folder = study_folder(spec.studies_dir, spec.name)
+        project = spec.project
+        if project is None:
+            meta = folder.read_meta()
+            project = ProjectConfig.model_validate(meta["project"]) if meta else ProjectConfig()
+        dataset = project.dataset
+        if spec.dataset is not None:
+            dataset = dataset.model_copy(update={"path": spec.dataset.resolve()})
+        if spec.limit is not None:
+            dataset = dataset.model_copy(update={"limit": spec.limit})
+        pipeline = pipeline_for(project.pipeline, dict(spec.baseline))
+        project = project.model_copy(update={"dataset": dataset, "pipeline": pipeline,
+                                             "cache_dir": (spec.cache_dir or folder.cache).resolve()})
+        study = open_study(folder, spec.settings, space, spec.storage, project.model_dump(mode="json"),
+                           str(spec.search_space))
+        recovered = recover_interrupted(study) if spec.storage is None else []
+        enqueue_baseline(study, space, project.pipeline)
+        return cls(spec, folder, study, space, project, recovered)
+
+    @property
+    def base(self) -> PipelineConfig:
+        return self.project.pipeline
+
+    def runner(self, models: Models | None = None, embedder: Embedder | None = None,
+               use_cache: bool = True) -> RagRunner:
+        """The workspace and models, built on first use (tests pass fakes; benchmarks turn the cache off)."""
+        if self._runner is None:
+            from tuner.workspace import open_workspace
+
+            self._runner = RagRunner(open_workspace(self.project, embedder=embedder), use_cache, models)
+        return self._runner
+
+    def run(self, trials: int, timeout: float | None = None, hook: StudyHook | None = None) -> int:
+        """Run until the study holds `trials` finished trials; returns how many trials ran now."""
+        objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder, hook)
+        return run_study(self.study, objective, trials, timeout)
