@@ -157,6 +157,7 @@ def data_command(
 
 StudyOption = Annotated[str, typer.Option("--study", "-s", help="study name (a folder under --studies-dir)")]
 StudiesDirOption = Annotated[Path, typer.Option("--studies-dir", help="where studies live")]
+ReportsDirOption = Annotated[Path, typer.Option("--reports-dir", help="where experiment reports are written")]
 StorageOption = Annotated[
     Optional[str], typer.Option("--storage", help="RDB URL (postgresql://…, sqlite:///…) instead of the journal file")
 ]
@@ -181,9 +182,11 @@ def optimize_command(
     prune_after: Annotated[int, typer.Option(help="questions answered before a trial may be pruned")] = 3,
     storage: StorageOption = None,
     studies_dir: StudiesDirOption = Path("studies"),
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="rounds of optimise -> analyse -> next space; "
+                                        "round r runs as study NAME.rR")] = 1,
+    reports_dir: ReportsDirOption = Path("reports"),
 ) -> None:
     """Search the pipeline's knobs with Optuna; run the same command again to resume."""
-    from tuner.study.display import StudyDisplay
     from tuner.study.optimize import Constraint, StudySettings
     from tuner.study.session import Session, StudySpec
     from tuner.study.storage import study_folder
@@ -194,22 +197,164 @@ def optimize_command(
     space_file = resolve_space(search_space)
     resumed = study_folder(studies_dir, study).meta.is_file()
     project = None if resumed and not config else load_config(config)  # a resumed study keeps its project
-    session = Session.open(StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir))
+    spec = StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir)
+    if rounds > 1:
+        return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir)
+    session = Session.open(spec)
+    try:
+        run_with_display(session, trials, timeout_seconds)
+    finally:  # also after Ctrl-C: the morning's report shows whatever finished
+        write_study_report(session.folder, storage, reports_dir)
+    print_trials(session.study, settings.targets, last=10)
+
+
+def run_with_display(session, trials: int, timeout: float | None) -> int:
+    """Load the models (only if trials remain) and run the study behind the live display."""
+    from tuner.study.display import StudyDisplay
+
     if session.recovered:
         err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
                           f"run again")
+    if session.finished >= trials:
+        err_console.print(f"study {session.folder.name} already holds {trials} finished trials (raise --trials to "
+                          f"go on)")
+        return 0
     with err_console.status("loading models"):
         runner = session.runner()
     questions = len(runner.workspace.dataset.questions)
-    err_console.print(f"study [bold]{session.folder.name}[/] in {session.folder.root}: "
-                      f"{', '.join(settings.targets)} over {questions} questions of {runner.workspace.dataset.name}, "
-                      f"sampler {sampler}")
-    with StudyDisplay(session.study, trials, questions, settings.targets) as display:
-        ran = session.run(trials, timeout_seconds, hook=display)
-    if ran == 0:
-        err_console.print(f"study {session.folder.name} already holds {trials} finished trials (raise --trials to "
-                          f"go on)")
-    print_trials(session.study, settings.targets, last=10)
+    targets = session.spec.settings.targets
+    err_console.print(f"study [bold]{session.folder.name}[/] in {session.folder.root}: {', '.join(targets)} over "
+                      f"{questions} questions of {runner.workspace.dataset.name}, sampler "
+                      f"{session.spec.settings.sampler}")
+    with StudyDisplay(session.study, trials, questions, targets) as display:
+        return session.run(trials, timeout, hook=display)
+
+
+def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, reports_dir: Path) -> None:
+    from tuner.agent import run_rounds
+
+    def announce(outcome) -> None:
+        head = outcome.headline
+        gain = "" if head is None or head.ci is None else (
+            f"; {head.metric} {head.reference_mean:.3f} -> {head.candidate_mean:.3f}, 95% CI "
+            f"[{head.ci[0]:+.3f}, {head.ci[1]:+.3f}] ({'gain' if outcome.gained else 'no gain distinguishable from 0'})")
+        err_console.print(f"round {outcome.round} ({outcome.study}) done{gain}; report: {outcome.report}",
+                          highlight=False, soft_wrap=True)
+
+    try:
+        outcomes, stop = run_rounds(spec, rounds, trials, reports_dir, timeout,
+                                    run=lambda session, n, limit: run_with_display(session, n, limit),
+                                    on_round=announce)
+    except KeyboardInterrupt:
+        write_current_round_report(spec, reports_dir)
+        raise
+    err_console.print(f"rounds stopped: {stop}; journey: {reports_dir / spec.name / 'journey.md'}")
+
+
+def write_current_round_report(spec, reports_dir: Path) -> None:
+    """After Ctrl-C in rounds: the report of the latest round that has a study."""
+    from tuner.agent.rounds import round_name
+    from tuner.study.storage import study_folder
+
+    number = 1
+    while study_folder(spec.studies_dir, round_name(spec.name, number + 1)).meta.is_file():
+        number += 1
+    write_study_report(study_folder(spec.studies_dir, round_name(spec.name, number)), spec.storage, reports_dir)
+
+
+def write_study_report(folder, storage: str | None, reports_dir: Path):
+    from tuner.reports import write_report
+    from tuner.study.results import read_study
+
+    try:
+        report = write_report(read_study(folder, storage), reports_dir / folder.name)
+    except TunerError as exc:
+        err_console.print(f"[yellow]note:[/] no report written: {exc}", highlight=False)
+        return None
+    err_console.print(f"report: {report.path}" + (f"; next experiments: {report.next_space}" if report.next_space
+                                                  else ""), highlight=False)
+    return report
+
+
+@app.command("report")
+def report_command(study: StudyOption = "default", out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="folder for report.md and its plots (default: REPORTS_DIR/STUDY)")] = None,
+                   storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies"),
+                   reports_dir: ReportsDirOption = Path("reports")) -> None:
+    """Write a study's experiment report (Markdown + PNG plots + next_space.yaml); no LLM call."""
+    from tuner.reports import write_report
+    from tuner.study.results import read_study
+    from tuner.study.storage import study_folder
+
+    folder = study_folder(studies_dir, study)
+    started = time.perf_counter()
+    report = write_report(read_study(folder, storage), out or reports_dir / folder.name)
+    head = report.analysis.headline
+    if head is not None and report.analysis.view.best is not None:
+        console.print(head.sentence(f"Trial {report.analysis.view.best.number}", "the baseline"), highlight=False)
+    err_console.print(f"report written to {report.path} in {time.perf_counter() - started:.1f} s", highlight=False)
+
+
+@app.command("analyze")
+def analyze_command(study: StudyOption = "default",
+                    noise: Annotated[int, typer.Option("--noise", min=0, help="re-judge the best trial's answers "
+                                                       "N times with sampled judge seeds (costs LLM calls)")] = 0,
+                    storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies"),
+                    reports_dir: ReportsDirOption = Path("reports")) -> None:
+    """Bottleneck analysis: which stage loses the target, which knobs matter, what to try next."""
+    from tuner.study.results import read_study
+    from tuner.study.storage import study_folder
+
+    folder = study_folder(studies_dir, study)
+    view = read_study(folder, storage)
+    if noise:
+        measure_judge_noise(view, noise)
+    report = write_study_report(folder, storage, reports_dir)
+    if report is None:
+        return
+    analysis = report.analysis
+    shares = analysis.shares
+    if shares is None:
+        console.print("no complete best trial with results yet: nothing to analyse")
+        return
+    table = Table(title=f"{study}: where trial {analysis.view.best.number} loses {shares.target} "
+                        f"({shares.total:.2f} points over {len(shares.losses)} questions)")
+    for column in ("stage", "share", "questions"):
+        table.add_column(column)
+    from tuner.analysis.stages import STAGES
+
+    for stage in STAGES:
+        if shares.questions(stage):
+            table.add_row(stage, f"{shares.share(stage):.0%}", ", ".join(q.question_id for q in shares.questions(stage)))
+    table.caption = f"limiting stage: {shares.limiting}" if shares.limiting else "nothing lost"
+    console.print(table)
+    proposals = Table(title="next experiments")
+    for column in ("#", "kind", "change", "because"):
+        proposals.add_column(column)
+    for i, p in enumerate(analysis.proposals, 1):
+        proposals.add_row(str(i), p.kind, p.change, p.trigger)
+    console.print(proposals)
+
+
+def measure_judge_noise(view, repeats: int) -> None:
+    from tuner.analysis.noise import rejudge, save_noise
+    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.evaluation.records import RETRIEVAL_METRICS
+    from tuner.workspace import open_workspace
+
+    best = view.best
+    if best is None or best.result is None or view.target in RETRIEVAL_METRICS:
+        raise TunerError("--noise needs a complete best trial scored by the judge (a RAGAS target)")
+    with err_console.status("loading models"):
+        runner = RagRunner(open_workspace(view.project))
+    with progress() as bar:
+        task = bar.add_task(f"re-judging trial {best.number}", total=repeats * len(best.result.questions))
+        measured = rejudge(runner.scorer, best.result.questions, view.target, best.number, repeats,
+                           lambda done, total: bar.update(task, completed=done))
+    save_noise(measured, view.folder.root)
+    sd = measured.mean_sd
+    err_console.print(f"judge noise: {view.target} mean per judging {', '.join(f'{m:.3f}' for m in measured.run_means)}"
+                      f" (sd {sd:.3f})" if sd is not None else "judge noise: too few scored judgings", highlight=False)
 
 
 @app.command("studies")

@@ -43,6 +43,8 @@ class JudgeLLM(InstructorBaseRagasLLM):
         self.llm = llm
         self.retries = retries
         self.max_tokens = max_tokens
+        #: 0: the study's own verdicts (greedy first); n > 0: every call sampled with seeds of round n (noise)
+        self.sample_round = 0
         self._asked: Counter[str] = Counter()
 
     def new_sample(self) -> None:
@@ -58,9 +60,10 @@ class JudgeLLM(InstructorBaseRagasLLM):
         messages = [{"role": "user", "content": prompt}]
         problem, budget = "", self.max_tokens
         for attempt in range(self.retries + 1):
-            sampled = occurrence > 0 or attempt > 0
+            sampled = occurrence > 0 or attempt > 0 or self.sample_round > 0
             completion = self.llm.chat(messages, max_tokens=budget, temperature=0.7 if sampled else 0.0,
-                                       seed=occurrence * 100 + attempt, json_schema=schema)
+                                       seed=self.sample_round * 1000 + occurrence * 100 + attempt,
+                                       json_schema=schema)
             try:
                 return parse_reply(completion.text, response_model)
             except JudgeOutputError as exc:

@@ -220,6 +220,7 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
         folder.write_meta({"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
                            "metrics": settings.metrics_needed(),
                            "sampler": settings.sampler, "seed": settings.seed, "search_space": space_file,
+                           "space": space.model_dump(mode="json", exclude_defaults=True),
                            "storage_url": redact(storage_url) if storage_url else None, "project": project})
     return study
 

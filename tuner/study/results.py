@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
 from tuner.evaluation.records import EvalResult, TrialFile
+from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import StudyFolder, make_storage
 
 
@@ -45,6 +46,61 @@ class TrialRecord:
     @property
     def seconds(self) -> float | None:
         return (self.finished - self.started).total_seconds() if self.started and self.finished else None
+
+
+@dataclass(frozen=True)
+class StudyView:
+    """A study as analysis and reports read it: its settings, space, project and typed trials."""
+
+    folder: StudyFolder
+    targets: tuple[str, ...]
+    constraints: tuple[str, ...]
+    space: SearchSpace | None  # None: a study written before spaces were recorded, whose file is gone
+    space_file: str
+    project: ProjectConfig
+    trials: tuple[TrialRecord, ...]
+    meta: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def target(self) -> str:
+        return self.targets[0]
+
+    @property
+    def baseline(self) -> TrialRecord | None:
+        """The baseline's run that finished (a killed baseline is re-run and keeps the mark)."""
+        return next((t for t in self.trials if t.baseline and t.state == "complete"), None)
+
+    @property
+    def best(self) -> TrialRecord | None:
+        """Single objective: the best feasible complete trial (ties: the earliest)."""
+        complete = [t for t in self.trials if t.state == "complete" and t.feasible and t.values]
+        if not complete or len(self.targets) != 1:
+            return None
+        return max(complete, key=lambda t: (t.values[0], -t.number))
+
+    def by_state(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for trial in self.trials:
+            counts[trial.state] = counts.get(trial.state, 0) + 1
+        return counts
+
+
+def read_study(folder: StudyFolder, storage_url: str | None = None) -> StudyView:
+    """Everything a report needs, from the study's storage and trial files alone (no model is loaded)."""
+    study = load_study(folder, storage_url)
+    meta = folder.read_meta()
+    space = None
+    if meta.get("space"):
+        space = SearchSpace.model_validate(meta["space"])
+    elif meta.get("search_space") and Path(meta["search_space"]).is_file():
+        space = load_space(meta["search_space"])
+    return StudyView(folder, tuple(meta.get("targets", [])), tuple(meta.get("constraints", [])), space,
+                     meta.get("search_space", ""), ProjectConfig.model_validate(meta.get("project", {})),
+                     tuple(trial_records(study, folder)), meta)
 
 
 def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]:

@@ -20,7 +20,7 @@ import optuna
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.models.embedders import Embedder
-from tuner.study.optimize import (Objective, StudyHook, StudySettings, enqueue_baseline, open_study,
+from tuner.study.optimize import (DONE, Objective, StudyHook, StudySettings, enqueue_baseline, open_study,
                                   recover_interrupted, run_study)
 from tuner.study.space import SearchSpace, load_space, pipeline_for
 from tuner.study.storage import StudyFolder, study_folder
@@ -76,6 +76,10 @@ class Session:
         return cls(spec, folder, study, space, project, recovered)
 
     @property
+    def finished(self) -> int:
+        return len(self.study.get_trials(deepcopy=False, states=DONE))
+
+    @property
     def base(self) -> PipelineConfig:
         return self.project.pipeline
 
@@ -90,5 +94,7 @@ class Session:
 
     def run(self, trials: int, timeout: float | None = None, hook: StudyHook | None = None) -> int:
         """Run until the study holds `trials` finished trials; returns how many trials ran now."""
+        if self.finished >= trials:
+            return 0  # nothing to run: load no model
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder, hook)
         return run_study(self.study, objective, trials, timeout)

@@ -57,6 +57,20 @@ class Param(_Strict):
                 return False
         return True
 
+    def distribution(self) -> Any:
+        """The Optuna distribution `suggest` draws from (to rebuild trials for importance analysis)."""
+        import optuna.distributions as d
+
+        if self.type == "categorical":
+            return d.CategoricalDistribution(self.choices)
+        if self.type == "int":
+            return d.IntDistribution(int(self.low), int(self.high), step=int(self.step or 1), log=self.log)
+        return d.FloatDistribution(self.low, self.high, step=self.step, log=self.log)
+
+    @property
+    def numeric(self) -> bool:
+        return self.type != "categorical"
+
     def describe(self) -> str:
         if self.type == "categorical":
             return ", ".join(str(c) for c in self.choices or [])

@@ -1,0 +1,281 @@
+"""Next experiments: concrete changes to the search space, each with its reason and the figure behind it.
+
+Rules, from the study's own evidence:
+* extend  — the best value sits on the edge of its range (and the knob can go further);
+* fix     — a knob with negligible importance and marginal effect is fixed at the best trial's value;
+* narrow  — an important numeric knob is searched around the best value;
+* add     — knobs the bottleneck calls for: reranker + dynamic K when selection loses points, more top_k when
+            gold documents sit just below the cut, hops when multi-hop questions miss a document, the answer
+            program when generation loses points;
+* advice  — what a trial cannot change (a new index: chunk size, embedder, BM25 stemming; a stronger judge;
+            prompt compilation) is listed, never pretended into the space.
+
+`next_space` applies the in-space proposals to the study's space; None means nothing is left to search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from annotated_types import Ge, Gt, Le, Lt
+
+from tuner.analysis.importance import MIN_TRIALS, KnobEffect
+from tuner.analysis.stages import StageShares
+from tuner.config import PipelineConfig
+from tuner.study.results import StudyView
+from tuner.study.space import Param, SearchSpace
+
+#: a stage losing at least this share of the target's points gets proposals of its own
+STAGE_SHARE = 0.25
+#: below this importance (with no visible marginal effect) a knob is not worth a trial's budget
+NEGLIGIBLE = 0.05
+#: from this importance on, a numeric knob is searched more finely around its best value
+IMPORTANT = 0.2
+#: knob ceilings where the config sets none (max_docs)
+SOFT_MAX = {"max_docs": 20, "min_docs": 10}
+
+RERANKING = {
+    "reranker": Param(type="categorical", choices=["none", "embedding", "llm"]),
+    "confidence_threshold": Param(type="float", low=0.3, high=0.9, step=0.05,
+                                  when={"reranker": ["embedding", "llm"]}),
+    "min_docs": Param(type="int", low=1, high=3, when={"reranker": ["embedding", "llm"]}),
+    "max_docs": Param(type="int", low=3, high=8, when={"reranker": ["embedding", "llm"]}),
+}
+
+
+@dataclass(frozen=True)
+class Proposal:
+    kind: str  # extend | fix | narrow | add | advice
+    knob: str | None
+    change: str
+    reason: str
+    trigger: str  # the figure that triggered it
+    priority: float  # higher first: the share of lost points or the importance behind it
+    param: Param | None = None  # the knob's new definition (None: removed / advice only)
+
+    @property
+    def in_space(self) -> bool:
+        return self.kind != "advice"
+
+
+def propose(view: StudyView, effects: list[KnobEffect], shares: StageShares | None) -> list[Proposal]:
+    """Ranked proposals for the next round (see the module docstring)."""
+    space, best = view.space, view.best
+    if space is None or best is None:
+        return []
+    proposals: dict[str, Proposal] = {}  # one per knob: the strongest reason wins
+
+    def offer(p: Proposal) -> None:
+        key = p.knob if p.in_space else f"advice:{p.change}"
+        if key not in proposals or proposals[key].priority < p.priority:
+            proposals[key] = p
+
+    by_knob = {e.knob: e for e in effects}
+    for name, param in space.params.items():
+        effect = by_knob.get(name)
+        value = best.params.get(name)
+        importance = effect.importance if effect else None
+        if param.numeric and value is not None:
+            extended = _extend(name, param, value)
+            if extended is not None:
+                offer(Proposal("extend", name, f"{name}: {param.describe()} → {extended.describe()}",
+                               f"the best {name} sits on the edge of its range: the optimum may lie beyond",
+                               f"best {name} = {value:g}, range {param.describe()}", 0.5 + (importance or 0),
+                               extended))
+                continue
+        if effect is None or effect.trials < MIN_TRIALS:
+            continue
+        if importance is not None and importance < NEGLIGIBLE and effect.spread < 0.02 and value is not None:
+            offer(Proposal("fix", name, f"{name}: fixed at {_show(value)}",
+                           f"{name} barely moves the target: fixing it spends the next trials elsewhere",
+                           f"importance {importance:.2f}, marginal effect {effect.spread:.3f} over "
+                           f"{effect.trials} trials", 0.3))
+        elif param.numeric and importance is not None and importance >= IMPORTANT and value is not None:
+            narrowed = _narrow(param, value)
+            if narrowed is not None:
+                offer(Proposal("narrow", name, f"{name}: {param.describe()} → {narrowed.describe()}",
+                               f"{name} matters: search it more finely around the best value",
+                               f"importance {importance:.2f}, best {name} = {value:g}", 0.3 + importance, narrowed))
+
+    if shares is not None and shares.total > 0:
+        for proposal in _diagnosis(view, shares):
+            offer(proposal)
+    return sorted(proposals.values(), key=lambda p: (-p.priority, p.kind, p.knob or ""))
+
+
+def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
+    space, best = view.space, view.best
+    params = space.params
+    pipeline = PipelineConfig.model_validate(best.pipeline) if best.pipeline else PipelineConfig()
+    out = []
+    selection, retrieval = shares.share("selection"), shares.share("retrieval")
+    generation, judge, unknown = shares.share("generation"), shares.share("judge"), shares.share("unknown")
+
+    if selection >= STAGE_SHARE:
+        trigger = f"selection loses {selection:.0%} of the lost {shares.target} points " \
+                  f"({len(shares.questions('selection'))} questions)"
+        reranker = params.get("reranker")
+        if reranker is None or not {"embedding", "llm"} & set(reranker.choices or []):
+            for name, param in RERANKING.items():
+                out.append(Proposal("add", name, f"{name}: {param.describe()}",
+                                    "gold contexts reach the pool but are not selected: let a reranker's "
+                                    "confidence decide how many chunks pass", trigger, selection, param))
+        elif "min_docs" in params and (params["min_docs"].high or 0) < SOFT_MAX["min_docs"]:
+            widened = params["min_docs"].model_copy(update={"high": float(int(params["min_docs"].high) + 2)})
+            out.append(Proposal("extend", "min_docs", f"min_docs: {params['min_docs'].describe()} → "
+                                f"{widened.describe()}", "dynamic K drops gold contexts: keep more chunks",
+                                trigger, selection, widened))
+
+    if retrieval >= STAGE_SHARE:
+        lost = shares.questions("retrieval")
+        trigger = f"retrieval loses {retrieval:.0%} of the lost {shares.target} points ({len(lost)} questions)"
+        records = {q.id: q for q in best.result.questions} if best.result else {}
+        ranks = sorted(r for q in lost if (r := records[q.question_id].retrieval.candidate_rank) is not None
+                       and q.question_id in records)
+        near = [r for r in ranks if pipeline.top_k < r <= 3 * pipeline.top_k]
+        top_k = params.get("top_k")
+        if near and (top_k is None or (top_k.high or 0) < max(near)):
+            high = min(100, max(near) + 1)
+            low = int(top_k.low) if top_k else pipeline.top_k
+            param = Param(type="int", low=low, high=high)
+            out.append(Proposal("add" if top_k is None else "extend", "top_k",
+                                f"top_k: {top_k.describe() if top_k else pipeline.top_k} → {param.describe()}",
+                                "gold documents sit just below the cut", f"{trigger}; gold at candidate ranks "
+                                f"{', '.join(map(str, near))} with top_k {pipeline.top_k}", retrieval, param))
+        multi = [q for q in lost if q.question_id in records and len(records[q.question_id].retrieval.gold_ids) > 1
+                 and records[q.question_id].retrieval.selected]
+        hops = params.get("hops")
+        if multi and (hops is None or (hops.high or 0) < 2):
+            param = Param(type="int", low=0, high=2)
+            out.append(Proposal("add" if hops is None else "extend", "hops", f"hops: {param.describe()}",
+                                "multi-hop questions find one gold document but miss the other: graph "
+                                "expansion follows shared entities to it", f"{trigger}; {len(multi)} multi-hop "
+                                f"question(s) with a gold document selected and another missed", retrieval, param))
+        if "alpha" not in params:
+            param = Param(type="float", low=0.0, high=1.0, step=0.1)
+            out.append(Proposal("add", "alpha", "alpha: 0 … 1 step 0.1", "retrieval misses gold documents: "
+                                "search the BM25/vector balance", trigger, retrieval * 0.8, param))
+        unreached = [q for q in lost if q.question_id in records
+                     and records[q.question_id].retrieval.candidate_rank is None]
+        if unreached:
+            out.append(Proposal("advice", None, "re-index: try another chunk size, embedder or BM25 stemming",
+                                "for some questions no gold document is among the candidates at all: no trial "
+                                "knob reaches them, only a new index does", f"{len(unreached)} question(s) with "
+                                f"no gold document among the {view.project.backend.candidates} candidates per "
+                                f"side", retrieval * 0.7))
+
+    if generation >= STAGE_SHARE:
+        trigger = f"generation loses {generation:.0%} of the lost {shares.target} points " \
+                  f"({len(shares.questions('generation'))} questions with the gold context selected)"
+        program = params.get("program")
+        if program is None or "strict" not in (program.choices or []):
+            choices = list(dict.fromkeys([*(program.choices if program else [pipeline.program]), "default",
+                                          "strict"]))
+            param = Param(type="categorical", choices=choices)
+            out.append(Proposal("add" if program is None else "extend", "program",
+                                f"program: {param.describe()}", "the contexts hold the answer but the answer "
+                                "is not faithful to them: try a stricter answer program", trigger, generation,
+                                param))
+        out.append(Proposal("advice", None, "optimise the answer program for faithfulness (DSPy) and add it as a "
+                            "program choice", "generation, not retrieval, limits the target", trigger,
+                            generation * 0.9))
+    if judge >= STAGE_SHARE:
+        out.append(Proposal("advice", None, "check the judge: `tuner analyze --noise 3`, or a stronger judge model",
+                            "unscored or unstable verdicts decide the target, not the pipeline",
+                            f"the judge accounts for {judge:.0%} of the lost {shares.target} points", judge))
+    if unknown >= STAGE_SHARE:
+        out.append(Proposal("advice", None, "score context_recall too (--constraint context_recall>=0) or add "
+                            "gold document ids", "without them a lost point cannot be traced to retrieval or "
+                            "generation", f"{unknown:.0%} of the lost points are untraceable", unknown * 0.5))
+    return out
+
+
+def next_space(space: SearchSpace, proposals: list[Proposal], best_params: dict[str, Any],
+               round_name: str = "") -> SearchSpace | None:
+    """The space with the in-space proposals applied; None when that leaves nothing to search or changes
+    nothing. Fixed knobs leave the space (the next round's base pipeline carries the best value); knobs that
+    were conditional on a fixed knob keep searching only if the fixed value meets their condition."""
+    changes = [p for p in proposals if p.in_space]
+    if not changes:
+        return None
+    params = {name: param for name, param in space.params.items()}
+    fixed = {p.knob: best_params.get(p.knob) for p in changes if p.kind == "fix"}
+    for p in changes:
+        if p.kind != "fix" and p.param is not None:
+            params[p.knob] = p.param.model_copy(update={"when": params[p.knob].when}) if p.knob in params \
+                else p.param
+    for name in fixed:
+        params.pop(name, None)
+    for name, param in list(params.items()):
+        when = {}
+        for other, allowed in param.when.items():
+            if other in fixed:
+                if fixed[other] not in (allowed if isinstance(allowed, list) else [allowed]):
+                    params.pop(name)
+                    break
+            else:
+                when[other] = allowed
+        else:
+            params[name] = param.model_copy(update={"when": when})
+    if not params:
+        return None
+    description = f"{round_name}: proposed by tuner's analysis; " if round_name else "proposed by tuner's analysis; "
+    description += "; ".join(p.change for p in changes)
+    proposed = SearchSpace.model_validate({"description": description,
+                                           "params": {n: p.model_dump(exclude_defaults=True) for n, p in params.items()}})
+    if {n: p.model_dump() for n, p in proposed.params.items()} == {n: p.model_dump() for n, p in space.params.items()}:
+        return None
+    return proposed
+
+
+def _bounds(name: str) -> tuple[float, float]:
+    """The knob's hard limits from the pipeline config (ge/gt/le/lt), or SOFT_MAX."""
+    low, high = float("-inf"), float(SOFT_MAX.get(name, float("inf")))
+    for rule in PipelineConfig.model_fields[name].metadata:
+        if isinstance(rule, (Ge, Gt)):
+            low = float(getattr(rule, "ge", getattr(rule, "gt", low)))
+        if isinstance(rule, (Le, Lt)):
+            high = float(getattr(rule, "le", getattr(rule, "lt", high)))
+    return low, high
+
+
+def _extend(name: str, param: Param, value: float) -> Param | None:
+    """Best value on an edge the knob could go beyond: recentre the range on it (same width, same step),
+    clipped to the knob's hard limits."""
+    hard_low, hard_high = _bounds(name)
+    on_high = _close(value, param.high) and param.high < hard_high
+    on_low = _close(value, param.low) and param.low > hard_low
+    if not (on_high or on_low) or param.log:
+        return None
+    step = param.step or (1 if param.type == "int" else 0)
+    half = max(step, _snap((param.high - param.low) / 2, step)) if step else (param.high - param.low) / 2
+    low, high = max(hard_low, value - half), min(hard_high, value + half)
+    if param.type == "int":
+        low, high = float(int(round(low))), float(int(round(high)))
+    return param.model_copy(update={"low": round(low, 10), "high": round(high, 10)})
+
+
+def _narrow(param: Param, value: float) -> Param | None:
+    """Best value ± a quarter of the width, inside the old range."""
+    width = param.high - param.low
+    step = param.step or (1 if param.type == "int" else 0)
+    half = max(step * 2, _snap(width / 4, step) if step else width / 4)
+    low, high = max(param.low, value - half), min(param.high, value + half)
+    if param.type == "int":
+        low, high = float(int(round(low))), float(int(round(high)))
+    if high - low >= width or high <= low:
+        return None
+    return param.model_copy(update={"low": round(low, 10), "high": round(high, 10)})
+
+
+def _snap(amount: float, step: float) -> float:
+    return round(amount / step) * step if step else amount
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,114 @@
+"""Where the target is lost: each question's shortfall attributed to one pipeline stage.
+
+From what a trial recorded per question (where the gold documents were, what was selected, the scores and
+failures, and optionally the judge's spread across re-judgings):
+
+* retrieval  — a gold document never reached the reranker's pool (not among the candidates / top_k);
+* selection  — every missing gold document was in the pool, but reranking or dynamic K dropped it;
+* generation — the selected contexts hold the gold documents, yet the answer is unfaithful, irrelevant or a refusal;
+* judge      — the question was not scored (unparsable / NaN verdict), or re-judging showed the verdict unstable;
+* unknown    — no gold ids and no context recall: retrieval and generation cannot be told apart here.
+
+Retrieval targets (recall@k, nDCG, …) are only lost to retrieval or selection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tuner.evaluation.records import RETRIEVAL_METRICS, QuestionResult
+
+STAGES = ("retrieval", "selection", "generation", "judge", "unknown")
+#: a verdict whose re-judged scores span at least this much is the judge's, not the pipeline's
+UNSTABLE_SPREAD = 0.5
+#: without gold ids, context recall below this means the contexts lack the reference's claims
+RECALL_MISSING = 0.5
+
+
+@dataclass(frozen=True)
+class QuestionLoss:
+    question_id: str
+    question: str
+    score: float | None
+    loss: float  # target points lost (1 - score; a whole point when unscored)
+    stage: str
+    why: str
+
+
+@dataclass(frozen=True)
+class StageShares:
+    target: str
+    losses: tuple[QuestionLoss, ...]  # questions that lost points, worst first
+
+    @property
+    def total(self) -> float:
+        return sum(q.loss for q in self.losses)
+
+    def share(self, stage: str) -> float:
+        return sum(q.loss for q in self.losses if q.stage == stage) / self.total if self.total else 0.0
+
+    def questions(self, stage: str) -> list[QuestionLoss]:
+        return [q for q in self.losses if q.stage == stage]
+
+    @property
+    def limiting(self) -> str | None:
+        """The stage that loses the most target points (None when nothing is lost)."""
+        if not self.total:
+            return None
+        return max(STAGES, key=self.share)
+
+
+def attribute(questions: Sequence[QuestionResult], target: str,
+              judge_spread: Mapping[str, float] | None = None) -> StageShares:
+    """Attribute each question's lost target points to one stage (see the module docstring)."""
+    losses = []
+    for q in questions:
+        score = q.value(target)
+        loss = 1.0 if score is None else max(0.0, 1.0 - score)
+        if loss <= 1e-9:
+            continue
+        stage, why = _stage(q, target, score, (judge_spread or {}).get(q.id))
+        losses.append(QuestionLoss(q.id, q.question, score, loss, stage, why))
+    losses.sort(key=lambda item: (-item.loss, item.question_id))
+    return StageShares(target, tuple(losses))
+
+
+def _stage(q: QuestionResult, target: str, score: float | None, spread: float | None) -> tuple[str, str]:
+    trace = q.retrieval
+    missing = set(trace.gold_ids) - set(trace.selected)
+    if target in RETRIEVAL_METRICS:
+        if not trace.has_gold:
+            return "unknown", "no gold ids"
+        lost_before_pool = set(trace.gold_ids) - set(trace.in_pool)
+        if lost_before_pool and trace.traced:
+            return "retrieval", _where(trace.candidate_rank)
+        return "selection", "every gold document reached the pool; the reranked order or the cut lost points"
+
+    if score is None:
+        failure = q.failures.get(target)
+        reason = failure.reason if failure else "not scored"
+        if reason == "no_contexts":
+            return "selection", "dynamic K selected no context"
+        if reason == "no_answer" or q.generation_error:
+            return "generation", "no answer was produced"
+        return "judge", f"not scored: {reason}"
+    if spread is not None and spread >= UNSTABLE_SPREAD:
+        return "judge", f"verdict unstable: re-judged scores span {spread:.2f}"
+    if trace.has_gold and trace.traced:
+        if missing - set(trace.in_pool):
+            return "retrieval", f"{_where(trace.candidate_rank)}; {len(missing)} of {len(trace.gold_ids)} gold " \
+                                f"document(s) not selected"
+        if missing:
+            return "selection", f"{len(missing)} gold document(s) reached the pool but were not selected"
+        return "generation", "refusal despite the gold context" if q.refusal else "gold context selected"
+    recall = q.value("context_recall")
+    if recall is not None:
+        if recall < RECALL_MISSING:
+            return "retrieval", f"context recall {recall:.2f}: the contexts lack the reference's claims"
+        return "generation", f"context recall {recall:.2f}: the contexts hold the answer"
+    return "unknown", "no gold ids or context recall to check retrieval"
+
+
+def _where(rank: int | None) -> str:
+    return "gold not among the candidates" if rank is None else f"first gold document at candidate rank {rank}"

@@ -1,0 +1,116 @@
+"""The report's numbers as plain data, computed from a study view and its analysis: testable without a plot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.analysis import Analysis
+from tuner.cost import Cost
+from tuner.study.results import StudyView
+
+STAGE_ORDER = ("retrieve", "generate", "faithfulness", "answer_relevancy", "context_precision", "context_recall")
+
+
+@dataclass(frozen=True)
+class History:
+    numbers: tuple[int, ...]  # complete trials, in order
+    values: tuple[float, ...]
+    best_so_far: tuple[float, ...]
+    pruned: tuple[tuple[int, float, int], ...]  # (trial, mean over the questions it reached, questions reached)
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    trial: int
+    state: str
+    questions: int
+    by_metric: dict[str, dict[str, int]]  # metric -> reason -> count
+    refusals: int
+    no_context: int
+    generation_errors: int
+
+
+@dataclass(frozen=True)
+class Spend:
+    """LLM calls and tokens over a set of trials: paid (reached a model) vs served from the cache."""
+
+    calls: int
+    tokens: int
+    cache_hits: int
+    cached_tokens: int
+    trial_seconds: float
+    model_seconds: float
+
+
+def history(view: StudyView) -> History:
+    numbers, values, best, running = [], [], [], float("-inf")
+    pruned = []
+    for t in view.trials:
+        if t.state == "complete" and t.values:
+            running = max(running, t.values[0]) if t.feasible else running
+            numbers.append(t.number)
+            values.append(t.values[0])
+            best.append(running if running > float("-inf") else float("nan"))
+        elif t.state == "pruned" and t.result is not None:
+            mean = t.result.value(view.target)
+            pruned.append((t.number, float("nan") if mean is None else mean, len(t.result.questions)))
+    return History(tuple(numbers), tuple(values), tuple(best), tuple(pruned))
+
+
+def failures(view: StudyView) -> list[FailureRow]:
+    rows = []
+    for t in view.trials:
+        if t.result is None:
+            continue
+        metrics = {m: dict(r) for m, r in t.result.failures.items() if m != "generation"}
+        rows.append(FailureRow(t.number, t.state, len(t.result.questions), metrics, t.result.refusals,
+                               t.result.no_context, t.result.failures.get("generation", {}).get("unparsable", 0)))
+    return rows
+
+
+def spend(view: StudyView) -> Spend:
+    total = Cost()
+    seconds = 0.0
+    for t in view.trials:
+        if t.result is not None:
+            total.add(t.result.cost)
+            seconds += t.result.cost.seconds
+    return Spend(total.llm_calls, total.tokens, total.cache_hits, total.cached_tokens, seconds, total.model_seconds)
+
+
+def cost_by_stage(view: StudyView) -> tuple[list[int], dict[str, list[float]]]:
+    """Seconds per stage for every trial with results (stacked bars)."""
+    trials = [t for t in view.trials if t.result is not None]
+    stages = [s for s in STAGE_ORDER if any(s in t.result.cost_by_stage for t in trials)]
+    stages += sorted({s for t in trials for s in t.result.cost_by_stage} - set(stages))
+    return [t.number for t in trials], {s: [t.result.cost_by_stage[s].seconds if s in t.result.cost_by_stage
+                                            else 0.0 for t in trials] for s in stages}
+
+
+def slices(view: StudyView) -> dict[str, list[tuple[Any, float]]]:
+    """Per knob: (value, target) of every complete trial where the knob was searched."""
+    if view.space is None:
+        return {}
+    out: dict[str, list[tuple[Any, float]]] = {}
+    for name in view.space.params:
+        points = [(t.params[name], t.values[0]) for t in view.trials
+                  if t.state == "complete" and t.values and name in t.params]
+        if points:
+            out[name] = points
+    return out
+
+
+def deltas(analysis: Analysis) -> list[tuple[str, float]]:
+    """Per-question best − baseline on the target, largest gain first."""
+    head = analysis.headline
+    if head is None:
+        return []
+    return sorted(head.differences.items(), key=lambda item: (-item[1], item[0]))
+
+
+def wall_seconds(view: StudyView) -> float:
+    """From the first trial's start to the last trial's end (includes time between runs of a resumed study)."""
+    starts = [t.started for t in view.trials if t.started]
+    ends = [t.finished for t in view.trials if t.finished]
+    return (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0

@@ -1,0 +1,243 @@
+"""report.md: the study's answer in words and tables, each section with a sentence of plain reading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.analysis import Analysis
+from tuner.analysis.stages import STAGES
+from tuner.reports import _data
+from tuner.study.results import StudyView
+from tuner.ui import knobs
+
+
+def _f(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _duration(seconds: float) -> str:
+    minutes = seconds / 60
+    return f"{minutes:.1f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def render(analysis: Analysis, plots: dict[str, str]) -> str:
+    view = analysis.view
+    out = [f"# Study `{view.name}`: {', '.join(view.targets)}", ""]
+    out += _verdict(analysis) + _question(view) + _comparison(analysis, plots) + _history(view, analysis, plots)
+    out += _bottleneck(analysis) + _noise(analysis) + _failures(view) + _pruned(view) + _costs(view, plots)
+    out += _next(analysis)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _verdict(analysis: Analysis) -> list[str]:
+    view, head = analysis.view, analysis.headline
+    best, baseline = view.best, view.baseline
+    if best is None:
+        return ["**No complete trial meets the study's constraints yet**: nothing to report as best.", ""]
+    lines = [f"**Best: trial {best.number}**, {view.target} = {_f(best.values[0])} ({knobs(best.params)})."]
+    if baseline is None:
+        lines.append("The baseline trial has not finished, so the gain cannot be measured yet.")
+    elif best.number == baseline.number:
+        lines.append("The baseline is still the best trial: no configuration tried beats the starting point.")
+    elif head is not None:
+        lines.append(head.sentence(f"Trial {best.number}", f"the baseline (trial {baseline.number})"))
+        lines.append(f"Both were scored on the questions the search used to pick trial {best.number} out of "
+                     f"{sum(t.state == 'complete' for t in view.trials)}: the best of many noisy trials looks "
+                     f"better than it is (winner's curse), so read this gain as an upper bound.")
+    if analysis.shares is not None and analysis.shares.limiting:
+        stage = analysis.shares.limiting
+        lines.append(f"The stage that limits {view.target} is **{stage}** "
+                     f"({analysis.shares.share(stage):.0%} of the points the best trial loses).")
+    return [" ".join(lines), ""]
+
+
+def _question(view: StudyView) -> list[str]:
+    project, spend = view.project, _data.spend(view)
+    best = view.best or view.baseline
+    models = best.result.models if best and best.result else {}
+    states = ", ".join(f"{n} {s}" for s, n in sorted(view.by_state().items()))
+    dataset = str(project.dataset.path) if project.dataset.path else "the bundled demo"
+    questions = len(best.result.questions) if best and best.result else "?"
+    rows = [
+        ["target", ", ".join(view.targets)],
+        ["guards", ", ".join(view.constraints) or "none"],
+        ["dataset", f"{dataset} ({questions} questions" + (f", first {project.dataset.limit}" if
+                                                            project.dataset.limit else "") + ")"],
+        ["generator", models.get("generator", project.generator.model)],
+        ["judge", models.get("judge", project.judge_llm.model)],
+        ["trials", states],
+        ["wall time", f"{_duration(_data.wall_seconds(view))} from the first trial's start to the last's end; "
+                      f"{_duration(spend.trial_seconds)} inside trials"],
+        ["LLM calls", f"{spend.calls} paid ({spend.tokens:,} tokens), {spend.cache_hits} served from the cache "
+                      f"({spend.cached_tokens:,} tokens)"],
+    ]
+    out = ["## The question answered", "",
+           f"Which configuration of the search space maximises {', '.join(view.targets)} on these questions? "
+           f"Every trial answered the same questions; the LLM cache served every call a trial repeated.", ""]
+    out += _table(["", ""], rows)
+    if view.space is not None:
+        out += ["Search space" + (f" (`{view.space_file}`)" if view.space_file else "") + ":", ""]
+        out += _table(["knob", "values", "searched when"],
+                      [[n, p.describe(), ", ".join(f"{k} in {v}" for k, v in p.when.items()) or "always"]
+                       for n, p in view.space.params.items()])
+    return out
+
+
+def _comparison(analysis: Analysis, plots: dict[str, str]) -> list[str]:
+    view = analysis.view
+    best, baseline = view.best, view.baseline
+    if not analysis.comparisons or best is None or baseline is None:
+        return []
+    out = ["## Best vs baseline", "",
+           "Per-question paired differences (best − baseline) on the questions both scored; the interval is a "
+           "seeded percentile bootstrap of the mean difference (10,000 resamples), p from the Wilcoxon signed-rank "
+           "test. A CI that contains 0 means the difference could be luck.", ""]
+    changed = [[k, baseline.pipeline.get(k), best.pipeline.get(k)] for k in best.pipeline
+               if best.pipeline.get(k) != baseline.pipeline.get(k)]
+    if changed:
+        out += _table(["knob", f"baseline (trial {baseline.number})", f"best (trial {best.number})"], changed)
+    rows = []
+    for c in analysis.comparisons:
+        ci = "—" if c.ci is None else f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
+        rows.append([c.metric + (" (target)" if c.metric in view.targets else ""), _f(c.reference_mean),
+                     _f(c.candidate_mean), "—" if c.mean_difference is None else f"{c.mean_difference:+.3f}", ci,
+                     _f(c.p), f"{c.n}" + (f" (+{c.unpaired} unpaired)" if c.unpaired else ""), c.verdict])
+    out += _table(["metric", "baseline", "best", "difference", "95 % CI", "Wilcoxon p", "questions", "reading"], rows)
+    for c in analysis.comparisons[1:]:
+        if c.metric.split("@")[0] in ("recall", "precision", "ndcg", "mrr"):
+            continue
+        if c.distinguishable:
+            out += [f"- {c.sentence(f'Trial {best.number}', 'the baseline')}"]
+    if "deltas" in plots:
+        out += ["", f"![per-question differences]({plots['deltas']})", ""]
+    return out
+
+
+def _history(view: StudyView, analysis: Analysis, plots: dict[str, str]) -> list[str]:
+    out = ["## Search history and knobs", ""]
+    if "history" in plots:
+        out += [f"Best-so-far over the trials (pruned trials are shown at the mean of the questions they reached, "
+                f"which is not comparable with a full trial's value).", "", f"![history]({plots['history']})", ""]
+    effects = analysis.effects
+    if effects:
+        have = any(e.importance is not None for e in effects)
+        out += [("Importances (PED-ANOVA, Optuna) say how much of the target's spread each knob explains; "
+                 "knobs searched only under a condition are assessed over the trials where it held. ")
+                if have else (f"Importances need at least 8 complete trials per condition; this study has fewer, "
+                              f"so only marginal effects are shown (mean {view.target} per value, with the number "
+                              f"of trials behind each — few trials, wide error). "), ""]
+        rows = [[e.knob, _f(e.importance, 2), e.scope,
+                 "; ".join(f"{label}: {_f(mean)} ({n})" for label, mean, n in e.means), e.best_value]
+                for e in effects]
+        out += _table(["knob", "importance", "over", f"mean {view.target} per value (trials)", "best trial"], rows)
+        if "importances" in plots:
+            out += [f"![importances]({plots['importances']})", ""]
+    if "slices" in plots:
+        out += [f"![slices]({plots['slices']})", ""]
+    return out
+
+
+def _bottleneck(analysis: Analysis) -> list[str]:
+    shares = analysis.shares
+    if shares is None:
+        return []
+    out = ["## Where the target is lost", ""]
+    if not shares.losses:
+        return out + [f"The best trial loses no {shares.target} point on any question.", ""]
+    out += [f"Each question of the best trial that scores below 1 on {shares.target} is attributed to one stage: "
+            "retrieval (a gold document never reached the reranker's pool), selection (it reached the pool but "
+            "was not selected), generation (the gold context was selected, yet the answer lost points), judge "
+            "(unscored or unstable verdict), unknown (no gold ids or context recall to tell).", ""]
+    rows = [[s, f"{shares.share(s):.0%}", f"{sum(q.loss for q in shares.questions(s)):.2f}",
+             ", ".join(q.question_id for q in shares.questions(s))] for s in STAGES if shares.questions(s)]
+    out += _table(["stage", "share of lost points", "points lost", "questions"], rows)
+    out += _table(["question", shares.target, "stage", "why"],
+                  [[f"{q.question_id}: {q.question[:70]}", _f(q.score), q.stage, q.why] for q in shares.losses])
+    return out
+
+
+def _noise(analysis: Analysis) -> list[str]:
+    noise, head = analysis.noise, analysis.headline
+    out = ["## Judge noise", ""]
+    if noise is None:
+        return out + ["Not measured: `tuner analyze --study NAME --noise 3` re-judges the best trial's answers with "
+                      "three sampled judge seeds (it costs LLM calls) and adds the judge's own spread here.", ""]
+    sd = noise.mean_sd
+    spreads = noise.spreads
+    unstable = sorted(q for q, s in spreads.items() if s >= 0.5)
+    out += [f"Trial {noise.trial}'s answers were re-judged {noise.repeats} times with sampled seeds. Per question, "
+            f"the verdicts spanned on average {_f(sum(spreads.values()) / len(spreads) if spreads else None)} "
+            f"({len(unstable)} question(s) by 0.5 or more: {', '.join(unstable) or 'none'}); the trial's mean "
+            f"{noise.metric} moved with a standard deviation of {_f(sd)} across judgings "
+            f"(means: {', '.join(_f(m) for m in noise.run_means)}).", ""]
+    if head is not None and head.mean_difference is not None and sd is not None:
+        exceeds = noise.exceeds(head.mean_difference)
+        out += [f"The best − baseline difference of {head.mean_difference:+.3f} is "
+                f"{'above' if exceeds else 'within'} the judge's normal fluctuation (2 × √2 × {sd:.3f} = "
+                f"{2 * 2 ** 0.5 * sd:.3f})" + ("." if exceeds else ": it could be the judge's noise alone."), ""]
+    return out
+
+
+def _failures(view: StudyView) -> list[str]:
+    rows = _data.failures(view)
+    if not rows:
+        return []
+    metrics = sorted({m for r in rows for m in r.by_metric})
+    out = ["## Failures, refusals and empty contexts", "",
+           "Unscored questions are left out of a trial's mean, so a configuration could win by being unscored: "
+           "these counts show where that happens. A refusal is an answer that declines to answer; no context "
+           "means dynamic K selected nothing.", ""]
+    table = []
+    for r in rows:
+        cells = [", ".join(f"{n} {why}" for why, n in r.by_metric.get(m, {}).items()) or "0" for m in metrics]
+        table.append([r.trial, r.state, r.questions, *cells, r.refusals, r.no_context, r.generation_errors])
+    return out + _table(["trial", "state", "questions", *(f"{m} unscored" for m in metrics), "refusals",
+                         "no context", "answer errors"], table)
+
+
+def _pruned(view: StudyView) -> list[str]:
+    pruned = _data.history(view).pruned
+    if not pruned:
+        return []
+    total = max((len(t.result.questions) for t in view.trials if t.state == "complete" and t.result), default=0)
+    out = ["## Pruned trials", "",
+           "The Wilcoxon pruner stopped these trials when their per-question scores were significantly worse than "
+           "the best trial's on the same questions. The mean below covers only the questions reached: it is not "
+           "the trial's value and is not comparable with complete trials.", ""]
+    return out + _table(["trial", "questions reached", f"mean {view.target} over them"],
+                        [[n, f"{q} of {total}", _f(m)] for n, m, q in pruned])
+
+
+def _costs(view: StudyView, plots: dict[str, str]) -> list[str]:
+    trials, seconds = _data.cost_by_stage(view)
+    if not trials:
+        return []
+    out = ["## Cost per trial", "", "Seconds per stage of each trial; repeated calls came from the cache.", ""]
+    if "costs" in plots:
+        out += [f"![cost per trial]({plots['costs']})", ""]
+    by_trial = {t.number: t for t in view.trials}
+    rows = [[n, by_trial[n].state, by_trial[n].result.cost.llm_calls, by_trial[n].result.cost.cache_hits,
+             f"{by_trial[n].result.cost.seconds:.0f}", *(f"{seconds[s][i]:.0f}" for s in seconds)]
+            for i, n in enumerate(trials)]
+    return out + _table(["trial", "state", "LLM calls", "cache hits", "seconds", *seconds], rows)
+
+
+def _next(analysis: Analysis) -> list[str]:
+    out = ["## Next experiments", ""]
+    if not analysis.proposals:
+        return out + ["Nothing to propose: no range edge reached, no knob negligible or important enough to "
+                      "change, and no stage losing a large share of the target.", ""]
+    out += ["Ranked by the share of lost points or the importance behind each; `next_space.yaml` holds the "
+            "in-space changes as a search space (`tuner spaces show` accepts it; `tuner optimize --rounds` runs it). "
+            "Advice needs something a trial cannot change.", ""]
+    rows = [[i, p.kind, p.change, p.reason, p.trigger] for i, p in enumerate(analysis.proposals, 1)]
+    out += _table(["#", "kind", "change", "why", "because"], rows)
+    if analysis.next_space is None:
+        out += ["The in-space proposals leave nothing new to search.", ""]
+    return out
