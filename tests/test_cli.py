@@ -20,7 +20,8 @@ def tuner(*args, cwd):
 def test_help_lists_every_command(tmp_path):
     result = tuner("--help", cwd=tmp_path)
     assert result.returncode == 0
-    for command in ("eval", "index", "data", "models", "optimize", "studies", "best", "trials", "spaces"):
+    for command in ("eval", "index", "data", "models", "optimize", "studies", "best", "trials", "spaces", "report",
+                    "analyze"):
         assert command in result.stdout
         assert tuner(command, "--help", cwd=tmp_path).returncode == 0
 
@@ -87,6 +88,9 @@ def test_study_commands_fail_with_one_clear_line(tmp_path):
         (("optimize", "--constraint", "answer_relevancy=0.7"), "--constraint"),
         (("optimize", "--timeout", "soon"), "--timeout 'soon'"),
         (("best", "--study", "nope"), "no study named 'nope'"),
+        (("report", "--study", "nope"), "no study named 'nope'"),
+        (("analyze", "--study", "nope", "--noise", "2"), "no study named 'nope'"),
+        (("optimize", "--rounds", "0"), "--rounds"),
         (("spaces", "show", "missing"), "search space 'missing'"),
     ]
     for args, message in cases:

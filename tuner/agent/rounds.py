@@ -69,8 +69,11 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
         if number == 1:
             round_spec = spec
         else:  # same project and caches as round 1; starts from the previous best
+            # a round seeded like the first would replay the first round's draws wherever the spaces overlap
+            seed = None if spec.settings.seed is None else spec.settings.seed + 1000 * (number - 1)
             round_spec = replace(spec, name=name, search_space=space_file, project=first.project, dataset=None,
-                                 limit=None, cache_dir=first.project.cache_dir, baseline=baseline)
+                                 limit=None, cache_dir=first.project.cache_dir, baseline=baseline,
+                                 settings=replace(spec.settings, seed=seed))
         session = Session.open(round_spec)
         first = first or session
         if prepare:

@@ -205,7 +205,8 @@ def _pruned(view: StudyView) -> list[str]:
     pruned = _data.history(view).pruned
     if not pruned:
         return []
-    total = max((len(t.result.questions) for t in view.trials if t.state == "complete" and t.result), default=0)
+    reference = view.baseline or view.best
+    total = len(reference.result.questions) if reference and reference.result else "?"
     out = ["## Pruned trials", "",
            "The Wilcoxon pruner stopped these trials when their per-question scores were significantly worse than "
            "the best trial's on the same questions. The mean below covers only the questions reached: it is not "
