@@ -107,8 +107,10 @@ def test_two_real_rounds_killed_and_resumed(tmp_path, small_gguf):
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
         str(studies / "ci.r2" / "journal.log")))
     assert optuna.load_study(study_name="ci.r2", storage=storage).trials[0].user_attrs["baseline"]
-    analyzed = tuner("analyze", "--study", "ci.r2", cwd=tmp_path)
+    analyzed = tuner("analyze", "--study", "ci.r2", "--noise", "1", cwd=tmp_path)  # re-judges with the real judge
     assert analyzed.returncode == 0, analyzed.stderr
+    assert "judge noise:" in analyzed.stderr and (studies / "ci.r2" / "judge_noise.json").is_file()
+    assert "re-judged 1 times" in (tmp_path / "reports" / "ci.r2" / "report.md").read_text()
     assert "where trial" in analyzed.stdout and ("limiting stage" in analyzed.stdout or "nothing lost" in analyzed.stdout)
 
 

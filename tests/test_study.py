@@ -177,6 +177,13 @@ def test_multi_objective_study_keeps_a_pareto_front(setup):
     study, folder = session.study, session.folder
     session.run(2)
     assert len(study.directions) == 2 and best_trials(study)
+    from tuner.reports import write_report
+    from tuner.study.results import read_study
+
+    view = read_study(folder)
+    assert {t.number for t in view.front} == {t.number for t in best_trials(study)}
+    text = write_report(view, folder.root / "report").path.read_text()
+    assert "**Pareto study** over faithfulness, answer_relevancy" in text and "## Failures" in text
 
 
 def test_resuming_with_other_targets_is_refused(setup):

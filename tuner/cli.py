@@ -328,6 +328,16 @@ def analyze_command(study: StudyOption = "default",
             table.add_row(stage, f"{shares.share(stage):.0%}", ", ".join(q.question_id for q in shares.questions(stage)))
     table.caption = f"limiting stage: {shares.limiting}" if shares.limiting else "nothing lost"
     console.print(table)
+    if analysis.effects:
+        knobs_table = Table(title="knobs that matter")
+        for column in ("knob", "importance", f"mean {shares.target} per value (trials)", "best trial"):
+            knobs_table.add_column(column)
+        for e in analysis.effects:
+            knobs_table.add_row(e.knob, "—" if e.importance is None else f"{e.importance:.2f}",
+                                "; ".join(f"{label}: {mean:.3f} ({n})" for label, mean, n in e.means), str(e.best_value))
+        if all(e.importance is None for e in analysis.effects):
+            knobs_table.caption = "importances need 8+ complete trials: marginal means only (few trials, wide error)"
+        console.print(knobs_table)
     proposals = Table(title="next experiments")
     for column in ("#", "kind", "change", "because"):
         proposals.add_column(column)

@@ -17,6 +17,7 @@ from tuner.analysis.propose import Proposal, next_space, propose
 from tuner.analysis.stages import StageShares, attribute
 from tuner.analysis.stats import Comparison, compare
 from tuner.evaluation.records import RETRIEVAL_METRICS
+from tuner.study.optimize import Constraint
 from tuner.study.results import StudyView, TrialRecord
 from tuner.study.space import SearchSpace
 
@@ -49,7 +50,7 @@ def analyze(view: StudyView) -> Analysis:
     shares = None
     noise = load_noise(view.folder.root)
     if best is not None and best.result is not None:
-        guards = [c.split(">")[0].split("<")[0] for c in view.constraints]
+        guards = [Constraint.parse(c).metric for c in view.constraints]
         scored = [m for m, v in best.result.metrics.items() if v is not None]
         if best.result.retrieval.get("questions_scored"):
             scored += [m for m in RETRIEVAL_METRICS if m in best.result.retrieval]

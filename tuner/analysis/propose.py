@@ -131,8 +131,8 @@ def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
         lost = shares.questions("retrieval")
         trigger = f"retrieval loses {retrieval:.0%} of the lost {shares.target} points ({len(lost)} questions)"
         records = {q.id: q for q in best.result.questions} if best.result else {}
-        ranks = sorted(r for q in lost if (r := records[q.question_id].retrieval.candidate_rank) is not None
-                       and q.question_id in records)
+        ranks = sorted(r for q in lost if q.question_id in records
+                       and (r := records[q.question_id].retrieval.candidate_rank) is not None)
         near = [r for r in ranks if pipeline.top_k < r <= 3 * pipeline.top_k]
         top_k = params.get("top_k")
         if near and (top_k is None or (top_k.high or 0) < max(near)):

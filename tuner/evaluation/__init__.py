@@ -1,1 +1,2 @@
-"""Scoring: id-based retrieval metrics now; RAGAS metrics and cost accounting join them here."""
+"""Scoring one configuration: id-based retrieval metrics and traces, RAGAS metrics on the judge, and the typed
+records (records.py) every result travels in."""

@@ -38,6 +38,12 @@ def render(analysis: Analysis, plots: dict[str, str]) -> str:
 def _verdict(analysis: Analysis) -> list[str]:
     view, head = analysis.view, analysis.headline
     best, baseline = view.best, view.baseline
+    if len(view.targets) > 1:
+        front = view.front
+        return [f"**Pareto study** over {', '.join(view.targets)}: {len(front)} trial(s) on the front — "
+                + "; ".join(f"trial {t.number} ({', '.join(f'{m}={v:.3f}' for m, v in zip(view.targets, t.values))})"
+                            for t in front) + ". Paired comparisons and the bottleneck analysis need a single target; "
+                "rerun with one `--target` and the others as `--constraint` guards to get them.", ""]
     if best is None:
         return ["**No complete trial meets the study's constraints yet**: nothing to report as best.", ""]
     lines = [f"**Best: trial {best.number}**, {view.target} = {_f(best.values[0])} ({knobs(best.params)})."]

@@ -82,6 +82,13 @@ class StudyView:
             return None
         return max(complete, key=lambda t: (t.values[0], -t.number))
 
+    @property
+    def front(self) -> list[TrialRecord]:
+        """Several targets: the feasible complete trials no other trial beats on every target."""
+        done = [t for t in self.trials if t.state == "complete" and t.feasible and t.values]
+        return [t for t in done if not any(all(o >= v for o, v in zip(other.values, t.values))
+                                           and other.values != t.values for other in done)]
+
     def by_state(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for trial in self.trials:

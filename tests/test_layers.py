@@ -1,0 +1,50 @@
+"""The import floors: a module imports only from its own floor or below (DESIGN.md), so analysis and reports stay
+usable without the CLI, and lower layers never reach back up."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tuner"
+FLOORS = {  # top-level module or package of tuner -> floor
+    "env": 1, "errors": 1, "cache": 1, "cost": 1, "ui": 1,
+    "config": 2, "data": 2,
+    "models": 3,
+    "pipeline": 4, "prompts": 4, "workspace": 4,
+    "evaluation": 5,
+    "study": 7,
+    "analysis": 8,
+    "reports": 9,
+    "agent": 10,
+    "cli": 11, "__main__": 11,
+}
+
+
+def imported_floors(path: Path) -> list[tuple[str, int]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module == "tuner":  # from tuner import cost
+            names = [f"tuner.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        else:
+            names = []
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "tuner" and len(parts) > 1 and parts[1] in FLOORS:
+                found.append((name, FLOORS[parts[1]]))
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE or
+                                        p.stem not in ("__init__",)), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_import_only_their_floor_or_below(path):
+    top = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+    floor = FLOORS[top]
+    upward = [name for name, other in imported_floors(path) if other > floor]
+    assert not upward, f"{path.relative_to(PACKAGE)} (floor {floor}) imports from above: {upward}"
