@@ -48,3 +48,15 @@ def test_modules_import_only_their_floor_or_below(path):
     floor = FLOORS[top]
     upward = [name for name, other in imported_floors(path) if other > floor]
     assert not upward, f"{path.relative_to(PACKAGE)} (floor {floor}) imports from above: {upward}"
+
+
+def test_reading_a_study_imports_no_model_stack():
+    """`tuner report` and `tuner analyze` promise seconds: they must not import DSPy, RAGAS, torch or llama.cpp."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tuner.reports, tuner.analysis, tuner.study.results; "
+            "print(sorted(m for m in ('dspy', 'ragas', 'torch', 'llama_cpp', 'sentence_transformers') "
+            "if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]", loaded

@@ -12,17 +12,19 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import TrialState
 
 from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import RagRunner
 from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult, QuestionResult, TrialFile
 from tuner.study.space import SearchSpace, pipeline_for
 from tuner.study.storage import StudyFolder
+
+if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for importing DSPy and RAGAS
+    from tuner.evaluation.rag_eval import RagRunner
 
 TARGETS = ALL_METRICS + RETRIEVAL_METRICS
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
