@@ -102,4 +102,5 @@ def test_judge_noise_section(study, tmp_path):
     # run means 0.875, 0.875, 0.625: sd 0.144; 2·√2·sd = 0.408 > 0.25 → within the judge's fluctuation
     assert "re-judged 2 times" in text and "standard deviation of 0.144" in text
     assert "within the judge's normal fluctuation" in text
+    assert "| q0 | 1.00, 1.00, 0.00 | 1.00 |" in text  # per-question spread
     assert "q0: What" not in text and "| q0: question q0? | 1.000 |" not in text  # q0 lost nothing

@@ -182,6 +182,9 @@ def _noise(analysis: Analysis) -> list[str]:
             f"({len(unstable)} question(s) by 0.5 or more: {', '.join(unstable) or 'none'}); the trial's mean "
             f"{noise.metric} moved with a standard deviation of {_f(sd)} across judgings "
             f"(means: {', '.join(_f(m) for m in noise.run_means)}).", ""]
+    out += _table(["question", "study's verdict, then each re-judging", "spread"],
+                  [[q, ", ".join(_f(v, 2) for v in values), _f(noise.spread(q), 2)]
+                   for q, values in noise.scores.items()])
     if head is not None and head.mean_difference is not None and sd is not None:
         exceeds = noise.exceeds(head.mean_difference)
         out += [f"The best − baseline difference of {head.mean_difference:+.3f} is "
