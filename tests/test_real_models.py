@@ -11,6 +11,7 @@ import yaml
 from tests.test_cli import tuner
 from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
 from tuner.evaluation.rag_eval import RagRunner
+from tuner.evaluation.records import EvalResult
 from tuner.workspace import open_workspace
 
 pytestmark = pytest.mark.slow
@@ -47,7 +48,7 @@ def test_the_cli_rerun_costs_zero_llm_calls(first_run, project, tmp_path):
     result = tuner("eval", "--config", "tuner.yaml", "--limit", "2", "--out", "again.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr  # not even from a model freed at interpreter shutdown
-    again = json.loads((tmp_path / "again.json").read_text())
+    again = EvalResult.from_json(json.loads((tmp_path / "again.json").read_text()))  # the JSON is the record
     assert again.cost.llm_calls == 0
     assert again.cost.cache_hits == first_run.cost.llm_calls + first_run.cost.cache_hits
     assert again.metrics == first_run.metrics

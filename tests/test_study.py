@@ -215,3 +215,12 @@ def test_storage_url_passwords_are_redacted():
     from tuner.study.storage import redact
 
     assert redact("postgresql://tuner:s3cret@db:5432/studies") == "postgresql://tuner:***@db:5432/studies"
+
+
+def test_a_resume_with_other_settings_records_the_project_it_now_runs(setup):
+    first = setup(PROGRAMS, limit=2)
+    assert first.folder.read_meta()["project"]["dataset"]["limit"] == 2
+    resumed = setup(PROGRAMS, limit=3)  # e.g. `tuner optimize --limit 3` on the same study
+    assert resumed.folder.read_meta()["project"]["dataset"]["limit"] == 3
+    resumed.run(1)
+    assert best_config(load_study(resumed.folder), resumed.folder)["dataset"]["limit"] == 3  # best.yaml agrees

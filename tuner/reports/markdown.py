@@ -15,6 +15,10 @@ def _f(value: float | None, digits: int = 3) -> str:
     return "—" if value is None or value != value else f"{value:.{digits}f}"
 
 
+def _show(value: Any) -> str:
+    return "—" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
@@ -73,8 +77,7 @@ def _question(view: StudyView) -> list[str]:
     rows = [
         ["target", ", ".join(view.targets)],
         ["guards", ", ".join(view.constraints) or "none"],
-        ["dataset", f"{dataset} ({questions} questions" + (f", first {project.dataset.limit}" if
-                                                            project.dataset.limit else "") + ")"],
+        ["dataset", f"{dataset} ({questions} questions)"],
         ["generator", models.get("generator", project.generator.model)],
         ["judge", models.get("judge", project.judge_llm.model)],
         ["trials", states],
@@ -104,7 +107,7 @@ def _comparison(analysis: Analysis, plots: dict[str, str]) -> list[str]:
            "Per-question paired differences (best − baseline) on the questions both scored; the interval is a "
            "seeded percentile bootstrap of the mean difference (10,000 resamples), p from the Wilcoxon signed-rank "
            "test. A CI that contains 0 means the difference could be luck.", ""]
-    changed = [[k, baseline.pipeline.get(k), best.pipeline.get(k)] for k in best.pipeline
+    changed = [[k, _show(baseline.pipeline.get(k)), _show(best.pipeline.get(k))] for k in best.pipeline
                if best.pipeline.get(k) != baseline.pipeline.get(k)]
     if changed:
         out += _table(["knob", f"baseline (trial {baseline.number})", f"best (trial {best.number})"], changed)
@@ -139,7 +142,7 @@ def _history(view: StudyView, analysis: Analysis, plots: dict[str, str]) -> list
                               f"so only marginal effects are shown (mean {view.target} per value, with the number "
                               f"of trials behind each — few trials, wide error). "), ""]
         rows = [[e.knob, _f(e.importance, 2), e.scope,
-                 "; ".join(f"{label}: {_f(mean)} ({n})" for label, mean, n in e.means), e.best_value]
+                 "; ".join(f"{label}: {_f(mean)} ({n})" for label, mean, n in e.means), _show(e.best_value)]
                 for e in effects]
         out += _table(["knob", "importance", "over", f"mean {view.target} per value (trials)", "best trial"], rows)
         if "importances" in plots:

@@ -218,6 +218,8 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
         directions=["maximize"] * len(settings.targets), pruner=make_pruner(settings),
     )
     study.sampler = make_sampler(settings, space, trials_so_far=len(study.trials))
+    if meta and meta.get("project") != project:  # resumed with --config/--limit: record what now runs
+        folder.write_meta({**meta, "project": project})
     if not meta:
         folder.write_meta({"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
                            "metrics": settings.metrics_needed(),
