@@ -185,9 +185,15 @@ def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
                             "unscored or unstable verdicts decide the target, not the pipeline",
                             f"the judge accounts for {judge:.0%} of the lost {shares.target} points", judge))
     if unknown >= STAGE_SHARE:
-        out.append(Proposal("advice", None, "score context_recall too (--constraint context_recall>=0) or add "
-                            "gold document ids", "without them a lost point cannot be traced to retrieval or "
-                            "generation", f"{unknown:.0%} of the lost points are untraceable", unknown * 0.5))
+        untraced = f"{unknown:.0%} of the lost points are untraceable"
+        if best.result and any("context_recall" in q.scores for q in best.result.questions):
+            out.append(Proposal("advice", None, "a stronger judge, or gold document ids", "context recall was "
+                                "scored but the judge left it unscored where points were lost", untraced,
+                                unknown * 0.5))
+        else:
+            out.append(Proposal("advice", None, "score context_recall too (--constraint context_recall>=0) or "
+                                "add gold document ids", "without them a lost point cannot be traced to "
+                                "retrieval or generation", untraced, unknown * 0.5))
     return out
 
 

@@ -107,6 +107,8 @@ def _stage(q: QuestionResult, target: str, score: float | None, spread: float | 
         if recall < RECALL_MISSING:
             return "retrieval", f"context recall {recall:.2f}: the contexts lack the reference's claims"
         return "generation", f"context recall {recall:.2f}: the contexts hold the answer"
+    if "context_recall" in q.scores:
+        return "unknown", "no gold ids, and the judge could not score context recall for this question"
     return "unknown", "no gold ids or context recall to check retrieval"
 
 
