@@ -35,6 +35,7 @@ def plot_history(history: History, target: str, path: Path) -> Path:
         ax.scatter([p[0] for p in history.pruned], [p[1] for p in history.pruned], s=22, marker="x",
                    color="#999999", label="pruned (mean of questions reached)")
     ax.set_xlabel("trial")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel(target)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
