@@ -19,6 +19,7 @@ import yaml
 from tuner.analysis.stats import Comparison
 from tuner.errors import TunerError
 from tuner.reports import Report, write_report
+from tuner.reports._data import spend
 from tuner.study.results import read_study
 from tuner.study.session import Session, StudySpec
 
@@ -116,16 +117,10 @@ def _outcome(number: int, session: Session, space: Path, changes: tuple[str, ...
              report: Report) -> RoundOutcome:
     view = report.analysis.view
     best, baseline = view.best, view.baseline
-    calls = hits = 0
-    seconds = 0.0
-    for trial in view.trials:
-        if trial.result is not None:
-            calls += trial.result.cost.llm_calls
-            hits += trial.result.cost.cache_hits
-            seconds += trial.result.cost.seconds
+    spent = spend(view)
     return RoundOutcome(number, session.folder.name, Path(space), changes, reasons, report.analysis.headline,
                         best.values[0] if best else None, baseline.values[0] if baseline and baseline.values else None,
-                        calls, hits, seconds / 60, report.path)
+                        spent.calls, spent.cache_hits, spent.trial_seconds / 60, report.path)
 
 
 def write_journey(path: Path, name: str, outcomes: list[RoundOutcome], stop: str | None) -> None:
