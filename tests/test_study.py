@@ -8,6 +8,7 @@ import yaml
 
 from tests.fakes import ScriptedLLM
 from tuner.config import PipelineConfig, ProjectConfig
+from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models
 from tuner.study.optimize import Constraint, StudySettings, enqueue_baseline, open_study, recover_interrupted
@@ -140,7 +141,8 @@ def test_a_resumed_study_does_not_replay_its_first_draws(tmp_path, sampler):
     settings = StudySettings(["faithfulness"], [], sampler, 0)
 
     def draw_three(name: str) -> list[dict]:  # one `tuner optimize` process: open the study, sample three trials
-        study = open_study(study_folder(tmp_path / "studies", name), settings, space, None, {}, "default.yaml")
+        study = open_study(study_folder(tmp_path / "studies", name), settings, space, None, {}, "default.yaml",
+                           Split(0.0, frozenset()))
         drawn = []
         for _ in range(3):
             trial = study.ask()

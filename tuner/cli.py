@@ -50,9 +50,13 @@ def eval_command(
         typer.Option("--set", help="override a pipeline knob, e.g. --set alpha=0.3 --set program=strict"),
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="call the models even for cached prompts")] = False,
+    split: Annotated[str, typer.Option("--split", help="all, search or holdout: the questions a study searched on "
+                                       "or held out (the config's dataset.holdout, as `tuner best` writes it)")]
+    = "all",
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write results JSON here")] = None,
 ) -> None:
     """Score one pipeline configuration over every question: retrieval, answers and RAGAS metrics."""
+    from tuner.data.split import Split
     from tuner.workspace import open_workspace
 
     project = load_config(config)
@@ -60,8 +64,15 @@ def eval_command(
     project = project.model_copy(update={"pipeline": pipeline_config})
     workspace = open_workspace(project, dataset, limit)
     data = workspace.dataset
+    if split != "all":
+        parts = Split.auto([q.id for q in data.questions], project.dataset.holdout)
+        if not parts.active:
+            raise ConfigError(f"--split {split}: these {len(data.questions)} questions hold none out (set "
+                              f"dataset.holdout in the config, as `tuner best` does, or use --split all)")
+        data.questions = parts.part(data.questions, split)
+    part = "" if split == "all" else f" ({split} part)"
     console.print(f"[bold]{data.name}[/] ({data.format}): {len(data.documents)} documents, "
-                  f"{len(workspace.index.chunks)} chunks, {len(data.questions)} questions")
+                  f"{len(workspace.index.chunks)} chunks, {len(data.questions)} questions{part}")
     for note in data.notes:
         err_console.print(f"[yellow]note:[/] {note}")
 
@@ -82,7 +93,7 @@ def eval_command(
         "config": project.model_dump(mode="json"),
         "dataset": {"name": data.name, "format": data.format, "source": str(data.source),
                     "documents": len(data.documents), "chunks": len(workspace.index.chunks),
-                    "questions": len(data.questions)},
+                    "questions": len(data.questions), "split": split},
         **results,
         "seconds": round(elapsed, 3),
     }
@@ -184,10 +195,14 @@ def optimize_command(
     studies_dir: StudiesDirOption = Path("studies"),
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="rounds of optimise -> analyse -> next space; "
                                         "round r runs as study NAME.rR")] = 1,
+    holdout: Annotated[Optional[float], typer.Option(
+        "--holdout", min=0, max=0.95, help="share of questions held out for the final verdict (default 0.3 from 20 "
+        "questions on; 0: none)")] = None,
     reports_dir: ReportsDirOption = Path("reports"),
 ) -> None:
-    """Search the pipeline's knobs with Optuna; run the same command again to resume."""
+    """Search the pipeline's knobs with Optuna, then judge the best on held-out questions; run again to resume."""
     from tuner.study.optimize import Constraint, StudySettings
+    from tuner.study.results import read_study
     from tuner.study.session import Session, StudySpec
     from tuner.study.storage import study_folder
 
@@ -197,15 +212,40 @@ def optimize_command(
     space_file = resolve_space(search_space)
     resumed = study_folder(studies_dir, study).meta.is_file()
     project = None if resumed and not config else load_config(config)  # a resumed study keeps its project
-    spec = StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir)
+    spec = StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir, holdout=holdout)
     if rounds > 1:
         return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir)
     session = Session.open(spec)
     try:
         run_with_display(session, trials, timeout_seconds)
+        print_trials(session.study, settings.targets, last=10)
+        verdict_with_display(read_study(session.folder, storage), session.runner)
     finally:  # also after Ctrl-C: the morning's report shows whatever finished
         write_study_report(session.folder, storage, reports_dir)
-    print_trials(session.study, settings.targets, last=10)
+
+
+def verdict_with_display(view, runner):
+    """Score on held-out what the verdict needs (models load only then), print the verdict; the view after."""
+    from tuner.analysis.verdict import give_verdict, to_score, verdict
+
+    if to_score(view):
+        with err_console.status("loading models"):
+            loaded = runner()
+        with progress() as bar:
+            task = bar.add_task("held-out verdict", total=None)
+
+            def on_trial(trial, index: int, count: int) -> None:
+                bar.update(task, completed=0, total=len(view.split.holdout_ids),
+                           description=f"held-out verdict: trial {trial.number} ({index + 1}/{count})")
+
+            def on_progress(index: int, question_id: str, stage: str) -> None:
+                bar.update(task, completed=index + (stage == "done"))
+
+            view = give_verdict(view, loaded, on_trial, on_progress)
+    judged = verdict(view)
+    if judged is not None:
+        console.print(judged.sentence(), highlight=False, soft_wrap=True)
+    return view
 
 
 def run_with_display(session, trials: int, timeout: float | None) -> int:
@@ -234,17 +274,19 @@ def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, repor
     from tuner.agent import run_rounds
 
     def announce(outcome) -> None:
-        head = outcome.headline
-        gain = "" if head is None or head.ci is None else (
-            f"; {head.metric} {head.reference_mean:.3f} -> {head.candidate_mean:.3f}, 95% CI "
-            f"[{head.ci[0]:+.3f}, {head.ci[1]:+.3f}] ({'gain' if outcome.gained else 'no gain distinguishable from 0'})")
+        parts = [f"{label} {c.metric} {c.reference_mean:.3f} -> {c.candidate_mean:.3f}, 95% CI "
+                 f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]" for label, c in (("in-sample", outcome.headline),
+                                                                    ("held-out", outcome.held_out))
+                 if c is not None and c.ci is not None]
+        gain = f"; {'; '.join(parts)} ({'gain' if outcome.gained else 'no gain distinguishable from 0'})" if parts else ""
         err_console.print(f"round {outcome.round} ({outcome.study}) done{gain}; report: {outcome.report}",
                           highlight=False, soft_wrap=True)
 
     try:
         outcomes, stop = run_rounds(spec, rounds, trials, reports_dir, timeout,
                                     run=lambda session, n, limit: run_with_display(session, n, limit),
-                                    on_round=announce)
+                                    on_round=announce,
+                                    judge=lambda view, session: verdict_with_display(view, session.runner))
     except KeyboardInterrupt:
         write_current_round_report(spec, reports_dir)
         raise
@@ -346,17 +388,23 @@ def analyze_command(study: StudyOption = "default",
     console.print(proposals)
 
 
+def study_runner(view):
+    """A runner over a study's own project and caches (models load on first use)."""
+    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.workspace import open_workspace
+
+    return RagRunner(open_workspace(view.project))
+
+
 def measure_judge_noise(view, repeats: int) -> None:
     from tuner.analysis.noise import rejudge, save_noise
-    from tuner.evaluation.rag_eval import RagRunner
     from tuner.evaluation.records import RETRIEVAL_METRICS
-    from tuner.workspace import open_workspace
 
     best = view.best
     if best is None or best.result is None or view.target in RETRIEVAL_METRICS:
         raise TunerError("--noise needs a complete best trial scored by the judge (a RAGAS target)")
     with err_console.status("loading models"):
-        runner = RagRunner(open_workspace(view.project))
+        runner = study_runner(view)
     with progress() as bar:
         task = bar.add_task(f"re-judging trial {best.number}", total=repeats * len(best.result.questions))
         measured = rejudge(runner.scorer, best.result.questions, view.target, best.number, repeats,
@@ -394,14 +442,26 @@ def studies_command(studies_dir: StudiesDirOption = Path("studies")) -> None:
 @app.command("best")
 def best_command(study: StudyOption = "default", out: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="write the best configuration as a config file")] = None,
-                 storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies")) -> None:
+                 verdict: Annotated[bool, typer.Option("--verdict", help="judge the best vs the baseline on the "
+                                                       "study's held-out questions (scores what is missing)")] = False,
+                 storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies"),
+                 reports_dir: ReportsDirOption = Path("reports")) -> None:
     """The best configuration of a study, as a project config that `tuner eval --config` accepts."""
     import yaml
 
-    from tuner.study.results import best_config, best_trials, load_study, write_config
+    from tuner.study.results import best_config, best_trials, load_study, read_study, write_config
     from tuner.study.storage import study_folder
 
     folder = study_folder(studies_dir, study)
+    if verdict:
+        view = read_study(folder, storage)
+        if not view.split.active:
+            raise ConfigError(f"study {folder.name} holds out no question (it ran with --holdout 0, on fewer than 20 "
+                              f"questions, or before held-out splits): there is nothing unseen to judge on")
+        if view.best is None:
+            raise ConfigError(f"study {folder.name} has no complete single-target best trial to judge yet")
+        verdict_with_display(view, lambda: study_runner(view))
+        write_study_report(folder, storage, reports_dir)
     optuna_study = load_study(folder, storage)
     data = best_config(optuna_study, folder)
     trial = best_trials(optuna_study)[0]

@@ -26,6 +26,8 @@ class DatasetConfig(_Strict):
     path: Path | None = Field(None, description="dataset folder or file; none = the bundled demo")
     format: Literal["auto", "beir", "ragas", "hotpotqa"] = "auto"
     limit: int | None = Field(None, ge=1, description="use only the first N questions")
+    holdout: float | None = Field(None, ge=0, lt=1, description="share of questions a study holds out for its "
+                                  "verdict; none = 0.3 from 20 questions on, else 0")
 
 
 class ChunkingConfig(_Strict):

@@ -22,9 +22,10 @@ class Workspace:
 
 
 def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limit: int | None = None,
-                   embedder: Embedder | None = None) -> Workspace:
-    """Load data and build the index; `dataset_path` and `limit` override the config's."""
-    dataset = load_dataset(
+                   embedder: Embedder | None = None, dataset: Dataset | None = None) -> Workspace:
+    """Load data (unless given, already loaded) and build the index; `dataset_path` and `limit` override the
+    config's."""
+    dataset = dataset or load_dataset(
         dataset_path if dataset_path is not None else config.dataset.path,
         config.dataset.format if dataset_path is None else "auto",
         limit if limit is not None else config.dataset.limit,

@@ -1,8 +1,10 @@
 """Rounds: round 1 searches the given space as study NAME; its analysis proposes the next space, which round 2
 searches as study NAME.r2 from round 1's best (enqueued as its baseline), sharing round 1's caches; and so on.
 
-Stops early when the analysis has nothing left to propose, or when two rounds in a row gain nothing
-distinguishable from zero (their best vs their baseline: the paired bootstrap CI contains 0).
+Every round holds out the same questions (round 1's split) and ends with its verdict on them. Stops early when
+the analysis has nothing left to propose, or when two rounds in a row gain nothing distinguishable from zero:
+their best vs their baseline on the held-out questions (on the search questions when nothing is held out) has
+a paired bootstrap CI that contains 0.
 Each round's next space is kept in the next round's study folder (`space.yaml`), so a run killed at any point
 and started again with the same command continues the round it was in. `reports/NAME/journey.md` says, per
 round, what changed and why, the target before → after with its CI, and what it cost.
@@ -17,11 +19,15 @@ from pathlib import Path
 import yaml
 
 from tuner.analysis.stats import Comparison
+from tuner.analysis.verdict import give_verdict
 from tuner.errors import TunerError
 from tuner.reports import Report, write_report
 from tuner.reports._data import spend
-from tuner.study.results import read_study
+from tuner.study.results import StudyView, read_study
 from tuner.study.session import Session, StudySpec
+
+#: scores on held-out what a round's verdict needs: (the round's view, its session) -> the view with them
+Judge = Callable[[StudyView, Session], StudyView]
 
 SPACE_FILE = "space.yaml"
 
@@ -33,7 +39,8 @@ class RoundOutcome:
     space: Path
     changes: tuple[str, ...]  # what the previous round's analysis changed (empty for round 1)
     reasons: tuple[str, ...]
-    headline: Comparison | None
+    headline: Comparison | None  # best vs baseline on the search questions
+    held_out: Comparison | None  # the same on the held-out questions; None: nothing held out (or not scored)
     best_value: float | None
     baseline_value: float | None
     calls: int
@@ -43,7 +50,9 @@ class RoundOutcome:
 
     @property
     def gained(self) -> bool:
-        return self.headline is not None and self.headline.verdict == "better"
+        """A gain distinguishable from zero: on held-out questions when the study holds some out."""
+        deciding = self.held_out if self.held_out is not None else self.headline
+        return deciding is not None and deciding.verdict == "better"
 
 
 def round_name(name: str, number: int) -> str:
@@ -53,11 +62,13 @@ def round_name(name: str, number: int) -> str:
 def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, timeout: float | None = None,
                prepare: Callable[[Session], None] | None = None,
                run: Callable[[Session, int, float | None], int] | None = None,
-               on_round: Callable[[RoundOutcome], None] | None = None) -> tuple[list[RoundOutcome], str]:
+               on_round: Callable[[RoundOutcome], None] | None = None,
+               judge: Judge | None = None) -> tuple[list[RoundOutcome], str]:
     """Run up to `rounds` rounds of `trials` trials each; returns the outcomes and why the rounds stopped.
     `prepare(session)` may attach models (tests pass fakes); `run(session, trials, timeout)` runs a round's
-    trials (the CLI wraps it in its live display)."""
+    trials and `judge(view, session)` its verdict (the CLI wraps both in its displays)."""
     run = run or (lambda session, n, limit: session.run(n, limit))
+    judge = judge or (lambda view, session: give_verdict(view, session.runner()))
     outcomes: list[RoundOutcome] = []
     first: Session | None = None
     changes: tuple[str, ...] = ()
@@ -74,13 +85,13 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
             seed = None if spec.settings.seed is None else spec.settings.seed + 1000 * (number - 1)
             round_spec = replace(spec, name=name, search_space=space_file, project=first.project, dataset=None,
                                  limit=None, cache_dir=first.project.cache_dir, baseline=baseline,
-                                 settings=replace(spec.settings, seed=seed))
+                                 settings=replace(spec.settings, seed=seed), holdout=first.split)
         session = Session.open(round_spec)
         first = first or session
         if prepare:
             prepare(session)
         run(session, trials, timeout)
-        report = write_report(read_study(session.folder, spec.storage), reports_dir / name)
+        report = write_report(judge(read_study(session.folder, spec.storage), session), reports_dir / name)
         outcome = _outcome(number, session, space_file, changes, reasons, report)
         outcomes.append(outcome)
         if on_round:
@@ -118,16 +129,19 @@ def _outcome(number: int, session: Session, space: Path, changes: tuple[str, ...
     view = report.analysis.view
     best, baseline = view.best, view.baseline
     spent = spend(view)
+    verdict = report.analysis.verdict
     return RoundOutcome(number, session.folder.name, Path(space), changes, reasons, report.analysis.headline,
-                        best.values[0] if best else None, baseline.values[0] if baseline and baseline.values else None,
+                        verdict.headline if verdict else None, best.values[0] if best else None, baseline.values[0] if baseline and baseline.values else None,
                         spent.calls, spent.cache_hits, spent.trial_seconds / 60, report.path)
 
 
 def write_journey(path: Path, name: str, outcomes: list[RoundOutcome], stop: str | None) -> None:
     lines = [f"# Journey of `{name}`", "",
              "Each round searches a space the previous round's analysis proposed, starting from the previous "
-             "round's best configuration (its baseline). Before → after is the round's baseline → best on the "
-             "round's questions, with the paired bootstrap 95 % CI of the difference.", ""]
+             "round's best configuration (its baseline). Before → after is the round's baseline → best with the "
+             "paired bootstrap 95 % CI of the difference: in-sample on the search questions that picked the best, "
+             "and held-out on questions no round ever searched on. The held-out figure decides whether a round "
+             "gained.", ""]
     for o in outcomes:
         lines += [f"## Round {o.round}: study `{o.study}`", ""]
         if o.changes:
@@ -135,16 +149,19 @@ def write_journey(path: Path, name: str, outcomes: list[RoundOutcome], stop: str
             lines += [f"- {change} — {reason}" for change, reason in zip(o.changes, o.reasons)] + [""]
         else:
             lines += [f"Search space: `{o.space}`.", ""]
-        head = o.headline
         if o.best_value is None:
             lines += ["No complete trial met the constraints.", ""]
-        elif head is None or head.ci is None:
+        elif o.headline is None or o.headline.ci is None:
             lines += [f"Best {o.best_value:.3f}; no paired comparison with the baseline was possible.", ""]
         else:
-            lines += [f"{head.metric}: {head.reference_mean:.3f} → {head.candidate_mean:.3f} "
-                      f"({head.mean_difference:+.3f}, 95 % CI [{head.ci[0]:+.3f}, {head.ci[1]:+.3f}], "
-                      f"{head.n} questions): **{'gain' if o.gained else 'no gain distinguishable from zero'}**"
-                      + ("" if o.gained else " (" + head.verdict + ")") + ".", ""]
+            rows = [("in-sample", o.headline)] + ([("held-out", o.held_out)] if o.held_out is not None else [])
+            lines += ["| | before → after | difference | 95 % CI | questions |", "|---|---|---|---|---|"]
+            lines += [f"| {label} | {c.reference_mean:.3f} → {c.candidate_mean:.3f} | {c.mean_difference:+.3f} | "
+                      f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}] | {c.n} |" if c.ci is not None else
+                      f"| {label} | — | — | — | {c.n} |" for label, c in rows]
+            deciding = "held-out" if o.held_out is not None else "in-sample (nothing held out)"
+            lines += ["", f"{o.headline.metric}, judged {deciding}: **"
+                      f"{'gain' if o.gained else 'no gain distinguishable from zero'}**.", ""]
         lines += [f"Cost: {o.calls} LLM calls paid, {o.cache_hits} served from the cache, {o.minutes:.1f} min "
                   f"inside trials. Report: [{o.study}/report.md](../{o.study}/report.md).", ""]
     if stop:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult
+
 RESAMPLES = 10_000
 LEVEL = 0.95
 
@@ -109,3 +111,18 @@ def compare(metric: str, reference: Mapping[str, float | None], candidate: Mappi
         mean_difference=float(np.mean(values)),
         ci=paired_bootstrap_ci(values, resamples, seed), p=wilcoxon_p(values), differences=diffs,
     )
+
+
+def per_question(result: EvalResult | None, metric: str) -> dict[str, float | None]:
+    """{question id: score or None} of one evaluation, ready for `compare`."""
+    return {q.id: q.value(metric) for q in result.questions} if result else {}
+
+
+def compare_results(first: Sequence[str], reference: EvalResult, candidate: EvalResult) -> tuple[Comparison, ...]:
+    """Two evaluations of the same questions compared on `first` (targets, guards), then on every other metric
+    the candidate scored."""
+    scored = [m for m, v in candidate.metrics.items() if v is not None]
+    if candidate.retrieval.get("questions_scored"):
+        scored += [m for m in RETRIEVAL_METRICS if m in candidate.retrieval]
+    return tuple(compare(m, per_question(reference, m), per_question(candidate, m))
+                 for m in dict.fromkeys([*first, *scored]))

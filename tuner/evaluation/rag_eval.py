@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import dspy
 
@@ -37,19 +38,41 @@ class Models:
 
 
 class RagRunner:
+    """Models load on first use: a study that scores retrieval alone (no RAGAS metric, no LLM reranker) never
+    loads one."""
+
     def __init__(self, workspace: Workspace, use_cache: bool = True, models: Models | None = None):
-        config = workspace.config
         self.workspace = workspace
         self.meter = CostMeter()
-        self.cache = DiskCache(config.cache_dir / "llm_calls.sqlite") if use_cache else None
-        if models is None:
-            models = Models(make_llm(config.generator, config.cache_dir), make_llm(config.judge_llm, config.cache_dir))
-        self.generator = CachedLLM(models.generator, self.cache, self.meter)
-        self.judge = CachedLLM(models.judge, self.cache, self.meter)
-        self.lm = dspy_lm(self.generator, config.answer_tokens)
-        self.scorer = RagasScorer(self.judge, workspace.embedder, config.evaluation, config.judge_tokens)
-        workspace.pipeline.attach_llm(self.judge, config.evaluation.llm_rerank_top_n)
+        self.cache = DiskCache(workspace.config.cache_dir / "llm_calls.sqlite") if use_cache else None
+        self._models = models
+        workspace.pipeline.attach_llm(lambda: self.judge, workspace.config.evaluation.llm_rerank_top_n)
         self._programs: dict[str, RAGAnswer] = {}
+
+    def _model(self, role: str) -> CachedLLM:
+        config = self.workspace.config
+        if self._models is not None:
+            llm = getattr(self._models, role)
+        else:
+            llm = make_llm(config.generator if role == "generator" else config.judge_llm, config.cache_dir)
+        return CachedLLM(llm, self.cache, self.meter)
+
+    @cached_property
+    def generator(self) -> CachedLLM:
+        return self._model("generator")
+
+    @cached_property
+    def judge(self) -> CachedLLM:
+        return self._model("judge")
+
+    @cached_property
+    def lm(self) -> dspy.LM:
+        return dspy_lm(self.generator, self.workspace.config.answer_tokens)
+
+    @cached_property
+    def scorer(self) -> RagasScorer:
+        config = self.workspace.config
+        return RagasScorer(self.judge, self.workspace.embedder, config.evaluation, config.judge_tokens)
 
     def program(self, spec: str) -> RAGAnswer:
         if spec not in self._programs:
@@ -71,12 +94,14 @@ class RagRunner:
 
     def evaluate(self, config: PipelineConfig, questions: Sequence[Question] | None = None,
                  metrics: Sequence[str] | None = None, on_progress: ProgressHook | None = None,
-                 on_question: Callable[[int, QuestionResult], None] | None = None) -> EvalResult:
-        """Score `config` on the questions in order. `on_question(index, result)` sees each finished question
-        and may raise to stop early (a study prunes this way); the exception propagates."""
+                 on_question: Callable[[int, QuestionResult], None] | None = None,
+                 answer: bool = True) -> EvalResult:
+        """Score `config` on the questions in order (default: all). `answer=False` scores retrieval alone: no
+        answer is generated and no RAGAS metric scored. `on_question(index, result)` sees each finished
+        question and may raise to stop early (a study prunes this way); the exception propagates."""
         questions = list(self.workspace.dataset.questions if questions is None else questions)
-        scored, skipped = self.metrics_for(metrics)
-        program = self.program(config.program)
+        scored, skipped = self.metrics_for(metrics) if answer else ([], {})
+        program = self.program(config.program) if answer else None
         started = time.perf_counter()
         self.meter.records.clear()  # each evaluation reports its own cost
         per_question = []
@@ -84,18 +109,23 @@ class RagRunner:
             per_question.append(self._one(index, question, config, program, scored, on_progress))
             if on_question:
                 on_question(index, per_question[-1])
-        return self.summarise(per_question, scored, skipped, config.program, time.perf_counter() - started)
+        return self.summarise(per_question, scored, skipped, config, time.perf_counter() - started, answer)
 
     def summarise(self, per_question: Sequence[QuestionResult], scored: Sequence[str], skipped: dict[str, str],
-                  program: str, seconds: float) -> EvalResult:
-        """The evaluation so far (a pruned trial summarises the questions it reached)."""
+                  config: PipelineConfig, seconds: float, answered: bool = True) -> EvalResult:
+        """The evaluation so far (a pruned trial summarises the questions it reached). Its models are the ones
+        this configuration used: they identify what produced the scores."""
         cost = self.meter.total()
         cost.seconds = seconds
-        models = {"generator": self.generator.name, "judge": self.judge.name, "program": program,
-                  "program_id": program_id(self.program(program))}
+        models = {}
+        if answered:
+            models = {"generator": self.generator.name, "program": config.program,
+                      "program_id": program_id(self.program(config.program))}
+        if scored or config.reranker == "llm":
+            models["judge"] = self.judge.name
         return EvalResult.summarise(per_question, scored, skipped, cost, self.meter.by_stage(), models)
 
-    def _one(self, index: int, question: Question, config: PipelineConfig, program: RAGAnswer,
+    def _one(self, index: int, question: Question, config: PipelineConfig, program: RAGAnswer | None,
              metrics: list[str], on_progress: ProgressHook | None) -> QuestionResult:
         def step(stage: str) -> None:
             if on_progress:
@@ -105,9 +135,11 @@ class RagRunner:
         with self.meter.stage(question.id, "retrieve"):
             retrieval = self.workspace.pipeline.run(question.text, config)
         contexts = [c.chunk.text for c in retrieval.selected]
-        step("generate")
-        with self.meter.stage(question.id, "generate"):
-            answer, generation_error = self._answer(program, question.text, contexts)
+        answer, generation_error = "", None
+        if program is not None:
+            step("generate")
+            with self.meter.stage(question.id, "generate"):
+                answer, generation_error = self._answer(program, question.text, contexts)
         outcomes: dict[str, Outcome] = {}
         for metric in metrics:
             step(metric)
@@ -127,7 +159,7 @@ class RagRunner:
             cost=self.meter.by_stage(question.id),
             citations=tuple(sorted({int(n) for n in re.findall(r"\[(\d+)\]", answer)})),
             generation_error=generation_error,
-            refusal=is_refusal(answer),
+            refusal=program is not None and is_refusal(answer),
         )
 
     def _answer(self, program: RAGAnswer, question: str, contexts: list[str]) -> tuple[str, str | None]:

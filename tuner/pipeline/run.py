@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tuner.config import PipelineConfig, RerankerConfig
@@ -39,18 +40,19 @@ class RetrievalPipeline:
         self.embedder = embedder
         self.reranker_settings = rerankers
         self._rerankers: dict[str, Reranker] = {}
-        self._llm: LLM | None = None
+        self._llm: Callable[[], LLM] | None = None
         self._llm_top_n = 5
 
-    def attach_llm(self, llm: LLM, top_n: int) -> None:
-        """Make the LLM reranker available (full evaluation has a model; --retrieval-only has none)."""
+    def attach_llm(self, llm: Callable[[], LLM], top_n: int) -> None:
+        """Make the LLM reranker available (full evaluation has a model; --retrieval-only has none). `llm()`
+        loads the model when the LLM reranker is first asked for, so configurations without it never do."""
         self._llm, self._llm_top_n = llm, top_n
         self._rerankers.pop("llm", None)
 
     def reranker(self, name: str) -> Reranker:
         if name not in self._rerankers:
-            self._rerankers[name] = make_reranker(name, self.reranker_settings, self.embedder, self._llm,
-                                                 self._llm_top_n)
+            llm = self._llm() if name == "llm" and self._llm is not None else None
+            self._rerankers[name] = make_reranker(name, self.reranker_settings, self.embedder, llm, self._llm_top_n)
         return self._rerankers[name]
 
     def run(self, question: str, config: PipelineConfig) -> RetrievalResult:

@@ -40,31 +40,87 @@ def render(analysis: Analysis, plots: dict[str, str]) -> str:
 
 
 def _verdict(analysis: Analysis) -> list[str]:
-    view, head = analysis.view, analysis.headline
+    view, head, verdict = analysis.view, analysis.headline, analysis.verdict
     best, baseline = view.best, view.baseline
     if len(view.targets) > 1:
-        front = view.front
-        return [f"**Pareto study** over {', '.join(view.targets)}: {len(front)} trial(s) on the front — "
+        return [f"**Pareto study** over {', '.join(view.targets)}: {len(front := view.front)} trial(s) on the front — "
                 + "; ".join(f"trial {t.number} ({', '.join(f'{m}={v:.3f}' for m, v in zip(view.targets, t.values))})"
-                            for t in front) + ". Paired comparisons and the bottleneck analysis need a single target; "
-                "rerun with one `--target` and the others as `--constraint` guards to get them.", ""]
+                            for t in front) + ". Paired comparisons, the held-out verdict and the bottleneck analysis "
+                "need a single target; rerun with one `--target` and the others as `--constraint` guards to get them.",
+                ""]
     if best is None:
         return ["**No complete trial meets the study's constraints yet**: nothing to report as best.", ""]
     lines = [f"**Best: trial {best.number}**, {view.target} = {_f(best.values[0])} ({knobs(best.params)})."]
+    if verdict is not None:
+        lines.append(f"**Verdict:** {verdict.sentence()}")
     if baseline is None:
         lines.append("The baseline trial has not finished, so the gain cannot be measured yet.")
     elif best.number == baseline.number:
-        lines.append("The baseline is still the best trial: no configuration tried beats the starting point.")
+        if verdict is None:
+            lines.append("The baseline is still the best trial: no configuration tried beats the starting point.")
     elif head is not None:
-        lines.append(head.sentence(f"Trial {best.number}", f"the baseline (trial {baseline.number})"))
-        lines.append(f"Both were scored on the questions the search used to pick trial {best.number} out of "
-                     f"{sum(t.state == 'complete' for t in view.trials)}: the best of many noisy trials looks "
-                     f"better than it is (winner's curse), so read this gain as an upper bound.")
+        lines.append("In-sample: " + head.sentence(f"trial {best.number}", f"the baseline (trial {baseline.number})"))
+        total = sum(t.state == 'complete' for t in view.trials)
+        if verdict is not None:
+            lines.append(f"The in-sample figure comes from the questions the search used to pick trial {best.number} "
+                         f"out of {total}: the best of many noisy trials looks better than it is (winner's curse). "
+                         f"Believe the held-out figure.")
+        else:
+            lines.append(f"Both were scored on the questions the search used to pick trial {best.number} out of "
+                         f"{total}: the best of many noisy trials looks better than it is (winner's curse), so read "
+                         f"this gain as an upper bound. This study held out no question "
+                         f"({'--holdout 0' if view.meta.get('split') else 'it predates held-out splits'} or fewer "
+                         f"than 20 questions), so no unseen question can confirm it.")
     if analysis.shares is not None and analysis.shares.limiting:
         stage = analysis.shares.limiting
         lines.append(f"The stage that limits {view.target} is **{stage}** "
                      f"({analysis.shares.share(stage):.0%} of the points the best trial loses).")
-    return [" ".join(lines), ""]
+    return [" ".join(lines), ""] + _held_out(analysis)
+
+
+def _held_out(analysis: Analysis) -> list[str]:
+    verdict = analysis.verdict
+    if verdict is None:
+        return []
+    split = verdict.split
+    out = ["## Verdict on held-out questions", "",
+           f"{len(split.holdout_ids)} questions ({split.fraction:.0%}, chosen by hash of question id) were held out: "
+           "no trial, pruning decision or sampler step saw them. After the search, the best trial, the baseline and "
+           "the trials within noise of the best were scored on them through the same caches.", ""]
+    if not verdict.held_out:
+        return out + [verdict.sentence(), ""]
+    rows = []
+    for c in verdict.held_out:
+        ci = "—" if c.ci is None else f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
+        rows.append([c.metric + (" (target)" if c.metric == verdict.metric else ""), _f(c.reference_mean),
+                     _f(c.candidate_mean), "—" if c.mean_difference is None else f"{c.mean_difference:+.3f}", ci,
+                     _f(c.p), f"{c.n}" + (f" (+{c.unpaired} unpaired)" if c.unpaired else ""), c.verdict])
+    seen = verdict.in_sample
+    out += _table(["held-out metric", "baseline", f"best (trial {verdict.best.number})", "difference", "95 % CI",
+                   "Wilcoxon p", "questions", "reading"], rows)
+    if seen.ci is not None and verdict.headline and verdict.headline.ci is not None:
+        head = verdict.headline
+        out += _table(["", f"{verdict.metric}: best − baseline", "95 % CI", "questions"],
+                      [["in-sample (search questions)", f"{seen.mean_difference:+.3f}",
+                        f"[{seen.ci[0]:+.3f}, {seen.ci[1]:+.3f}]", seen.n],
+                       ["held-out (unseen questions)", f"{head.mean_difference:+.3f}",
+                        f"[{head.ci[0]:+.3f}, {head.ci[1]:+.3f}]", head.n]])
+    if len(verdict.contenders) > 1:
+        rows = [[c.trial.number, knobs(c.trial.params), _f(c.in_sample),
+                 "not scored" if c.held_out is None else _f(c.held_out.candidate_mean),
+                 "—" if c.held_out is None or c.held_out.ci is None else
+                 f"{c.held_out.mean_difference:+.3f} [{c.held_out.ci[0]:+.3f}, {c.held_out.ci[1]:+.3f}]"]
+                for c in verdict.contenders]
+        out += [f"These trials were within noise of the best on the search questions (its lead over them is not "
+                f"distinguishable from zero), so all were scored on held-out:", ""]
+        out += _table(["trial", "knobs", f"{verdict.metric} in-sample", "held-out", "held-out − baseline (95 % CI)"],
+                      rows)
+        winner = verdict.generalises_best
+        if winner is not None:
+            out += [f"Trial {winner.trial.number} generalises best ({verdict.metric} {_f(winner.held_out.candidate_mean)}"
+                    f" on held-out). Choosing it by that figure spends the held-out questions on a choice among "
+                    f"{len(verdict.contenders)}, so its held-out score is mildly optimistic in turn.", ""]
+    return out
 
 
 def _question(view: StudyView) -> list[str]:
@@ -74,10 +130,11 @@ def _question(view: StudyView) -> list[str]:
     states = ", ".join(f"{n} {s}" for s, n in sorted(view.by_state().items()))
     dataset = str(project.dataset.path) if project.dataset.path else "the bundled demo"
     questions = len(best.result.questions) if best and best.result else "?"
+    held = len(view.split.holdout_ids)
     rows = [
         ["target", ", ".join(view.targets)],
         ["guards", ", ".join(view.constraints) or "none"],
-        ["dataset", f"{dataset} ({questions} questions)"],
+        ["dataset", f"{dataset} ({questions} search questions" + (f", {held} held out)" if held else ")")],
         ["generator", models.get("generator", project.generator.model)],
         ["judge", models.get("judge", project.judge_llm.model)],
         ["trials", states],
@@ -88,7 +145,7 @@ def _question(view: StudyView) -> list[str]:
     ]
     out = ["## The question answered", "",
            f"Which configuration of the search space maximises {', '.join(view.targets)} on these questions? "
-           f"Every trial answered the same questions; the LLM cache served every call a trial repeated.", ""]
+           f"Every trial answered the same search questions; the LLM cache served every call a trial repeated.", ""]
     out += _table(["", ""], rows)
     if view.space is not None:
         out += ["Search space" + (f" (`{view.space_file}`)" if view.space_file else "") + ":", ""]
@@ -103,7 +160,7 @@ def _comparison(analysis: Analysis, plots: dict[str, str]) -> list[str]:
     best, baseline = view.best, view.baseline
     if not analysis.comparisons or best is None or baseline is None:
         return []
-    out = ["## Best vs baseline", "",
+    out = ["## Best vs baseline" + (" on the search questions (in-sample)" if analysis.verdict else ""), "",
            "Per-question paired differences (best − baseline) on the questions both scored; the interval is a "
            "seeded percentile bootstrap of the mean difference (10,000 resamples), p from the Wilcoxon signed-rank "
            "test. A CI that contains 0 means the difference could be luck.", ""]

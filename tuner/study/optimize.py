@@ -18,6 +18,8 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.config import ALL_METRICS, PipelineConfig
+from tuner.data import Question
+from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult, QuestionResult, TrialFile
 from tuner.study.space import SearchSpace, pipeline_for
@@ -125,14 +127,14 @@ StudyHook = Callable[..., None]
 
 class Objective:
     def __init__(self, runner: RagRunner, space: SearchSpace, base: PipelineConfig, settings: StudySettings,
-                 folder: StudyFolder, hook: StudyHook | None = None):
+                 folder: StudyFolder, questions: list[Question], hook: StudyHook | None = None):
         self.runner = runner
         self.space = space
         self.base = base
         self.settings = settings
         self.folder = folder
+        self.questions = questions  # the search questions: held-out ones are for the verdict alone
         self.hook = hook or (lambda *args: None)
-        self.questions = runner.workspace.dataset.questions
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
@@ -157,15 +159,17 @@ class Objective:
 
         started = time.perf_counter()
         partial: list[QuestionResult] = []
+        metrics = self.settings.metrics_needed()
+        answer = bool(metrics)  # a study of retrieval metrics alone generates no answer
         try:
             result = self.runner.evaluate(
-                config, metrics=self.settings.metrics_needed(),
+                config, self.questions, metrics=metrics,
                 on_progress=lambda i, qid, stage: self.hook("question", i, stage),
-                on_question=lambda i, q: (partial.append(q), report(i, q)),
+                on_question=lambda i, q: (partial.append(q), report(i, q)), answer=answer,
             )
         except optuna.TrialPruned:
-            scored, skipped = self.runner.metrics_for(self.settings.metrics_needed())
-            result = self.runner.summarise(partial, scored, skipped, config.program, time.perf_counter() - started)
+            scored, skipped = self.runner.metrics_for(metrics) if answer else ([], {})
+            result = self.runner.summarise(partial, scored, skipped, config, time.perf_counter() - started, answer)
             self._record(trial, config, result, pruned=True)
             raise
         self._record(trial, config, result, pruned=pruned)
@@ -204,7 +208,7 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
 
 
 def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, storage_url: str | None,
-               project: dict[str, Any], space_file: str) -> optuna.Study:
+               project: dict[str, Any], space_file: str, split: Split) -> optuna.Study:
     """Create the study, or load it to resume; the targets of a resumed study must not change."""
     from tuner.study.storage import make_storage, redact
 
@@ -225,7 +229,8 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
                            "metrics": settings.metrics_needed(),
                            "sampler": settings.sampler, "seed": settings.seed, "search_space": space_file,
                            "space": space.model_dump(mode="json", exclude_defaults=True),
-                           "storage_url": redact(storage_url) if storage_url else None, "project": project})
+                           "storage_url": redact(storage_url) if storage_url else None, "project": project,
+                           "split": split.to_json()})
     return study
 
 

@@ -14,6 +14,7 @@ import yaml
 from optuna.trial import TrialState
 
 from tuner.config import ProjectConfig
+from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.records import EvalResult, TrialFile
 from tuner.study.space import SearchSpace, load_space
@@ -34,10 +35,17 @@ class TrialRecord:
     started: datetime | None
     finished: datetime | None
     file: TrialFile | None
+    #: the same configuration scored on the held-out questions by the verdict (None: not scored, or scored
+    #: with another configuration or other models than this trial's, e.g. before a resume changed them)
+    holdout: TrialFile | None = None
 
     @property
     def result(self) -> EvalResult | None:
         return self.file.result if self.file else None
+
+    @property
+    def held_out(self) -> EvalResult | None:
+        return self.holdout.result if self.holdout else None
 
     @property
     def pipeline(self) -> Mapping[str, Any]:
@@ -64,6 +72,18 @@ class StudyView:
     @property
     def name(self) -> str:
         return self.folder.name
+
+    @property
+    def compared(self) -> list[str]:
+        """The metrics comparisons lead with: the targets, then the guards."""
+        from tuner.study.optimize import Constraint
+
+        return list(dict.fromkeys([*self.targets, *(Constraint.parse(c).metric for c in self.constraints)]))
+
+    @property
+    def split(self) -> Split:
+        """The questions held out for the verdict (none for a study recorded before splits existed)."""
+        return Split.from_json(self.meta.get("split"))
 
     @property
     def target(self) -> str:
@@ -112,11 +132,17 @@ def read_study(folder: StudyFolder, storage_url: str | None = None) -> StudyView
 
 def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]:
     trials = study.get_trials(deepcopy=False)
-    return [TrialRecord(number=t.number, state=state, params=dict(t.params),
-                        values=tuple(t.values) if t.values else None, baseline=bool(t.user_attrs.get("baseline")),
-                        rerun_of=t.user_attrs.get("rerun_of"), feasible=feasible(t), started=t.datetime_start,
-                        finished=t.datetime_complete, file=folder.read_trial(t.number))
-            for t, state in zip(trials, trial_states(trials))]
+    records = []
+    for t, state in zip(trials, trial_states(trials)):
+        file = folder.read_trial(t.number)
+        holdout = folder.read_trial(t.number, held_out=True) if file else None
+        if holdout and (holdout.pipeline != file.pipeline or holdout.result.models != file.result.models):
+            holdout = None  # stale: it scored something else than this trial
+        records.append(TrialRecord(
+            number=t.number, state=state, params=dict(t.params), values=tuple(t.values) if t.values else None,
+            baseline=bool(t.user_attrs.get("baseline")), rerun_of=t.user_attrs.get("rerun_of"), feasible=feasible(t),
+            started=t.datetime_start, finished=t.datetime_complete, file=file, holdout=holdout))
+    return records
 
 
 def feasible(trial: optuna.trial.FrozenTrial) -> bool:

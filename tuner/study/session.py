@@ -3,9 +3,10 @@
     session = Session.open(StudySpec("demo", StudySettings(["faithfulness"]), space_file))
     session.run(trials=40)
 
-Opening resolves the project (a resumed study keeps the project it started with unless one is given), fails
-the trials a killed process left RUNNING and queues them again, and enqueues the baseline as trial 0.
-Models load only when `run` needs them, so reading a study back costs nothing.
+Opening resolves the project (a resumed study keeps the project it started with unless one is given), splits
+the questions into search and held-out parts (a resumed study keeps its recorded split), fails the trials a
+killed process left RUNNING and queues them again, and enqueues the baseline as trial 0. Trials see only the
+search questions. Models load only when `run` needs them, so reading a study back costs nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from typing import Any
 import optuna
 
 from tuner.config import PipelineConfig, ProjectConfig
+from tuner.data import Dataset, Question, load_dataset
+from tuner.data.split import Split
+from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.models.embedders import Embedder
 from tuner.study.optimize import (DONE, Objective, StudyHook, StudySettings, enqueue_baseline, open_study,
@@ -41,6 +45,9 @@ class StudySpec:
     cache_dir: Path | None = None
     #: knob values of trial 0 beyond the project's pipeline (a round starts from the previous round's best)
     baseline: Mapping[str, Any] = field(default_factory=dict)
+    #: the share of questions held out for the verdict (None: a resumed study's recorded split, else 0.3 from 20
+    #: questions on), or a Split to reuse (rounds keep round 1's)
+    holdout: float | Split | None = None
 
 
 @dataclass
@@ -50,6 +57,8 @@ class Session:
     study: optuna.Study
     space: SearchSpace
     project: ProjectConfig
+    dataset: Dataset
+    split: Split
     recovered: list[int]
     _runner: RagRunner | None = None
 
@@ -69,11 +78,16 @@ class Session:
         pipeline = pipeline_for(project.pipeline, dict(spec.baseline))
         project = project.model_copy(update={"dataset": dataset, "pipeline": pipeline,
                                              "cache_dir": (spec.cache_dir or folder.cache).resolve()})
+        data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)
+        holdout = spec.holdout if spec.holdout is not None else project.dataset.holdout
+        split = study_split(folder.read_meta(), holdout, [q.id for q in data.questions], folder.name)
+        # recorded in the project too, so `tuner best` writes a config whose `eval --split` finds the same split
+        project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"holdout": split.fraction})})
         study = open_study(folder, spec.settings, space, spec.storage, project.model_dump(mode="json"),
-                           str(spec.search_space))
+                           str(spec.search_space), split)
         recovered = recover_interrupted(study) if spec.storage is None else []
         enqueue_baseline(study, space, project.pipeline)
-        return cls(spec, folder, study, space, project, recovered)
+        return cls(spec, folder, study, space, project, data, split, recovered)
 
     @property
     def finished(self) -> int:
@@ -83,18 +97,37 @@ class Session:
     def base(self) -> PipelineConfig:
         return self.project.pipeline
 
+    @property
+    def search_questions(self) -> list[Question]:
+        return self.split.search(self.dataset.questions)
+
     def runner(self, models: Models | None = None, embedder: Embedder | None = None,
                use_cache: bool = True) -> RagRunner:
         """The workspace and models, built on first use (tests pass fakes; benchmarks turn the cache off)."""
         if self._runner is None:
             from tuner.workspace import open_workspace
 
-            self._runner = RagRunner(open_workspace(self.project, embedder=embedder), use_cache, models)
+            self._runner = RagRunner(open_workspace(self.project, embedder=embedder, dataset=self.dataset),
+                                     use_cache, models)
         return self._runner
 
     def run(self, trials: int, timeout: float | None = None, hook: StudyHook | None = None) -> int:
         """Run until the study holds `trials` finished trials; returns how many trials ran now."""
         if self.finished >= trials:
             return 0  # nothing to run: load no model
-        objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder, hook)
+        objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,
+                              self.search_questions, hook)
         return run_study(self.study, objective, trials, timeout)
+
+
+def study_split(meta: Mapping[str, Any], holdout: float | Split | None, ids: list[str], name: str) -> Split:
+    """The study's split: the recorded one when resuming (a different --holdout is refused), else a new one."""
+    if isinstance(holdout, Split):
+        return holdout
+    if meta:
+        recorded = Split.from_json(meta.get("split"))
+        if holdout is not None and holdout != recorded.fraction:
+            raise ConfigError(f"study {name} holds out {recorded.fraction:g} of its questions; resume it without "
+                              f"--holdout (or with --holdout {recorded.fraction:g}), or choose another --study name")
+        return recorded
+    return Split.auto(ids, holdout)

@@ -1,5 +1,6 @@
-"""Where a study lives: studies/<name>/ holds the Optuna journal, the LLM + embedding caches and one JSON per
-trial, so reports read results instead of re-running anything.
+"""Where a study lives: studies/<name>/ holds the Optuna journal, the LLM + embedding caches, one JSON per
+trial (on the search questions) and one per trial the verdict scored on the held-out questions (holdout/), so
+reports read results instead of re-running anything.
 
 One machine uses Optuna's journal file (append-only: a kill -9 loses no completed trial; optuna-dashboard
 reads it as is). `--storage URL` takes an RDB URL (PostgreSQL for several workers, SQLite) with heartbeats so
@@ -46,18 +47,24 @@ class StudyFolder:
     def meta(self) -> Path:
         return self.root / "study.json"
 
-    def trial_file(self, number: int) -> Path:
-        return self.trials / f"{number:04d}.json"
+    @property
+    def holdout(self) -> Path:
+        return self.root / "holdout"
 
-    def write_trial(self, record: TrialFile) -> None:
-        self.trials.mkdir(parents=True, exist_ok=True)
-        partial = self.trial_file(record.number).with_suffix(".partial")
+    def trial_file(self, number: int, held_out: bool = False) -> Path:
+        return (self.holdout if held_out else self.trials) / f"{number:04d}.json"
+
+    def write_trial(self, record: TrialFile, held_out: bool = False) -> None:
+        path = self.trial_file(record.number, held_out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
         partial.write_text(json.dumps(record.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
-        partial.replace(self.trial_file(record.number))  # atomic: a reader never sees half a file
+        partial.replace(path)  # atomic: a reader never sees half a file
 
-    def read_trial(self, number: int) -> TrialFile | None:
-        """The trial's file, or None when it has none (failed before finishing its first question)."""
-        path = self.trial_file(number)
+    def read_trial(self, number: int, held_out: bool = False) -> TrialFile | None:
+        """The trial's file (or its held-out evaluation's), or None when it has none (a trial that failed before
+        finishing its first question; a trial the verdict did not score)."""
+        path = self.trial_file(number, held_out)
         if not path.is_file():
             return None
         try:

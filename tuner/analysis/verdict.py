@@ -1,0 +1,155 @@
+"""The verdict: is the best configuration's gain real on questions the search never saw?
+
+The search picks its best trial on the search questions, so its in-sample gain carries the winner's curse. The
+verdict scores the best trial and the baseline on the held-out questions and compares them there, paired by
+question, with the same bootstrap CI as every comparison. When other trials are within noise of the best
+(the best's in-sample lead over them is not distinguishable from zero), the top few are scored on held-out too,
+and the verdict says which generalises best — a figure that is itself chosen on held-out data, so mildly
+optimistic, which the sentence says.
+
+    view = read_study(folder)
+    give_verdict(view, runner)            # scores what is missing (LLM calls), returns the view read again
+    verdict(view).sentence()              # pure: reads the held-out files
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from tuner.analysis.stats import Comparison, compare, compare_results, per_question
+from tuner.data.split import Split
+from tuner.study.results import StudyView, TrialRecord
+
+if TYPE_CHECKING:
+    from tuner.evaluation.rag_eval import RagRunner
+
+#: trials scored on held-out at most, the best included (the baseline comes on top)
+CONTENDERS = 3
+
+
+def contenders(view: StudyView, top: int = CONTENDERS) -> list[TrialRecord]:
+    """The trials the verdict scores besides the baseline: the best, then (best first) the complete feasible
+    trials it does not beat distinguishably on the search questions, at most `top` in all. Single target only."""
+    best = view.best
+    if best is None or best.result is None:
+        return []
+    done = [t for t in view.trials if t.state == "complete" and t.feasible and t.values and t.result]
+    chosen = [best]
+    for trial in sorted(done, key=lambda t: (-t.values[0], t.number)):
+        if len(chosen) >= top:
+            break
+        lead = compare(view.target, per_question(trial.result, view.target), per_question(best.result, view.target))
+        if trial is not best and lead.verdict != "better":
+            chosen.append(trial)
+    return chosen
+
+
+def to_score(view: StudyView, top: int = CONTENDERS) -> list[TrialRecord]:
+    """Contenders and the baseline that have no held-out evaluation yet."""
+    if not view.split.active or view.best is None:
+        return []
+    wanted = contenders(view, top)
+    if view.baseline is not None and view.baseline.result is not None and view.baseline not in wanted:
+        wanted.append(view.baseline)
+    return [t for t in wanted if t.holdout is None]
+
+
+@dataclass(frozen=True)
+class Contender:
+    trial: TrialRecord
+    in_sample: float  # the target's mean on the search questions (the trial's value)
+    held_out: Comparison | None  # vs the baseline on the held-out questions; None: not scored yet
+
+
+@dataclass(frozen=True)
+class Verdict:
+    metric: str
+    split: Split
+    best: TrialRecord
+    baseline: TrialRecord
+    in_sample: Comparison  # best vs baseline on the search questions
+    held_out: tuple[Comparison, ...]  # best vs baseline on the held-out questions, target first; () if not scored
+    contenders: tuple[Contender, ...]
+
+    @property
+    def headline(self) -> Comparison | None:
+        return self.held_out[0] if self.held_out else None
+
+    @property
+    def pending(self) -> bool:
+        return not self.held_out or any(c.held_out is None for c in self.contenders)
+
+    @property
+    def holds(self) -> bool:
+        """The gain is distinguishable from zero on unseen questions."""
+        return self.headline is not None and self.headline.verdict == "better"
+
+    @property
+    def generalises_best(self) -> Contender | None:
+        """Among contenders scored on held-out, the one with the highest held-out mean (ties: in-sample order)."""
+        scored = [c for c in self.contenders if c.held_out is not None and c.held_out.candidate_mean is not None]
+        return max(scored, key=lambda c: c.held_out.candidate_mean) if len(scored) > 1 else None
+
+    def sentence(self) -> str:
+        """The verdict in plain words."""
+        best = f"trial {self.best.number}"
+        head = self.headline
+        if self.best.number == self.baseline.number:
+            return "The baseline stayed the best trial: there is no gain to check on held-out questions."
+        if head is None:
+            return (f"Not yet judged on the {len(self.split.holdout_ids)} held-out questions: "
+                    f"`tuner best --verdict` scores {best} and the baseline on them.")
+        if head.ci is None:
+            return f"No held-out question was scored on {self.metric} for both {best} and the baseline."
+        ci = f"95 % CI [{head.ci[0]:+.3f}, {head.ci[1]:+.3f}], {head.n} held-out questions"
+        seen = self.in_sample.mean_difference
+        in_sample = "" if seen is None else f" (in-sample: {seen:+.3f})"
+        if head.verdict == "better":
+            reading = "the gain holds on unseen questions"
+        elif head.verdict == "worse":
+            reading = "the configuration is worse than the baseline on unseen questions: the in-sample gain did " \
+                      "not generalise"
+        elif head.verdict == "no difference":
+            reading = "it scores exactly like the baseline on every unseen question: the in-sample gain was luck"
+        else:
+            reading = "the gain is not distinguishable from zero on unseen questions — the in-sample gain could " \
+                      "be luck"
+        return (f"On questions the search never saw, {best} vs the baseline on {self.metric}: "
+                f"{head.reference_mean:.3f} → {head.candidate_mean:.3f}, {head.mean_difference:+.3f} ({ci})"
+                f"{in_sample}: {reading}.")
+
+
+def verdict(view: StudyView) -> Verdict | None:
+    """The verdict from the held-out files; None when the study holds nothing out or has no best vs baseline."""
+    best, baseline = view.best, view.baseline
+    if not view.split.active or best is None or baseline is None or best.result is None or baseline.result is None:
+        return None
+    metric = view.target
+    in_sample = compare(metric, per_question(baseline.result, metric), per_question(best.result, metric))
+    held_out: tuple[Comparison, ...] = ()
+    if best.held_out is not None and baseline.held_out is not None:
+        held_out = compare_results(view.compared, baseline.held_out, best.held_out)
+    rivals = tuple(
+        Contender(t, t.values[0], None if t.held_out is None or baseline.held_out is None else
+                  compare(metric, per_question(baseline.held_out, metric), per_question(t.held_out, metric)))
+        for t in contenders(view))
+    return Verdict(metric, view.split, best, baseline, in_sample, held_out, rivals)
+
+
+def give_verdict(view: StudyView, runner: RagRunner,
+                 on_trial: Callable[[TrialRecord, int, int], None] | None = None,
+                 on_progress: Callable[[int, str, str], None] | None = None) -> StudyView:
+    """Score on held-out whatever the verdict still needs (through the study's caches); the view read again.
+    `on_trial(trial, index, count)` announces each trial scored."""
+    from tuner.study.holdout import score_held_out
+
+    pending = to_score(view)
+    metrics = list(view.meta.get("metrics", []))
+    scored = {}
+    for index, trial in enumerate(pending):
+        if on_trial:
+            on_trial(trial, index, len(pending))
+        scored[trial.number] = score_held_out(runner, view.folder, view.split, trial, metrics, on_progress)
+    return replace(view, trials=tuple(replace(t, holdout=scored.get(t.number, t.holdout)) for t in view.trials))
