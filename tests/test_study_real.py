@@ -1,7 +1,9 @@
-"""`tuner optimize` for real: the 0.5B model on 2 demo questions, killed with SIGKILL mid-trial and resumed.
+"""`tuner optimize` for real: the 0.5B model on 4 demo questions (2 searched, 2 held out), killed with SIGKILL
+mid-trial and resumed.
 
 Checks the promises a user leaving a study overnight relies on: nothing completed is lost, the interrupted
-trial runs again, no LLM call is paid twice, and `tuner best` gives a config `tuner eval` re-scores from cache.
+trial runs again, no LLM call is paid twice, no trial sees a held-out question, the verdict judges the best on
+the held-out ones, and `tuner best` gives a config `tuner eval --split` re-scores from cache on either part.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ def entries(cache_file: Path) -> int:
 
 def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     (tmp_path / "tuner.yaml").write_text(yaml.safe_dump(
-        {"generator": {"model": "qwen2.5-0.5b", "path": str(small_gguf)}, "dataset": {"limit": 2}}))
+        {"generator": {"model": "qwen2.5-0.5b", "path": str(small_gguf)}, "dataset": {"limit": 4}}))
     command = ["optimize", "--target", "faithfulness", "--trials", "3", "--search-space", QUICK,
-               "--config", "tuner.yaml", "--study", "ci", "--sampler", "random", "--seed", "3"]
+               "--config", "tuner.yaml", "--study", "ci", "--sampler", "random", "--seed", "3", "--holdout", "0.5"]
     study_dir = tmp_path / "studies" / "ci"
     cache_file = study_dir / "cache" / "llm_calls.sqlite"
 
@@ -73,14 +75,28 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     for trial in finished:
         assert (study_dir / "trials" / f"{trial.number:04d}.json").is_file()
 
-    assert tuner("best", "--study", "ci", "--out", "best.yaml", cwd=tmp_path).returncode == 0
+    split = json.loads((study_dir / "study.json").read_text())["split"]
+    held_out = set(split["holdout_ids"])
+    assert len(held_out) == 2
+    for trial in finished:  # the search never saw a held-out question
+        recorded = json.loads((study_dir / "trials" / f"{trial.number:04d}.json").read_text())["per_question"]
+        assert len(recorded) in (1, 2) and not {q["id"] for q in recorded} & held_out
     best = max((t for t in finished if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.value)
-    rescored = tuner("eval", "--config", "best.yaml", "--out", "rescored.json", cwd=tmp_path)
-    assert rescored.returncode == 0, rescored.stderr
-    assert "Traceback" not in rescored.stderr
-    data = json.loads((tmp_path / "rescored.json").read_text())
-    assert data["cost"]["llm_calls"] == 0
-    assert data["metrics"]["faithfulness"] == pytest.approx(best.value)
+    judged = json.loads((study_dir / "holdout" / f"{best.number:04d}.json").read_text())  # the verdict ran
+    assert {q["id"] for q in judged["per_question"]} == held_out
+    assert (study_dir / "holdout" / "0000.json").is_file()  # the baseline too
+    assert "held-out" in (tmp_path / "reports" / "ci" / "report.md").read_text()
+    assert "never saw" in resumed.stdout or "baseline stayed the best" in resumed.stdout
+
+    assert tuner("best", "--study", "ci", "--out", "best.yaml", cwd=tmp_path).returncode == 0
+    for part, expected in (("search", best.value), ("holdout", judged["metrics"]["faithfulness"])):
+        rescored = tuner("eval", "--config", "best.yaml", "--split", part, "--out", f"{part}.json", cwd=tmp_path)
+        assert rescored.returncode == 0, rescored.stderr
+        assert "Traceback" not in rescored.stderr
+        data = json.loads((tmp_path / f"{part}.json").read_text())
+        assert data["cost"]["llm_calls"] == 0  # both parts come back from the study's cache
+        assert data["metrics"]["faithfulness"] == (None if expected is None else pytest.approx(expected))
+    assert tuner("best", "--study", "ci", "--verdict", cwd=tmp_path).returncode == 0  # already judged: no model
 
     listing = tuner("studies", cwd=tmp_path)
     assert listing.returncode == 0 and "ci" in listing.stdout

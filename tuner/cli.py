@@ -261,11 +261,13 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
         return 0
     with err_console.status("loading models"):
         runner = session.runner()
-    questions = len(runner.workspace.dataset.questions)
+    questions = len(session.search_questions)
+    held = len(session.split.holdout_ids)
     targets = session.spec.settings.targets
     err_console.print(f"study [bold]{session.folder.name}[/] in {session.folder.root}: {', '.join(targets)} over "
-                      f"{questions} questions of {runner.workspace.dataset.name}, sampler "
-                      f"{session.spec.settings.sampler}")
+                      f"{questions} questions of {runner.workspace.dataset.name}"
+                      + (f" ({held} more held out for the verdict)" if held else " (none held out)")
+                      + f", sampler {session.spec.settings.sampler}", highlight=False)
     with StudyDisplay(session.study, trials, questions, targets) as display:
         return session.run(trials, timeout, hook=display)
 

@@ -65,6 +65,8 @@ def attribute(questions: Sequence[QuestionResult], target: str,
     losses = []
     for q in questions:
         score = q.value(target)
+        if score is None and target in RETRIEVAL_METRICS:
+            continue  # no gold ids: the question is not in the target's mean, so it loses nothing
         loss = 1.0 if score is None else max(0.0, 1.0 - score)
         if loss <= 1e-9:
             continue
@@ -77,9 +79,7 @@ def attribute(questions: Sequence[QuestionResult], target: str,
 def _stage(q: QuestionResult, target: str, score: float | None, spread: float | None) -> tuple[str, str]:
     trace = q.retrieval
     missing = set(trace.gold_ids) - set(trace.selected)
-    if target in RETRIEVAL_METRICS:
-        if not trace.has_gold:
-            return "unknown", "no gold ids"
+    if target in RETRIEVAL_METRICS:  # scored, so the question has gold ids
         lost_before_pool = set(trace.gold_ids) - set(trace.in_pool)
         if lost_before_pool and trace.traced:
             return "retrieval", _where(trace.candidate_rank)

@@ -88,9 +88,12 @@ class Verdict:
 
     @property
     def generalises_best(self) -> Contender | None:
-        """Among contenders scored on held-out, the one with the highest held-out mean (ties: in-sample order)."""
-        scored = [c for c in self.contenders if c.held_out is not None and c.held_out.candidate_mean is not None]
-        return max(scored, key=lambda c: c.held_out.candidate_mean) if len(scored) > 1 else None
+        """Among contenders scored on held-out, the one with the highest held-out mean; None on a tie."""
+        scored = sorted((c for c in self.contenders if c.held_out is not None and c.held_out.candidate_mean is not None),
+                        key=lambda c: -c.held_out.candidate_mean)
+        if len(scored) < 2 or scored[0].held_out.candidate_mean == scored[1].held_out.candidate_mean:
+            return None
+        return scored[0]
 
     def sentence(self) -> str:
         """The verdict in plain words."""

@@ -116,6 +116,8 @@ def _held_out(analysis: Analysis) -> list[str]:
         out += _table(["trial", "knobs", f"{verdict.metric} in-sample", "held-out", "held-out − baseline (95 % CI)"],
                       rows)
         winner = verdict.generalises_best
+        if winner is None and all(c.held_out is not None for c in verdict.contenders):
+            out += ["No trial among them generalises better than the others: the best held-out scores tie.", ""]
         if winner is not None:
             out += [f"Trial {winner.trial.number} generalises best ({verdict.metric} {_f(winner.held_out.candidate_mean)}"
                     f" on held-out). Choosing it by that figure spends the held-out questions on a choice among "

@@ -1,0 +1,78 @@
+"""In-sample vs held-out gain: a retrieval-target study on each shared BEIR-layout set, then its verdict.
+
+Each study tunes `--target` (default recall@5) over search_spaces/retrieval.yaml with TPE on the search questions
+(70 %), then scores the best trial and the baseline on the held-out 30 %. It prints, per set, the best − baseline
+difference with its paired bootstrap 95 % CI in-sample and held-out: how much of the gain the search reports
+survives on questions it never saw. No LLM is loaded (retrieval targets generate no answer).
+
+Studies are ordinary resumable studies under --studies: run again, and finished ones are only read back.
+
+    python bench/verdict.py                                  # 30 trials per set, recall@5
+    python bench/verdict.py --trials 40 --target ndcg@10 --studies /tmp/verdict
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+import tuner  # noqa: F401  (offline env first)
+from tuner.analysis.verdict import give_verdict, verdict
+from tuner.config import ProjectConfig
+from tuner.study.optimize import StudySettings
+from tuner.study.results import read_study
+from tuner.study.session import Session, StudySpec
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT.parent / "shared" / "datasets"
+SPACE = ROOT / "search_spaces" / "retrieval.yaml"
+#: the BEIR-layout sets, with a question limit where the full set makes a trial slow (cmu_qa: 2,462 questions)
+SETS = {"squad2_dev_normans": None, "clapnq_dev": None, "vaswani_npl": None, "cmu_qa_wikipedia_v1.2": 800}
+console = Console()
+
+
+def ci(comparison) -> str:
+    if comparison is None or comparison.ci is None:
+        return "—"
+    return f"{comparison.mean_difference:+.3f} [{comparison.ci[0]:+.3f}, {comparison.ci[1]:+.3f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--target", default="recall@5")
+    parser.add_argument("--studies", type=Path, default=Path("studies"))
+    args = parser.parse_args()
+
+    table = Table(title=f"{args.target}: best − baseline, in-sample vs held-out (TPE, {args.trials} trials, "
+                        f"{SPACE.name})")
+    for column in ("set", "questions (search + held-out)", "best trial", "baseline → best in-sample",
+                   "in-sample Δ [95 % CI]", "baseline → best held-out", "held-out Δ [95 % CI]", "reading"):
+        table.add_column(column)
+    for name, limit in SETS.items():
+        if not (DATASETS / name).is_dir():
+            console.print(f"[yellow]skipped {name}: not in {DATASETS}[/]")
+            continue
+        spec = StudySpec(f"r5-{name}", StudySettings([args.target]), SPACE, ProjectConfig(), DATASETS / name,
+                         limit, studies_dir=args.studies)
+        session = Session.open(spec)
+        session.run(args.trials)
+        judged = verdict(give_verdict(read_study(session.folder), session.runner()))
+        if judged is None:
+            table.add_row(name, "", "no best vs baseline", *[""] * 5)
+            continue
+        seen, held = judged.in_sample, judged.headline
+        table.add_row(name, f"{len(session.search_questions)} + {len(session.split.holdout_ids)}",
+                      str(judged.best.number),
+                      f"{seen.reference_mean:.3f} → {seen.candidate_mean:.3f}" if seen.ci else "—", ci(seen),
+                      f"{held.reference_mean:.3f} → {held.candidate_mean:.3f}" if held and held.ci else "—", ci(held),
+                      "baseline stayed best" if judged.best.number == judged.baseline.number else
+                      "holds" if judged.holds else held.verdict if held else "not judged")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
