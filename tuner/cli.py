@@ -59,6 +59,8 @@ def eval_command(
     from tuner.data.split import Split
     from tuner.workspace import open_workspace
 
+    if split not in ("all", "search", "holdout"):
+        raise ConfigError(f"--split {split!r}: choose all, search or holdout")
     project = load_config(config)
     pipeline_config = apply_overrides(project.pipeline, set_ or [])
     project = project.model_copy(update={"pipeline": pipeline_config})

@@ -40,8 +40,10 @@ def contenders(view: StudyView, top: int = CONTENDERS) -> list[TrialRecord]:
     for trial in sorted(done, key=lambda t: (-t.values[0], t.number)):
         if len(chosen) >= top:
             break
+        if trial is best:
+            continue
         lead = compare(view.target, per_question(trial.result, view.target), per_question(best.result, view.target))
-        if trial is not best and lead.verdict != "better":
+        if lead.verdict != "better":
             chosen.append(trial)
     return chosen
 

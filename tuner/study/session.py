@@ -66,9 +66,9 @@ class Session:
     def open(cls, spec: StudySpec) -> Session:
         space = load_space(spec.search_space)
         folder = study_folder(spec.studies_dir, spec.name)
+        meta = folder.read_meta()
         project = spec.project
         if project is None:
-            meta = folder.read_meta()
             project = ProjectConfig.model_validate(meta["project"]) if meta else ProjectConfig()
         dataset = project.dataset
         if spec.dataset is not None:
@@ -80,7 +80,7 @@ class Session:
                                              "cache_dir": (spec.cache_dir or folder.cache).resolve()})
         data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)
         holdout = spec.holdout if spec.holdout is not None else project.dataset.holdout
-        split = study_split(folder.read_meta(), holdout, [q.id for q in data.questions], folder.name)
+        split = study_split(meta, holdout, [q.id for q in data.questions], folder.name)
         # recorded in the project too, so `tuner best` writes a config whose `eval --split` finds the same split
         project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"holdout": split.fraction})})
         study = open_study(folder, spec.settings, space, spec.storage, project.model_dump(mode="json"),
