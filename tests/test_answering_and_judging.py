@@ -98,16 +98,6 @@ def test_inputs_ragas_cannot_take_are_settled_first(fake_embedder):
     assert llm.calls == []
 
 
-def test_nan_from_ragas_is_counted(fake_embedder, monkeypatch):
-    llm = ScriptedLLM()
-    from tests import fakes
-
-    monkeypatch.setitem(fakes.SCRIPTED_JSON, "StatementGeneratorOutput", {"statements": []})
-    scorer = RagasScorer(llm, fake_embedder, EvaluationConfig(), max_tokens=64)
-    outcome = scorer.score("faithfulness", "q?", "Hmm.", ["context"], None)
-    assert outcome.value is None and outcome.failure == "nan"
-
-
 def test_full_evaluation_scores_all_metrics_and_reruns_free(runner_factory):
     runner, llm = runner_factory()
     config = PipelineConfig(top_k=3)

@@ -21,7 +21,7 @@ def test_help_lists_every_command(tmp_path):
     result = tuner("--help", cwd=tmp_path)
     assert result.returncode == 0
     for command in ("eval", "index", "data", "models", "optimize", "studies", "best", "trials", "spaces", "report",
-                    "analyze"):
+                    "analyze", "judge"):
         assert command in result.stdout
         assert tuner(command, "--help", cwd=tmp_path).returncode == 0
 

@@ -85,7 +85,11 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     judged = json.loads((study_dir / "holdout" / f"{best.number:04d}.json").read_text())  # the verdict ran
     assert {q["id"] for q in judged["per_question"]} == held_out
     assert (study_dir / "holdout" / "0000.json").is_file()  # the baseline too
-    assert "held-out" in (tmp_path / "reports" / "ci" / "report.md").read_text()
+    report = (tmp_path / "reports" / "ci" / "report.md").read_text()
+    assert "held-out" in report
+    check = json.loads((study_dir / "judge_check.json").read_text())["judges"][0]  # the judge, checked before trial 0
+    assert check["questions"] and not set(check["questions"]) & held_out
+    assert "## Judge check" in report
     baseline_held = json.loads((study_dir / "holdout" / "0000.json").read_text())["per_question"]
     def scored(records):  # ids the judge gave a faithfulness score (NaN is stored as null)
         return {q["id"] for q in records if q["scores"].get("faithfulness") is not None}

@@ -14,7 +14,7 @@ from rich.table import Table
 
 import tuner  # noqa: F401  (sets offline environment defaults first)
 from tuner.config import PipelineConfig, ProjectConfig, describe_validation_error, load_config
-from tuner.errors import ConfigError, TunerError
+from tuner.errors import ConfigError, DataError, TunerError
 from tuner.ui import console, err_console, knobs, progress
 
 app = typer.Typer(
@@ -200,6 +200,9 @@ def optimize_command(
     holdout: Annotated[Optional[float], typer.Option(
         "--holdout", min=0, max=0.95, help="share of questions held out for the final verdict (default 0.3 from 20 "
         "questions on; 0: none)")] = None,
+    judge_check: Annotated[str, typer.Option(
+        "--judge-check", help="before a new study's first trial, check the judge on a few labelled cases: warn "
+        "(default) prints what is wrong, strict refuses to start, off skips it")] = "warn",
     reports_dir: ReportsDirOption = Path("reports"),
 ) -> None:
     """Search the pipeline's knobs with Optuna, then judge the best on held-out questions; run again to resume."""
@@ -208,13 +211,16 @@ def optimize_command(
     from tuner.study.session import Session, StudySpec
     from tuner.study.storage import study_folder
 
+    if judge_check not in ("warn", "strict", "off"):
+        raise ConfigError(f"--judge-check {judge_check!r}: choose warn, strict or off")
     settings = StudySettings(targets=list(target), constraints=[Constraint.parse(c) for c in constraint or []],
                              sampler=sampler, seed=seed, prune_after=prune_after)
     timeout_seconds = parse_duration(timeout) if timeout else None
     space_file = resolve_space(search_space)
     resumed = study_folder(studies_dir, study).meta.is_file()
     project = None if resumed and not config else load_config(config)  # a resumed study keeps its project
-    spec = StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir, holdout=holdout)
+    spec = StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir, holdout=holdout,
+                     before_first_trial=judge_guard(judge_check))
     if rounds > 1:
         return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir)
     session = Session.open(spec)
@@ -552,6 +558,138 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
     console.print(table)
 
 
+judge_app = typer.Typer(help="Check the RAGAS judge on your own data before optimising against it.",
+                        no_args_is_help=True)
+app.add_typer(judge_app, name="judge")
+
+
+@judge_app.command("check")
+def judge_check_command(
+    config: Annotated[Optional[list[Path]], typer.Option(
+        "--config", "-c", help="project config YAML whose judge is checked; repeat to compare judges side by side "
+        "(default: built-in defaults, or the study's project)")] = None,
+    dataset: DatasetOption = None,
+    n: Annotated[int, typer.Option("--n", min=2, help="questions to build cases from")] = 20,
+    metrics: Annotated[Optional[str], typer.Option(
+        "--metrics", "-m", help="comma-separated RAGAS metrics (default: the config's)")] = None,
+    agreement: Annotated[int, typer.Option(
+        "--agreement", min=0, help="cases per metric also judged under two sampled seeds (agreement)")] = 5,
+    paraphrase: Annotated[bool, typer.Option(help="add the generator's paraphrase of each reference as a "
+                                             "supported case")] = True,
+    study: Annotated[Optional[str], typer.Option(
+        "--study", "-s", help="check on a study's search questions with its project; saved in the study, shown in "
+        "its report")] = None,
+    studies_dir: StudiesDirOption = Path("studies"),
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="where the results JSON goes (default: "
+                                                "reports/judge-check.json, or the study's folder)")] = None,
+) -> None:
+    """Score labelled supported / unsupported cases built from your data with the judge: AUC, accuracy, NaN rates."""
+    from tuner.data.split import Split
+    from tuner.evaluation.judge_check import CHECK_FILE, KINDS, check_judge, make_cases, save_checks
+    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.workspace import open_workspace
+
+    projects = [load_config(c) for c in config] if config else [load_config(None)]
+    questions_from = None
+    if study is not None:
+        from tuner.study.storage import study_folder
+
+        folder = study_folder(studies_dir, study)
+        meta = folder.read_meta()
+        if not meta:
+            raise ConfigError(f"study {study} does not exist in {studies_dir}")
+        if not config:
+            projects = [ProjectConfig.model_validate(meta["project"])]
+        questions_from = Split.from_json(meta.get("split"))
+        out = out or folder.root / CHECK_FILE
+    out = out or Path("reports") / "judge-check.json"
+    requested = [m.strip() for m in metrics.split(",") if m.strip()] if metrics is not None else None
+    if requested == []:
+        raise ConfigError("--metrics is empty: name at least one RAGAS metric")
+
+    checks, cases = [], None
+    for project in projects:
+        with err_console.status("loading data and models"):
+            workspace = open_workspace(project, dataset)
+            runner = RagRunner(workspace)
+        if cases is None:  # one set of cases for every judge compared
+            data = workspace.dataset
+            questions = questions_from.search(data.questions) if questions_from else data.questions
+            with err_console.status("building labelled cases" + (" (paraphrasing)" if paraphrase else "")):
+                kinds = [k for k in KINDS if paraphrase or k != "paraphrase"]
+                cases = make_cases(runner, data, questions, requested or project.evaluation.metrics, n, kinds)
+        with progress() as bar:
+            task = bar.add_task(f"judging with {runner.judge.name}", total=len(cases))
+
+            def on_progress(index: int, case) -> None:
+                bar.update(task, completed=index, description=f"{case.metric} {case.question_id} {case.kind}")
+
+            checks.append(check_judge(runner, cases, agreement, on_progress))
+            bar.update(task, completed=len(cases))
+    print_judge_checks(checks)
+    save_checks(out, checks)
+    err_console.print(f"results written to {out}")
+
+
+def print_judge_checks(checks) -> None:
+    """One row per judge and metric, side by side; then each judge's problems, one line each."""
+    table = Table(title="judge check: supported vs unsupported cases")
+    for column in ("judge", "metric", "cases", "mean sup", "mean unsup", "AUC", "acc@0.5", "unscored sup/unsup",
+                   "empty sup/unsup", "seed agreement", "s/case"):
+        table.add_column(column, justify="left" if column in ("judge", "metric") else "right")
+
+    def f(value, pattern="{:.2f}"):
+        return "—" if value is None else pattern.format(value)
+
+    for check in checks:
+        for name, m in check.metrics.items():
+            table.add_row(check.judge, name, f"{m.supported.cases}/{m.unsupported.cases}", f(m.supported.mean),
+                          f(m.unsupported.mean), f(m.auc), f(m.accuracy),
+                          f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}",
+                          f"{m.supported.empty:.0%}/{m.unsupported.empty:.0%}",
+                          f(m.agreement, "{:.0%}") + (f" of {m.agreement_cases}" if m.agreement_cases else ""),
+                          f(m.seconds_per_case, "{:.1f}"))
+    console.print(table)
+    for check in checks:
+        for problem in check.problems:
+            err_console.print(f"[yellow]warning:[/] judge {check.judge}: {problem}", highlight=False, soft_wrap=True)
+
+
+def judge_guard(mode: str):
+    """The check a new study runs before its first trial (None: off). `strict` refuses to start on a problem."""
+    if mode == "off":
+        return None
+
+    def check(session) -> None:
+        from tuner.evaluation.judge_check import CHECK_FILE, quick_check, save_checks
+        from tuner.evaluation.records import RETRIEVAL_METRICS
+
+        settings = session.spec.settings
+        judged = [m for m in dict.fromkeys([*settings.targets, *(c.metric for c in settings.constraints)])
+                  if m not in RETRIEVAL_METRICS]
+        if not judged:
+            return  # no judge to trust: retrieval metrics are computed from gold ids
+        with err_console.status("checking the judge on a few labelled cases (cached)"):
+            try:
+                checked = quick_check(session.runner(), session.search_questions, judged)
+            except DataError as exc:
+                if mode == "strict":
+                    raise ConfigError(f"judge check (--judge-check strict) could not run: {exc}") from None
+                err_console.print(f"[yellow]warning:[/] judge check skipped: {exc}", highlight=False)
+                return
+        save_checks(session.folder.root / CHECK_FILE, [checked])
+        for problem in checked.problems:
+            if mode == "strict":
+                raise ConfigError(f"judge check failed (--judge-check strict): {problem}; see `tuner judge check "
+                                  f"--study {session.folder.name}`, choose another judge, or use --judge-check warn")
+            err_console.print(f"[yellow]warning:[/] judge check: {problem}", highlight=False, soft_wrap=True)
+        if not checked.problems:
+            err_console.print("judge check: " + "; ".join(f"{m} AUC {c.auc:.2f}" for m, c in checked.metrics.items()),
+                              highlight=False)
+
+    return check
+
+
 models_app = typer.Typer(help="Local GGUF models: list, install, verify, serve.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
@@ -681,7 +819,7 @@ def print_rag_tables(result) -> None:
     questions = len(result.questions)
     for metric, mean in result.metrics.items():
         failed = result.failures.get(metric, {})
-        scored = questions - sum(failed.values())
+        scored = sum(q.value(metric) is not None for q in result.questions)
         table.add_row(metric, "—" if mean is None else f"{mean:.4f}", f"{scored}/{questions}",
                       ", ".join(f"{n} {why}" for why, n in failed.items()) or "0")
     for metric, why in result.skipped.items():

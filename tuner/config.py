@@ -92,6 +92,9 @@ class EvaluationConfig(_Strict):
     metrics: list[MetricName] = Field(list(ALL_METRICS), min_length=1)
     strictness: int = Field(3, ge=1, le=10, description="questions generated per answer for answer_relevancy")
     retries: int = Field(2, ge=0, le=5, description="re-asks of the judge after unparsable output")
+    empty_judgement: Literal["unsupported", "exclude"] = Field(
+        "unsupported", description="a judge that keeps extracting nothing from a non-empty answer: score 0 and "
+        "count it (unsupported), or leave the question out of the mean as RAGAS does (exclude)")
     llm_rerank_top_n: int = Field(5, ge=1, description="candidates the LLM reranker scores (it is slow)")
 
 

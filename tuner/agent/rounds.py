@@ -85,7 +85,8 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
             seed = None if spec.settings.seed is None else spec.settings.seed + 1000 * (number - 1)
             round_spec = replace(spec, name=name, search_space=space_file, project=first.project, dataset=None,
                                  limit=None, cache_dir=first.project.cache_dir, baseline=baseline,
-                                 settings=replace(spec.settings, seed=seed), holdout=first.split)
+                                 settings=replace(spec.settings, seed=seed), holdout=first.split,
+                                 before_first_trial=None)  # round 1 checked the same judge on the same data
         session = Session.open(round_spec)
         first = first or session
         if prepare:

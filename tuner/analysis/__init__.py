@@ -18,6 +18,7 @@ from tuner.analysis.propose import Proposal, next_space, propose
 from tuner.analysis.stages import StageShares, attribute
 from tuner.analysis.stats import Comparison, compare_results
 from tuner.analysis.verdict import Verdict, verdict
+from tuner.evaluation.judge_check import CHECK_FILE, JudgeCheck, load_checks
 from tuner.study.results import StudyView
 from tuner.study.space import SearchSpace
 
@@ -33,6 +34,7 @@ class Analysis:
     shares: StageShares | None  # the best trial's lost target points by stage
     effects: tuple[KnobEffect, ...]
     noise: JudgeNoise | None
+    judge_check: JudgeCheck | None  # the judge checked on labelled cases from this data (before trial 0)
     proposals: tuple[Proposal, ...]
     next_space: SearchSpace | None  # None: nothing left to search
 
@@ -56,4 +58,6 @@ def analyze(view: StudyView) -> Analysis:
     space = None
     if view.space is not None and best is not None:
         space = next_space(view.space, proposals, dict(best.params), view.name)
-    return Analysis(view, verdict(view), tuple(comparisons), shares, tuple(effects), noise, tuple(proposals), space)
+    checks = load_checks(view.folder.root / CHECK_FILE)
+    return Analysis(view, verdict(view), tuple(comparisons), shares, tuple(effects), noise,
+                    checks[0] if checks else None, tuple(proposals), space)

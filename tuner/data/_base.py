@@ -21,6 +21,8 @@ class Question:
     answers: tuple[str, ...] = ()
     # ids of the documents that answer it; empty when the data has no gold ids
     relevant_ids: frozenset[str] = frozenset()
+    # the passages the data gives with the question (RAGAS rows: what the reference was written from)
+    contexts: tuple[str, ...] = ()
 
     @property
     def reference(self) -> str | None:

@@ -39,7 +39,8 @@ def load(path: Path) -> Dataset:
         text = first_present(row, *QUESTION_KEYS)
         if text is None:
             raise DataError(f"{path}: row {number} has no question (expected one of {', '.join(QUESTION_KEYS)})")
-        for context in as_text_list(first_present(row, *CONTEXT_KEYS)):
+        contexts = as_text_list(first_present(row, *CONTEXT_KEYS))
+        for context in contexts:
             doc_id = context_id(context)
             documents.setdefault(doc_id, Document(id=doc_id, text=context))
         questions.append(
@@ -47,6 +48,7 @@ def load(path: Path) -> Dataset:
                 id=str(row.get("id") or row.get("_id") or f"q{number}"),
                 text=str(text),
                 answers=tuple(as_text_list(first_present(row, *REFERENCE_KEYS))),
+                contexts=tuple(contexts),
             )
         )
     notes = ["RAGAS-style data has no gold document ids: retrieval metrics are not computed"]

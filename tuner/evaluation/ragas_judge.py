@@ -3,6 +3,12 @@
 RAGAS asks its LLM for a pydantic `response_model`; `JudgeLLM` turns that into a JSON-schema-constrained
 call through the cached LLM contract, re-asks on unparsable output, and finally raises `JudgeOutputError`,
 which the scorer records as a counted failure — never a crash, never a silent 0.
+
+An empty list where RAGAS needs items (no statement extracted from a non-empty answer, no verdict for the
+statements, no classification of the reference) is no free pass: RAGAS would return NaN and the question
+would drop out of the mean. The judge is re-asked, sampled, with `minItems: 1` in the schema; what is still
+empty is an `EmptyJudgement`, scored as unsupported (0) and counted (`evaluation.empty_judgement`). The first
+ask keeps RAGAS's own schema, so cached verdicts stay valid and only empty ones cost a re-ask.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from ragas.llms.base import InstructorBaseRagasLLM
 from tuner.config import EvaluationConfig
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM
+from tuner.prompts.programs import is_refusal
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -38,6 +45,22 @@ class JudgeOutputError(ValueError):
     """The judge's reply could not be parsed into what RAGAS asked for, even after re-asking."""
 
 
+class EmptyJudgement(JudgeOutputError):
+    """The judge kept answering an empty list where items were due, even after re-asking."""
+
+
+def empty_lists(reply: BaseModel) -> list[str]:
+    """The reply's list fields that came back empty."""
+    return [name for name, value in reply if isinstance(value, list) and not value]
+
+
+def require_items(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with `minItems: 1` on its top-level lists (the grammar then cannot close an empty one)."""
+    properties = {name: {**spec, "minItems": max(1, spec.get("minItems", 0))} if spec.get("type") == "array"
+                  else spec for name, spec in schema.get("properties", {}).items()}
+    return {**schema, "properties": properties}
+
+
 class JudgeLLM(InstructorBaseRagasLLM):
     def __init__(self, llm: LLM, retries: int, max_tokens: int):
         self.llm = llm
@@ -45,11 +68,14 @@ class JudgeLLM(InstructorBaseRagasLLM):
         self.max_tokens = max_tokens
         #: 0: the study's own verdicts (greedy first); n > 0: every call sampled with seeds of round n (noise)
         self.sample_round = 0
+        #: False: an empty list is re-asked and finally raises EmptyJudgement (see the module's docstring)
+        self.empty_ok = True
         self._asked: Counter[str] = Counter()
 
-    def new_sample(self) -> None:
+    def new_sample(self, empty_ok: bool = True) -> None:
         """Forget which prompts were asked: called before each (question, metric)."""
         self._asked.clear()
+        self.empty_ok = empty_ok
 
     def generate(self, prompt: str, response_model: type[Model]) -> Model:
         # A prompt asked again within one sample (answer_relevancy's strictness) must give a new sample:
@@ -58,20 +84,26 @@ class JudgeLLM(InstructorBaseRagasLLM):
         self._asked[prompt] += 1
         schema = response_model.model_json_schema()
         messages = [{"role": "user", "content": prompt}]
-        problem, budget = "", self.max_tokens
+        problem, budget, error = "", self.max_tokens, JudgeOutputError
         for attempt in range(self.retries + 1):
             sampled = occurrence > 0 or attempt > 0 or self.sample_round > 0
             completion = self.llm.chat(messages, max_tokens=budget, temperature=0.7 if sampled else 0.0,
                                        seed=self.sample_round * 1000 + occurrence * 100 + attempt,
                                        json_schema=schema)
             try:
-                return parse_reply(completion.text, response_model)
+                reply = parse_reply(completion.text, response_model)
             except JudgeOutputError as exc:
-                problem = str(exc)
+                problem, error = str(exc), JudgeOutputError
                 if completion.completion_tokens >= budget:  # cut off mid-JSON: re-asking needs more room
                     budget *= 2
                     problem += f" (reply cut at {completion.completion_tokens} tokens)"
-        raise JudgeOutputError(f"{response_model.__name__} unparsable after {self.retries + 1} tries: {problem}")
+                continue
+            empty = [] if self.empty_ok else empty_lists(reply)
+            if not empty:
+                return reply
+            problem, error = f"empty {', '.join(empty)} list", EmptyJudgement
+            schema = require_items(schema)
+        raise error(f"{response_model.__name__} unparsable after {self.retries + 1} tries: {problem}")
 
     async def agenerate(self, prompt: str, response_model: type[Model]) -> Model:
         return self.generate(prompt, response_model)
@@ -115,7 +147,8 @@ class JudgeEmbeddings(BaseRagasEmbedding):
 @dataclass(frozen=True)
 class Outcome:
     value: float | None  # None: not scored (see `failure`, or skipped)
-    failure: str | None = None  # nan | unparsable | no_answer | no_contexts | error
+    #: nan | unparsable | no_answer | no_contexts | error | refusal (unscored); empty (scored 0 by the rule)
+    failure: str | None = None
     detail: str = ""
 
 
@@ -124,6 +157,7 @@ class RagasScorer:
         from ragas.metrics.collections import AnswerRelevancy, ContextPrecision, ContextRecall, Faithfulness
 
         self.judge = JudgeLLM(judge, settings.retries, max_tokens)
+        self.empty_judgement = settings.empty_judgement
         self.metrics = {
             "faithfulness": Faithfulness(llm=self.judge),
             "answer_relevancy": AnswerRelevancy(llm=self.judge, embeddings=JudgeEmbeddings(embedder),
@@ -141,7 +175,9 @@ class RagasScorer:
             if metric == "faithfulness":
                 return Outcome(None, "no_contexts", "nothing retrieved to be faithful to")
             return Outcome(0.0, None, "nothing retrieved")  # an empty context recalls and contains nothing
-        self.judge.new_sample()
+        # a refusal may truly hold no statement: it stays a refusal, never an unsupported answer
+        refusal = "answer" in REQUIREMENTS[metric] and is_refusal(answer)
+        self.judge.new_sample(empty_ok=refusal or self.empty_judgement == "exclude")
         kwargs: dict[str, Any] = {"user_input": question}
         if metric in ("faithfulness", "answer_relevancy"):
             kwargs["response"] = answer
@@ -151,11 +187,15 @@ class RagasScorer:
             kwargs["reference"] = reference
         try:
             result = asyncio.run(self.metrics[metric].ascore(**kwargs))
+        except EmptyJudgement as exc:
+            return Outcome(0.0, "empty", f"{exc}: scored as unsupported")
         except JudgeOutputError as exc:
             return Outcome(None, "unparsable", str(exc))
         except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
             return Outcome(None, "error", f"{type(exc).__name__}: {exc}")
         value = result.value
         if value is None or not isinstance(value, (int, float)) or math.isnan(value):
+            if refusal:
+                return Outcome(None, "refusal", "the answer declines to answer: nothing to judge")
             return Outcome(None, "nan", "the judge extracted nothing to score")
         return Outcome(float(value))

@@ -30,7 +30,7 @@ def clean(value: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Failure:
-    reason: str  # nan | unparsable | no_answer | no_contexts | error
+    reason: str  # nan | unparsable | no_answer | no_contexts | error | refusal; empty: scored 0, still counted
     detail: str = ""
 
 

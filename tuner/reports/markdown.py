@@ -34,7 +34,7 @@ def render(analysis: Analysis, plots: dict[str, str]) -> str:
     view = analysis.view
     out = [f"# Study `{view.name}`: {', '.join(view.targets)}", ""]
     out += _verdict(analysis) + _question(view) + _comparison(analysis, plots) + _history(view, analysis, plots)
-    out += _bottleneck(analysis) + _noise(analysis) + _failures(view) + _pruned(view) + _costs(view, plots)
+    out += _bottleneck(analysis) + _noise(analysis) + _judge_check(analysis) + _failures(view) + _pruned(view) + _costs(view, plots)
     out += _next(analysis)
     return "\n".join(out).rstrip() + "\n"
 
@@ -71,6 +71,9 @@ def _verdict(analysis: Analysis) -> list[str]:
                          f"this gain as an upper bound. This study held out no question "
                          f"({'--holdout 0' if view.meta.get('split') else 'it predates held-out splits'} or fewer "
                          f"than 20 questions), so no unseen question can confirm it.")
+    if analysis.judge_check is not None and analysis.judge_check.problems:
+        lines.append(f"**Judge warning:** {' '.join(p + '.' for p in analysis.judge_check.problems)} Every judged "
+                     f"figure here is this judge's opinion: see *Judge check* below.")
     if analysis.shares is not None and analysis.shares.limiting:
         stage = analysis.shares.limiting
         lines.append(f"The stage that limits {view.target} is **{stage}** "
@@ -255,6 +258,26 @@ def _noise(analysis: Analysis) -> list[str]:
     return out
 
 
+def _judge_check(analysis: Analysis) -> list[str]:
+    check = analysis.judge_check
+    if check is None:
+        return []
+    out = ["## Judge check", "",
+           f"Before the first trial, the judge ({check.judge}) scored labelled cases built from {len(check.questions)} "
+           f"of this study's search questions: answers the data supports (its reference answer, sentences of the gold "
+           f"contexts) and answers it cannot support (another question's answer; the right answer to the wrong "
+           f"question). A judge worth optimising against scores the first high and the second low: ROC AUC near 1, "
+           f"0.5 is chance. `tuner judge check --study {analysis.view.name}` runs the full check.", ""]
+    out += _table(["metric", "cases (supported / unsupported)", "mean supported", "mean unsupported", "AUC",
+                   "accuracy at 0.5", "unscored (supported / unsupported)"],
+                  [[m, f"{c.supported.cases} / {c.unsupported.cases}", _f(c.supported.mean), _f(c.unsupported.mean),
+                    _f(c.auc, 2), f"{c.accuracy:.0%}", f"{c.supported.unscored:.0%} / {c.unsupported.unscored:.0%}"]
+                   for m, c in check.metrics.items()])
+    out += [("Problems: " + " ".join(p + "." for p in check.problems)) if check.problems else
+            "The judge separated the classes on these cases.", ""]
+    return out
+
+
 def _failures(view: StudyView) -> list[str]:
     rows = _data.failures(view)
     if not rows:
@@ -263,12 +286,13 @@ def _failures(view: StudyView) -> list[str]:
     out = ["## Failures, refusals and empty contexts", "",
            "Unscored questions are left out of a trial's mean, so a configuration could win by being unscored: "
            "these counts show where that happens. A refusal is an answer that declines to answer; no context "
-           "means dynamic K selected nothing.", ""]
+           "means dynamic K selected nothing; empty means the judge extracted nothing from a non-empty answer even "
+           "when re-asked, and the answer was scored 0 (unsupported) rather than left out.", ""]
     table = []
     for r in rows:
         cells = [", ".join(f"{n} {why}" for why, n in r.by_metric.get(m, {}).items()) or "0" for m in metrics]
         table.append([r.trial, r.state, r.questions, *cells, r.refusals, r.no_context, r.generation_errors])
-    return out + _table(["trial", "state", "questions", *(f"{m} unscored" for m in metrics), "refusals",
+    return out + _table(["trial", "state", "questions", *(f"{m} failures" for m in metrics), "refusals",
                          "no context", "answer errors"], table)
 
 

@@ -11,7 +11,7 @@ search questions. Models load only when `run` needs them, so reading a study bac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,13 +48,16 @@ class StudySpec:
     #: the share of questions held out for the verdict (None: a resumed study's recorded split, else 0.3 from 20
     #: questions on), or a Split to reuse (rounds keep round 1's)
     holdout: float | Split | None = None
+    #: called with the session before a new study is created (`tuner optimize` checks the judge here); it may
+    #: raise to refuse, and then no study is left behind
+    before_first_trial: Callable[[Session], None] | None = None
 
 
 @dataclass
 class Session:
     spec: StudySpec
     folder: StudyFolder
-    study: optuna.Study
+    study: optuna.Study  # None only while `before_first_trial` runs
     space: SearchSpace
     project: ProjectConfig
     dataset: Dataset
@@ -83,11 +86,14 @@ class Session:
         split = study_split(meta, holdout, [q.id for q in data.questions], folder.name)
         # recorded in the project too, so `tuner best` writes a config whose `eval --split` finds the same split
         project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"holdout": split.fraction})})
-        study = open_study(folder, spec.settings, space, spec.storage, project.model_dump(mode="json"),
-                           str(spec.search_space), split)
-        recovered = recover_interrupted(study) if spec.storage is None else []
-        enqueue_baseline(study, space, project.pipeline)
-        return cls(spec, folder, study, space, project, data, split, recovered)
+        session = cls(spec, folder, None, space, project, data, split, [])
+        if not meta and spec.before_first_trial is not None:
+            spec.before_first_trial(session)
+        session.study = open_study(folder, spec.settings, space, spec.storage, project.model_dump(mode="json"),
+                                   str(spec.search_space), split)
+        session.recovered = recover_interrupted(session.study) if spec.storage is None else []
+        enqueue_baseline(session.study, space, project.pipeline)
+        return session
 
     @property
     def finished(self) -> int:

@@ -1,0 +1,429 @@
+"""Is the judge worth optimising against, on this data? Labelled cases built from the user's own questions.
+
+No human labels are needed: the data itself vouches for some answers and rules others out.
+
+- supported (should score high): the question's reference answer; sentences copied from its gold contexts; the
+  reference reworded by the generator (`paraphrase`, marked: a small model can slip while rewording).
+- unsupported (should score low): another question's answer on these contexts (`other_answer`, taken from a
+  question whose gold documents are disjoint); the supported answer with its numbers or names swapped.
+- answer relevancy: the supported answer to its own question vs to another question's; context precision and
+  recall (with references): the question's own gold contexts vs another question's.
+
+The configured judge scores every case through the usual scorer and cache, and the check reports per metric:
+mean score per class, ROC AUC, accuracy at 0.5, unscored and empty-judgement rates per class, agreement
+between two sampled judge seeds, and seconds per case. A judge that cannot separate the classes (AUC < 0.8)
+or leaves one class unscored more often than the other is named before anyone optimises against it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from typing import TYPE_CHECKING
+
+from tuner.data import Dataset, Question
+from tuner.errors import DataError
+
+if TYPE_CHECKING:  # the scorer imports RAGAS: reports read saved checks without it
+    from tuner.evaluation.ragas_judge import Outcome, RagasScorer
+
+#: metrics that need the dataset's reference answers (RAGAS's own requirement)
+NEEDS_REFERENCE = ("context_precision", "context_recall")
+
+CHECK_FILE = "judge_check.json"
+#: below this ROC AUC the judge is said not to separate supported from unsupported answers
+MIN_AUC = 0.8
+#: unscored shares of the two classes further apart than this bias every mean (one class drops out more)
+MAX_UNSCORED_GAP = 0.2
+PASS = 0.5  # a score at or above it reads as "supported"
+
+#: kind -> (supported?, what the case is)
+KINDS: dict[str, tuple[bool, str]] = {
+    "reference": (True, "the question's reference answer"),
+    "context": (True, "sentences copied from the question's gold contexts"),
+    "paraphrase": (True, "the reference reworded by the generator (generated: may err)"),
+    "other_answer": (False, "another question's answer, on these contexts"),
+    "swapped": (False, "the supported answer with its numbers or names swapped"),
+    "right_question": (True, "the supported answer, asked with its own question"),
+    "wrong_question": (False, "the supported answer, asked with another question"),
+    "own_contexts": (True, "the question's own gold contexts"),
+    "other_contexts": (False, "another question's gold contexts"),
+}
+METRIC_KINDS: dict[str, tuple[str, ...]] = {
+    "faithfulness": ("reference", "context", "paraphrase", "other_answer", "swapped"),
+    "answer_relevancy": ("right_question", "wrong_question"),
+    "context_precision": ("own_contexts", "other_contexts"),
+    "context_recall": ("own_contexts", "other_contexts"),
+}
+#: what the check before a study's first trial builds: one case per class per question, few calls
+QUICK_KINDS = ("reference", "other_answer", "right_question", "wrong_question", "own_contexts", "other_contexts")
+QUICK_QUESTIONS = 3
+
+PARAPHRASE_PROMPT = ("Rewrite the answer below in other words. Keep every fact, add nothing, and reply with the "
+                     "rewritten answer only.\n\nAnswer: {answer}")
+
+
+@dataclass(frozen=True)
+class Case:
+    metric: str
+    question_id: str
+    kind: str
+    question: str
+    answer: str
+    contexts: tuple[str, ...]
+    reference: str | None
+
+    @property
+    def supported(self) -> bool:
+        return KINDS[self.kind][0]
+
+    @property
+    def key(self) -> str:
+        return f"{self.metric}:{self.question_id}:{self.kind}"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One question the check draws on, with the texts of its gold contexts."""
+
+    question: Question
+    gold: tuple[str, ...]
+
+    @property
+    def answer(self) -> str:
+        """What the data vouches for: the reference, else sentences of the gold contexts."""
+        return self.question.reference or context_sentences(self.gold)
+
+
+def gold_texts(dataset: Dataset, question: Question) -> tuple[str, ...]:
+    """The passages that answer the question: its gold documents, or the contexts its RAGAS row came with."""
+    if question.contexts:
+        return question.contexts
+    by_id = {d.id: d.text for d in dataset.documents}
+    return tuple(by_id[i] for i in sorted(question.relevant_ids) if i in by_id)
+
+
+def sources(dataset: Dataset, questions: Sequence[Question], n: int) -> list[Source]:
+    """The first `n` questions that have gold contexts and something the data vouches for."""
+    found = []
+    for question in questions:
+        gold = gold_texts(dataset, question)
+        if gold and (question.reference or context_sentences(gold)):
+            found.append(Source(question, gold))
+        if len(found) == n:
+            break
+    if len(found) < 2:
+        raise DataError(f"dataset {dataset.name}: the judge check needs at least 2 questions with gold contexts "
+                        f"(gold document ids, or contexts given with each question); found {len(found)}")
+    return found
+
+
+def partner(items: Sequence[Source], index: int) -> Source | None:
+    """The next question (cyclically) that shares no gold context with this one: its answer is unsupported here."""
+    own = set(items[index].gold)
+    for step in range(1, len(items)):
+        other = items[(index + step) % len(items)]
+        if not own & set(other.gold) and other.answer.strip() != items[index].answer.strip():
+            return other
+    return None
+
+
+def build_cases(items: Sequence[Source], metrics: Sequence[str], kinds: Sequence[str] = tuple(KINDS),
+                paraphrase: Callable[[str], str] | None = None) -> list[Case]:
+    """Labelled cases for each metric, question by question; a kind the data cannot build is left out."""
+    cases = []
+    for index, source in enumerate(items):
+        other = partner(items, index)
+        if other is None:
+            continue
+        q, gold = source.question, source.gold
+        answers: dict[str, str | None] = {}
+        if "faithfulness" in metrics:
+            answers = {"reference": q.reference, "context": context_sentences(gold), "other_answer": other.answer,
+                       "swapped": swap(source, other),
+                       "paraphrase": paraphrase(q.reference) if paraphrase and q.reference and "paraphrase" in kinds
+                       else None}
+        for metric in metrics:
+            for kind in METRIC_KINDS[metric]:
+                if kind not in kinds:
+                    continue
+                question, answer, contexts = q.text, source.answer, gold
+                if metric == "faithfulness":
+                    answer = answers[kind]
+                elif kind == "wrong_question":
+                    question = other.question.text
+                elif kind == "other_contexts":
+                    contexts = other.gold
+                if metric in NEEDS_REFERENCE and not q.reference:
+                    continue
+                if answer and answer.strip():
+                    cases.append(Case(metric, q.id, kind, question, answer.strip(), tuple(contexts), q.reference))
+    if not cases:
+        raise DataError("the judge check could build no case: every question shares its gold contexts with "
+                        "every other")
+    return cases
+
+
+def context_sentences(gold: Sequence[str], limit: int = 2) -> str:
+    """The first sentences of the first gold context: supported by construction."""
+    text = " ".join(gold[0].split()) if gold else ""
+    sentences = re.split(r"(?<=[.!?])\s+", text)
+    return " ".join(sentences[:limit])[:400]
+
+
+_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
+_COMMON = {"the", "a", "an", "it", "its", "this", "that", "these", "in", "on", "at", "yes", "no", "i", "they", "he",
+           "she", "we", "there", "what", "who", "when", "where", "which", "how", "according", "however"}
+
+
+def names(text: str) -> list[str]:
+    """Runs of capitalised words, leading common words dropped ("The Harbour Festival" -> "Harbour Festival")."""
+    found = []
+    for match in _CAPITALISED.finditer(text):
+        words = match.group(0).split()
+        while words and words[0].lower() in _COMMON:
+            words.pop(0)
+        if words:
+            found.append(" ".join(words))
+    return list(dict.fromkeys(found))
+
+
+def swap(source: Source, other: Source) -> str | None:
+    """The source's answer with its numbers shifted and its first name replaced by one from the other question's
+    contexts that its own contexts do not hold; None when there is nothing to swap."""
+    answer = source.answer
+    swapped = _NUMBER.sub(lambda m: _shift(m.group(0)), answer)
+    own = set(names(answer))
+    donors = [n for n in names(" ".join(other.gold)) if n not in own and n not in " ".join(source.gold)]
+    if own and donors:
+        first = names(swapped)[0]
+        swapped = re.sub(rf"\b{re.escape(first)}\b", donors[0], swapped)
+    return swapped if swapped != answer else None
+
+
+def _shift(number: str) -> str:
+    digits = number.replace(",", "")
+    if "." in digits:
+        return f"{float(digits) * 2 + 1:g}"
+    value = int(digits)
+    return str(value + 13 if 1000 <= value <= 2100 else value * 2 + 3)  # a year moves, a count doubles
+
+
+@dataclass(frozen=True)
+class Scored:
+    case: Case
+    value: float | None
+    failure: str | None
+    seconds: float
+    paid_calls: int
+    cached_calls: int
+    #: the scores under two sampled judge seeds (agreement), when asked for
+    samples: tuple[float | None, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self.case), "supported": self.case.supported, "value": self.value,
+                "failure": self.failure, "seconds": round(self.seconds, 3), "paid_calls": self.paid_calls,
+                "cached_calls": self.cached_calls, "samples": list(self.samples)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Scored:
+        case = Case(data["metric"], data["question_id"], data["kind"], data["question"], data["answer"],
+                    tuple(data["contexts"]), data.get("reference"))
+        return cls(case, data.get("value"), data.get("failure"), data.get("seconds", 0.0),
+                   data.get("paid_calls", 0), data.get("cached_calls", 0), tuple(data.get("samples", [])))
+
+
+def score_cases(scorer: RagasScorer, meter, cases: Sequence[Case], agreement: int = 0,
+                on_progress: Callable[[int, Case], None] | None = None) -> list[Scored]:
+    """Each case judged as a study would (greedy); the first `agreement` cases of each metric also under two
+    sampled judge seeds."""
+    results, sampled = [], {m: 0 for m in METRIC_KINDS}
+    for index, case in enumerate(cases):
+        if on_progress:
+            on_progress(index, case)
+        started = time.perf_counter()
+        with meter.stage(case.key, "judge_check") as cost:
+            outcome = _score(scorer, case)
+        seconds = time.perf_counter() - started
+        paid, cached = cost.llm_calls, cost.cache_hits
+        samples: tuple[float | None, ...] = ()
+        if sampled[case.metric] < agreement:
+            sampled[case.metric] += 1
+            samples = tuple(_score(scorer, case, sample_round).value for sample_round in (1, 2))
+        results.append(Scored(case, outcome.value, outcome.failure, seconds, paid, cached, samples))
+    return results
+
+
+def _score(scorer: RagasScorer, case: Case, sample_round: int = 0) -> Outcome:
+    scorer.judge.sample_round = sample_round
+    try:
+        return scorer.score(case.metric, case.question, case.answer, list(case.contexts), case.reference)
+    finally:
+        scorer.judge.sample_round = 0
+
+
+def auc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
+    """ROC AUC: the chance a supported case outscores an unsupported one (ties count half)."""
+    if not positives or not negatives:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return wins / (len(positives) * len(negatives))
+
+
+@dataclass(frozen=True)
+class ClassStats:
+    cases: int
+    mean: float | None
+    unscored: float  # share left without a score (NaN, unparsable, refusal, ...)
+    empty: float  # share the judge extracted nothing from, scored 0 by the empty-judgement rule
+
+    @classmethod
+    def of(cls, scored: Sequence[Scored]) -> ClassStats:
+        values = [s.value for s in scored if s.value is not None]
+        n = len(scored)
+        return cls(n, sum(values) / len(values) if values else None,
+                   sum(s.value is None for s in scored) / n if n else 0.0,
+                   sum(s.failure == "empty" for s in scored) / n if n else 0.0)
+
+
+@dataclass(frozen=True)
+class MetricCheck:
+    metric: str
+    supported: ClassStats
+    unsupported: ClassStats
+    auc: float | None
+    #: share of all cases on the right side of 0.5 (an unscored case counts as wrong)
+    accuracy: float
+    #: share of the doubly sampled cases whose two sampled verdicts fall on the same side of 0.5
+    agreement: float | None
+    agreement_cases: int
+    #: mean seconds of a case whose judge calls were all paid (cold); None when every case came from the cache
+    seconds_per_case: float | None
+    by_kind: Mapping[str, float | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, metric: str, scored: Sequence[Scored]) -> MetricCheck:
+        mine = [s for s in scored if s.case.metric == metric]
+        pos = [s for s in mine if s.case.supported]
+        neg = [s for s in mine if not s.case.supported]
+        right = sum(s.value is not None and (s.value >= PASS) == s.case.supported for s in mine)
+        pairs = [s.samples for s in mine if len(s.samples) == 2 and None not in s.samples]
+        cold = [s.seconds for s in mine if s.paid_calls and not s.cached_calls]
+        kinds = {}
+        for kind in METRIC_KINDS[metric]:
+            values = [s.value for s in mine if s.case.kind == kind and s.value is not None]
+            if any(s.case.kind == kind for s in mine):
+                kinds[kind] = sum(values) / len(values) if values else None
+        return cls(metric, ClassStats.of(pos), ClassStats.of(neg),
+                   auc([s.value for s in pos if s.value is not None], [s.value for s in neg if s.value is not None]),
+                   right / len(mine) if mine else 0.0,
+                   sum((a >= PASS) == (b >= PASS) for a, b in pairs) / len(pairs) if pairs else None,
+                   sum(len(s.samples) == 2 for s in mine),
+                   sum(cold) / len(cold) if cold else None, kinds)
+
+    @property
+    def problems(self) -> list[str]:
+        """What makes this judge unsafe to optimise against on this data, one sentence each."""
+        out = []
+        if self.auc is None:
+            out.append(f"{self.metric}: a class has no scored case, so the judge's separation cannot be told")
+        elif self.auc < MIN_AUC:
+            out.append(f"{self.metric}: the judge barely separates supported from unsupported answers on this data "
+                       f"(AUC {self.auc:.2f} < {MIN_AUC})")
+        gap = self.unsupported.unscored - self.supported.unscored
+        if abs(gap) > MAX_UNSCORED_GAP:
+            worse = "unsupported" if gap > 0 else "supported"
+            out.append(f"{self.metric}: {worse} cases go unscored more often ({self.supported.unscored:.0%} of "
+                       f"supported, {self.unsupported.unscored:.0%} of unsupported), so means leave them out "
+                       f"unevenly")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class JudgeCheck:
+    judge: str
+    dataset: str
+    empty_judgement: str
+    metrics: Mapping[str, MetricCheck]
+    cases: tuple[Scored, ...]
+
+    @classmethod
+    def of(cls, judge: str, dataset: str, empty_judgement: str, scored: Sequence[Scored]) -> JudgeCheck:
+        metrics = list(dict.fromkeys(s.case.metric for s in scored))
+        return cls(judge, dataset, empty_judgement, {m: MetricCheck.of(m, scored) for m in metrics}, tuple(scored))
+
+    @property
+    def problems(self) -> list[str]:
+        return [p for m in self.metrics.values() for p in m.problems]
+
+    @property
+    def questions(self) -> list[str]:
+        return list(dict.fromkeys(s.case.question_id for s in self.cases))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"judge": self.judge, "dataset": self.dataset, "empty_judgement": self.empty_judgement,
+                "questions": self.questions, "problems": self.problems,
+                "metrics": {m: c.to_json() for m, c in self.metrics.items()},
+                "cases": [s.to_json() for s in self.cases]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JudgeCheck:
+        scored = [Scored.from_json(c) for c in data.get("cases", [])]
+        return cls.of(data["judge"], data.get("dataset", ""), data.get("empty_judgement", "unsupported"), scored)
+
+
+def make_cases(runner, dataset: Dataset, questions: Sequence[Question], metrics: Sequence[str], n: int,
+               kinds: Sequence[str] = tuple(KINDS)) -> list[Case]:
+    """The labelled cases from the first `n` usable questions, for the metrics this dataset can score; the
+    paraphrases come from `runner`'s generator. Build them once and score them with every judge compared."""
+    usable, _ = runner.metrics_for(metrics)
+    if not usable:
+        raise DataError("the judge check has no metric to check: the ones asked need reference answers")
+    return build_cases(sources(dataset, questions, n), usable, kinds,
+                       paraphrase=lambda text: paraphrase(runner, text))
+
+
+def check_judge(runner, cases: Sequence[Case], agreement: int = 0,
+                on_progress: Callable[[int, Case], None] | None = None) -> JudgeCheck:
+    """`cases` scored by `runner`'s judge."""
+    scored = score_cases(runner.scorer, runner.meter, cases, agreement, on_progress)
+    return JudgeCheck.of(runner.judge.name, runner.workspace.dataset.name,
+                         runner.workspace.config.evaluation.empty_judgement, scored)
+
+
+def paraphrase(runner, text: str) -> str:
+    """The generator's rewording of `text` (greedy, cached like every call)."""
+    with runner.meter.stage("paraphrase", "judge_check"):
+        reply = runner.generator.chat([{"role": "user", "content": PARAPHRASE_PROMPT.format(answer=text)}],
+                                      max_tokens=256, temperature=0.0)
+    return reply.text.strip()
+
+
+def save_checks(path: Path, checks: Sequence[JudgeCheck]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"judges": [c.to_json() for c in checks]}, indent=1))
+
+
+def load_checks(path: Path) -> list[JudgeCheck]:
+    """The checks saved at `path`; [] when there is none or it cannot be read (a report never fails on it)."""
+    try:
+        return [JudgeCheck.from_json(c) for c in json.loads(path.read_text())["judges"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def quick_check(runner, questions: Sequence[Question], metrics: Sequence[str]) -> JudgeCheck:
+    """The check before a study's first trial: a few questions, one supported and one unsupported case each."""
+    dataset = runner.workspace.dataset
+    kinds = QUICK_KINDS if dataset.has_references else (*QUICK_KINDS, "context")
+    return check_judge(runner, make_cases(runner, dataset, questions, metrics, QUICK_QUESTIONS, kinds))
