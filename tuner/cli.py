@@ -434,12 +434,14 @@ def studies_command(studies_dir: StudiesDirOption = Path("studies")) -> None:
     states = ("complete", "pruned", "fail", "interrupted", "running")
     for column in ("study", "targets", *states, "best", "best trial"):
         table.add_column(column)
+    if not studies_dir.is_dir():
+        raise ConfigError(f"{studies_dir}: no such folder (studies live in --studies-dir, default ./studies)")
     for folder in list_studies(studies_dir):
-        meta = folder.read_meta()
         try:
+            meta = folder.read_meta()
             study = load_study(folder)
-        except TunerError as exc:
-            table.add_row(folder.name, ", ".join(meta.get("targets", [])), *[""] * len(states), str(exc), "")
+        except TunerError as exc:  # one unreadable study is listed as such; the others still show
+            table.add_row(folder.name, "?", *[""] * len(states), f"unreadable: {exc}", "")
             continue
         counts = trial_states(study.get_trials(deepcopy=False))
         best = best_trials(study)

@@ -19,6 +19,7 @@ import optuna
 
 from tuner.errors import ConfigError, DataError
 from tuner.evaluation.records import TrialFile
+from tuner.ui import err_console
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -74,7 +75,15 @@ class StudyFolder:
         return TrialFile.from_json(data, source=str(path))
 
     def read_meta(self) -> dict[str, Any]:
-        return json.loads(self.meta.read_text()) if self.meta.is_file() else {}
+        if not self.meta.is_file():
+            return {}
+        try:
+            data = json.loads(self.meta.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise DataError(f"{self.meta}: unreadable ({exc})") from None
+        if not isinstance(data, dict):
+            raise DataError(f"{self.meta}: unreadable (not a JSON object)")
+        return data
 
     def write_meta(self, data: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -92,7 +101,14 @@ def make_storage(folder: StudyFolder, url: str | None) -> optuna.storages.BaseSt
         from optuna.storages.journal import JournalFileBackend
 
         folder.root.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.JournalStorage(JournalFileBackend(str(folder.journal)))
+        note = repair_journal(folder.journal)
+        if note:
+            err_console.print(note, highlight=False)
+        try:
+            return optuna.storages.JournalStorage(JournalFileBackend(str(folder.journal)))
+        except (ValueError, KeyError, IndexError) as exc:  # entries Optuna cannot replay: report, never rewrite
+            raise DataError(f"{folder.journal}: Optuna cannot replay this journal ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})") from None
     import warnings
 
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
@@ -104,6 +120,65 @@ def make_storage(folder: StudyFolder, url: str | None) -> optuna.storages.BaseSt
                               heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3))
     except Exception as exc:  # sqlalchemy raises many kinds for a bad URL or an unreachable server
         raise ConfigError(f"--storage {redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+
+
+#: how every Optuna journal entry starts: where a whole entry appended after a torn one begins
+ENTRY_START = b'{"op_code":'
+
+
+def repair_journal(path: Path) -> str | None:
+    """Set aside what a kill -9 or a power cut in the middle of an append leaves in the journal — a last line with
+    no newline, or (from resumes before this check) such a fragment glued to the front of the next entry — so
+    Optuna reads every whole entry and appends after them. The fragments go to `journal.log.torn`; returns a line
+    saying so, or None when the journal is sound. Runs under Optuna's own journal lock: a fragment is only ever
+    judged torn while no writer can be halfway through it."""
+    if not path.is_file() or _sound(path.read_bytes()):
+        return None
+    from optuna.storages.journal import JournalFileSymlinkLock
+
+    lock = JournalFileSymlinkLock(str(path))
+    lock.acquire()
+    try:
+        kept, torn = _split_torn(path.read_bytes())
+        if not torn:
+            return None
+        with open(path.with_name(path.name + ".torn"), "ab") as aside:
+            aside.write(b"".join(t + b"\n" for t in torn))
+        repaired = path.with_name(path.name + ".repair")
+        repaired.write_bytes(b"".join(line + b"\n" for line in kept))
+        repaired.replace(path)  # atomic: the journal is either the old one or the repaired one
+    finally:
+        lock.release()
+    return (f"{path}: set aside {sum(map(len, torn))} bytes of a half-written journal entry (left by a kill or a "
+            f"power cut mid-write) in {path.name}.torn; every complete entry is kept")
+
+
+def _entry(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
+        return False
+
+
+def _sound(data: bytes) -> bool:
+    return not data or (data.endswith(b"\n") and all(_entry(line) for line in data.splitlines() if line))
+
+
+def _split_torn(data: bytes) -> tuple[list[bytes], list[bytes]]:
+    """The whole entries of a journal, and the fragments around them."""
+    *lines, tail = data.split(b"\n")
+    kept, torn = [], [tail] if tail else []
+    for line in filter(None, lines):
+        if _entry(line):
+            kept.append(line)
+            continue
+        start = line.rfind(ENTRY_START)
+        if start > 0 and _entry(line[start:]):
+            kept.append(line[start:])
+            torn.append(line[:start])
+        else:
+            torn.append(line)
+    return kept, torn
 
 
 def redact(url: str) -> str:
