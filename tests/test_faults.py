@@ -9,6 +9,7 @@ import pytest
 
 from tests.test_cli import tuner
 from tests.test_study import PROGRAMS, open_session
+from tuner.cache import DiskCache
 from tuner.study.results import load_study, trial_states
 from tuner.study.storage import repair_journal
 
@@ -79,3 +80,47 @@ def test_tuner_studies_lists_an_unreadable_study_and_the_others(study_of_two, tm
 def test_tuner_studies_in_a_missing_folder_says_so(tmp_path):
     one_line_error(tuner("studies", "--studies-dir", str(tmp_path / "nowhere"), cwd=tmp_path),
                    "nowhere", "no such folder")
+
+
+def filled_cache(path, n=300):
+    cache = DiskCache(path)
+    for i in range(n):
+        cache.put(f"k{i}", {"text": f"answer {i} " + "x" * 1000})
+    cache._db.close()  # checkpoints the write-ahead log into the file, as a finished run leaves it
+    return path
+
+
+@pytest.mark.parametrize("damage", ["page", "whole"])
+def test_a_damaged_llm_cache_is_moved_aside_and_rebuilt_from_what_is_readable(tmp_path, capsys, damage):
+    path = filled_cache(tmp_path / "llm_calls.sqlite")
+    data = bytearray(path.read_bytes())
+    if damage == "page":  # a few pages in the middle overwritten: most entries survive
+        data[40 * 4096: 43 * 4096] = bytes(range(256)) * 48
+    else:  # not a database at all (a truncated copy, another file)
+        data[:] = b"not a database" * 100
+    path.write_bytes(bytes(data))
+    cache = DiskCache(path)
+    note = capsys.readouterr().err
+    assert "damaged" in note and "llm_calls.sqlite.corrupt" in note and len(note.strip().splitlines()) == 1
+    assert (tmp_path / "llm_calls.sqlite.corrupt").is_file()
+    kept = len(cache)
+    if damage == "page":
+        assert 200 < kept < 300 and cache.get("k0") == {"text": "answer 0 " + "x" * 1000}
+    else:
+        assert kept == 0
+    cache.put("new", 1)  # the run goes on with the rebuilt cache
+    assert cache.get("new") == 1 and len(cache) == kept + 1
+    assert f"{kept} entries still readable" in note
+
+
+def test_a_sound_cache_is_left_alone(tmp_path, capsys):
+    path = filled_cache(tmp_path / "llm_calls.sqlite", n=5)
+    assert len(DiskCache(path)) == 5 and capsys.readouterr().err == ""
+    assert not (tmp_path / "llm_calls.sqlite.corrupt").exists()
+
+
+def test_a_study_folder_that_cannot_be_written_is_one_line(tmp_path):
+    (tmp_path / "studies").write_text("a file where the studies folder should be")
+    result = tuner("optimize", "--target", "recall@5", "--trials", "1", "--limit", "2", "--studies-dir",
+                   str(tmp_path / "studies"), cwd=tmp_path)
+    one_line_error(result, "studies")

@@ -857,6 +857,10 @@ def main() -> None:
     except TunerError as exc:
         err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # read-only folder, disk full, a file where a folder should be: the system's words
+        where = f": {exc.filename}" if exc.filename else ""
+        err_console.print(f"[red]error:[/] {exc.strerror or exc}{where}", highlight=False, soft_wrap=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/]")
         sys.exit(130)

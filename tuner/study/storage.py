@@ -103,7 +103,7 @@ def make_storage(folder: StudyFolder, url: str | None) -> optuna.storages.BaseSt
         folder.root.mkdir(parents=True, exist_ok=True)
         note = repair_journal(folder.journal)
         if note:
-            err_console.print(note, highlight=False)
+            err_console.print(note, highlight=False, soft_wrap=True)
         try:
             return optuna.storages.JournalStorage(JournalFileBackend(str(folder.journal)))
         except (ValueError, KeyError, IndexError) as exc:  # entries Optuna cannot replay: report, never rewrite
