@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 
+import optuna
 import pytest
+import yaml
 
+from tests.fakes import ScriptedLLM
 from tests.test_cli import tuner
 from tests.test_study import PROGRAMS, open_session
 from tuner.cache import DiskCache
+from tuner.errors import ConfigError
 from tuner.study.results import load_study, trial_states
-from tuner.study.storage import repair_journal
+from tuner.study.storage import repair_journal, study_folder
 
 #: what a kill -9 or a power cut in the middle of Optuna's append leaves: an entry without its end
 TORN = b'{"op_code":6,"worker_id":"a-b","trial_id":1,"user_attr":{"cost":{"calls'
@@ -78,8 +82,10 @@ def test_tuner_studies_lists_an_unreadable_study_and_the_others(study_of_two, tm
 
 
 def test_tuner_studies_in_a_missing_folder_says_so(tmp_path):
-    one_line_error(tuner("studies", "--studies-dir", str(tmp_path / "nowhere"), cwd=tmp_path),
-                   "nowhere", "no such folder")
+    result = tuner("studies", "--studies-dir", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == ""  # not an empty table, as if the folder held no study
+    assert result.stderr.strip() == f"no studies: {tmp_path / 'nowhere'} does not exist (no study has run here yet, " \
+                                    f"or pass --studies-dir)"
 
 
 def filled_cache(path, n=300):
@@ -124,3 +130,44 @@ def test_a_study_folder_that_cannot_be_written_is_one_line(tmp_path):
     result = tuner("optimize", "--target", "recall@5", "--trials", "1", "--limit", "2", "--studies-dir",
                    str(tmp_path / "studies"), cwd=tmp_path)
     one_line_error(result, "studies")
+
+
+def test_a_deleted_study_json_is_rebuilt_from_the_journal(study_of_two, tmp_path, fake_embedder, capsys):
+    before = study_of_two.read_meta()
+    study_of_two.meta.unlink()
+    shown = tuner("trials", "--study", "s", "--studies-dir", str(study_of_two.root.parent), cwd=tmp_path)
+    assert shown.returncode == 0 and "rebuilt" in shown.stderr, shown.stderr
+    assert study_of_two.read_meta() == before and complete(study_of_two) == 2
+    study_of_two.meta.unlink()
+    with pytest.raises(ConfigError, match="optimises faithfulness"):  # a changed target is still refused
+        open_session(tmp_path, fake_embedder, PROGRAMS, limit=2, targets=("answer_relevancy",))
+    assert complete(study_of_two) == 2
+
+
+def test_a_resume_takes_the_study_s_own_settings_and_refuses_other_ones(tmp_path, fake_embedder, monkeypatch):
+    from typer.testing import CliRunner
+
+    from tuner.cli import app
+    from tuner.evaluation.rag_eval import Models
+    from tuner.study.session import Session
+
+    llm = ScriptedLLM()
+    runner = Session.runner
+    monkeypatch.setattr(Session, "runner", lambda self, **_: runner(self, models=Models(llm, llm),
+                                                                      embedder=fake_embedder))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 2, "high": 3}}}))
+    first = ["optimize", "--limit", "2", "--study", "night", "--judge-check", "off", "--target", "answer_relevancy",
+             "--search-space", "space.yaml", "--constraint", "faithfulness>=0.1"]
+    assert CliRunner().invoke(app, [*first, "--trials", "1"]).exit_code == 0
+    again = CliRunner().invoke(app, ["optimize", "--limit", "2", "--study", "night", "--trials", "2"])
+    assert again.exit_code == 0, again.output  # the study's own target, space and constraint
+    study = load_study(study_folder(tmp_path / "studies", "night"))
+    assert len(study.trials) == 2 and {t.params["top_k"] for t in study.trials[1:]} <= {2, 3}
+    assert len(study.trials[1].user_attrs["constraints"]) == 1  # the recorded constraint was applied
+    assert study.directions == [optuna.study.StudyDirection.MAXIMIZE]
+    assert "answer_relevancy" in study.trials[1].user_attrs["metrics"]
+    refused = CliRunner().invoke(app, ["optimize", "--limit", "2", "--study", "night", "--trials", "3",
+                                       "--search-space", "quick"])
+    assert isinstance(refused.exception, ConfigError) and "searched another space" in str(refused.exception)
+    assert len(load_study(study_folder(tmp_path / "studies", "night")).trials) == 2

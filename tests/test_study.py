@@ -188,10 +188,17 @@ def test_multi_objective_study_keeps_a_pareto_front(setup):
     assert "**Pareto study** over faithfulness, answer_relevancy" in text and "## Failures" in text
 
 
-def test_resuming_with_other_targets_is_refused(setup):
-    setup(PROGRAMS, limit=1)
-    with pytest.raises(ConfigError, match="same --target"):
-        setup(PROGRAMS, targets=("context_recall",), limit=1)
+@pytest.mark.parametrize("change, said", [
+    ({"targets": ("context_recall",)}, "optimises faithfulness"),
+    ({"constraints": ("answer_relevancy>=0.5",)}, "ran with no constraint"),
+    ({"space": {"params": {"program": {"type": "categorical", "choices": ["strict"]}}}}, "searched another space"),
+])
+def test_resuming_with_other_targets_constraints_or_space_is_refused(setup, change, said):
+    setup(PROGRAMS, limit=1).run(1)
+    space = change.pop("space", PROGRAMS)
+    with pytest.raises(ConfigError, match=said):
+        setup(space, limit=1, **change)
+    assert len(setup(PROGRAMS, limit=1).study.trials) == 1  # the study is untouched and resumes as before
 
 
 def test_bad_targets_and_constraints():

@@ -178,13 +178,13 @@ StorageOption = Annotated[
 
 @app.command("optimize")
 def optimize_command(
-    target: Annotated[list[str], typer.Option("--target", "-t", help="metric to maximise; repeat for a Pareto "
-                                              "study")] = ["faithfulness"],  # noqa: B006
+    target: Annotated[Optional[list[str]], typer.Option("--target", "-t", help="metric to maximise; repeat for a "
+                                                        "Pareto study [default: faithfulness]")] = None,
     trials: Annotated[int, typer.Option("--trials", "-n", min=1, help="finished trials the study should hold")] = 40,
     timeout: Annotated[Optional[str], typer.Option(help="stop starting trials after this long, e.g. 8h, 90m")] = None,
     study: StudyOption = "default",
-    search_space: Annotated[str, typer.Option("--search-space", help="YAML file, or a name in search_spaces/")]
-    = "default",
+    search_space: Annotated[Optional[str], typer.Option(
+        "--search-space", help="YAML file, or a name in search_spaces/ [default: default]")] = None,
     dataset: DatasetOption = None,
     config: ConfigOption = None,
     limit: LimitOption = None,
@@ -213,11 +213,15 @@ def optimize_command(
 
     if judge_check not in ("warn", "strict", "off"):
         raise ConfigError(f"--judge-check {judge_check!r}: choose warn, strict or off")
-    settings = StudySettings(targets=list(target), constraints=[Constraint.parse(c) for c in constraint or []],
+    # a resume takes the study's own targets, constraints and space for what the command leaves out
+    recorded = study_folder(studies_dir, study).read_meta()
+    resumed = bool(recorded)
+    settings = StudySettings(targets=list(target or recorded.get("targets", ["faithfulness"])),
+                             constraints=[Constraint.parse(c) for c in
+                                          (constraint if constraint is not None else recorded.get("constraints", []))],
                              sampler=sampler, seed=seed, prune_after=prune_after)
     timeout_seconds = parse_duration(timeout) if timeout else None
-    space_file = resolve_space(search_space)
-    resumed = study_folder(studies_dir, study).meta.is_file()
+    space_file = resolve_space(search_space or recorded.get("search_space") or "default")
     project = None if resumed and not config else load_config(config)  # a resumed study keeps its project
     spec = StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir, holdout=holdout,
                      before_first_trial=judge_guard(judge_check))
@@ -435,7 +439,9 @@ def studies_command(studies_dir: StudiesDirOption = Path("studies")) -> None:
     for column in ("study", "targets", *states, "best", "best trial"):
         table.add_column(column)
     if not studies_dir.is_dir():
-        raise ConfigError(f"{studies_dir}: no such folder (studies live in --studies-dir, default ./studies)")
+        err_console.print(f"no studies: {studies_dir} does not exist (no study has run here yet, or pass "
+                          f"--studies-dir)", highlight=False, soft_wrap=True)
+        return
     for folder in list_studies(studies_dir):
         try:
             meta = folder.read_meta()

@@ -209,29 +209,53 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
 
 def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, storage_url: str | None,
                project: dict[str, Any], space_file: str, split: Split) -> optuna.Study:
-    """Create the study, or load it to resume; the targets of a resumed study must not change."""
-    from tuner.study.storage import make_storage, redact
+    """Create the study, or load it to resume. A resume keeps what the trials so far were measured by: other
+    targets, constraints or a different search space are refused. The settings live in study.json and, as a copy
+    that outlives it, in the storage's study attributes."""
+    from tuner.study.storage import META_ATTR, make_storage, redact
 
-    meta = folder.read_meta()
-    if meta and meta.get("targets") != settings.targets:
-        raise ConfigError(f"study {folder.name} optimises {', '.join(meta['targets'])}; resume it with the same "
-                          f"--target, or choose another --study name")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        study_name=folder.name, storage=make_storage(folder, storage_url), load_if_exists=True,
-        directions=["maximize"] * len(settings.targets), pruner=make_pruner(settings),
-    )
+    storage = make_storage(folder, storage_url)
+    meta = folder.read_meta() or stored_meta(storage, folder.name)
+    if meta:
+        refuse_changes(folder.name, meta, settings, space)
+    study = optuna.create_study(study_name=folder.name, storage=storage, load_if_exists=True,
+                                directions=["maximize"] * len(settings.targets), pruner=make_pruner(settings))
     study.sampler = make_sampler(settings, space, trials_so_far=len(study.trials))
-    if meta and meta.get("project") != project:  # resumed with --config/--limit: record what now runs
-        folder.write_meta({**meta, "project": project})
-    if not meta:
-        folder.write_meta({"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
-                           "metrics": settings.metrics_needed(),
-                           "sampler": settings.sampler, "seed": settings.seed, "search_space": space_file,
-                           "space": space.model_dump(mode="json", exclude_defaults=True),
-                           "storage_url": redact(storage_url) if storage_url else None, "project": project,
-                           "split": split.to_json()})
+    fresh = {"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
+             "metrics": settings.metrics_needed(), "sampler": settings.sampler, "seed": settings.seed,
+             "search_space": space_file, "space": space.model_dump(mode="json", exclude_defaults=True),
+             "storage_url": redact(storage_url) if storage_url else None, "project": project, "split": split.to_json()}
+    updated = {**meta, "project": project} if meta else fresh  # resumed with --config/--limit: record what now runs
+    if updated != folder.read_meta():
+        folder.write_meta(updated)
+    if study.user_attrs.get(META_ATTR) != updated:
+        study.set_user_attr(META_ATTR, updated)
     return study
+
+
+def stored_meta(storage: optuna.storages.BaseStorage, name: str) -> dict[str, Any]:
+    """The settings copy a study's storage holds ({} for a new study, or one from before the copy was kept)."""
+    from tuner.study.storage import META_ATTR
+
+    try:
+        return dict(storage.get_study_user_attrs(storage.get_study_id_from_name(name)).get(META_ATTR) or {})
+    except KeyError:
+        return {}
+
+
+def refuse_changes(name: str, meta: dict[str, Any], settings: StudySettings, space: SearchSpace) -> None:
+    """A resume measuring by other rules would mix incomparable trials under one best."""
+    again = "resume with the same settings (or leave them out: the study's own are used), or choose another --study"
+    if meta.get("targets") != settings.targets:
+        raise ConfigError(f"study {name} optimises {', '.join(meta['targets'])}; {again}")
+    constraints = [str(c) for c in settings.constraints]
+    if meta.get("constraints", []) != constraints:
+        had = ", ".join(meta.get("constraints", [])) or "no constraint"
+        raise ConfigError(f"study {name} ran with {had}, not {', '.join(constraints) or 'none'}; {again}")
+    if "space" in meta and meta["space"] != space.model_dump(mode="json", exclude_defaults=True):
+        raise ConfigError(f"study {name} searched another space ({meta.get('search_space', '?')} as it was when the "
+                          f"study began); {again}")
 
 
 def enqueue_baseline(study: optuna.Study, space: SearchSpace, base: PipelineConfig) -> None:

@@ -210,5 +210,6 @@ def write_config(path: Path, data: dict[str, Any], comment: str) -> None:
 def list_studies(studies_dir: Path) -> list[StudyFolder]:
     if not studies_dir.is_dir():
         return []
-    return sorted((StudyFolder(p) for p in studies_dir.iterdir() if (p / "study.json").is_file()),
+    folders = (StudyFolder(p) for p in studies_dir.iterdir() if p.is_dir())
+    return sorted((f for f in folders if f.meta.is_file() or f.journal.is_file()),
                   key=lambda folder: folder.name)

@@ -22,6 +22,8 @@ from tuner.evaluation.records import TrialFile
 from tuner.ui import err_console
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+#: the study attribute holding a copy of study.json, so losing the file loses nothing
+META_ATTR = "tuner"
 
 
 @dataclass(frozen=True)
@@ -75,14 +77,27 @@ class StudyFolder:
         return TrialFile.from_json(data, source=str(path))
 
     def read_meta(self) -> dict[str, Any]:
+        """study.json; when it is gone but the journal holds the study, rebuilt from the journal's copy."""
         if not self.meta.is_file():
-            return {}
+            return self._restore_meta()
         try:
             data = json.loads(self.meta.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise DataError(f"{self.meta}: unreadable ({exc})") from None
         if not isinstance(data, dict):
             raise DataError(f"{self.meta}: unreadable (not a JSON object)")
+        return data
+
+    def _restore_meta(self) -> dict[str, Any]:
+        if not self.journal.is_file() or not self.journal.stat().st_size:
+            return {}
+        from tuner.study.optimize import stored_meta
+
+        data = stored_meta(make_storage(self, None), self.name)
+        if data:
+            self.write_meta(data)
+            err_console.print(f"{self.meta} was missing: rebuilt from the copy in {self.journal.name}",
+                              highlight=False, soft_wrap=True)
         return data
 
     def write_meta(self, data: dict[str, Any]) -> None:
