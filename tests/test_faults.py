@@ -4,6 +4,7 @@ no traceback, and that the study's completed trials are intact afterwards."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import optuna
 import pytest
@@ -171,3 +172,35 @@ def test_a_resume_takes_the_study_s_own_settings_and_refuses_other_ones(tmp_path
                                        "--search-space", "quick"])
     assert isinstance(refused.exception, ConfigError) and "searched another space" in str(refused.exception)
     assert len(load_study(study_folder(tmp_path / "studies", "night")).trials) == 2
+
+
+@pytest.mark.parametrize("params, said", [
+    ({"top_k": {"type": "int", "low": 2, "high": 10, "step": 0.5}}, "params.top_k: an int parameter takes whole"),
+    ({"reranker": {"type": "categorical", "choices": ["none", "colbert"]}}, "'colbert' is not a value reranker takes"),
+    ({"alpha": {"type": "float", "low": 0, "high": 2}}, "2.0 is not a value alpha takes"),
+    ({"top_k": {"type": "int", "low": 2, "high": 500}}, "500 is not a value top_k takes"),
+    ({"alpha": {"type": "float", "low": 0, "high": 1, "step": 0.6}}, "step 0.6 does not land on high"),
+    ({"reranker": {"type": "categorical", "choices": ["none", "embedding"]},
+      "confidence_threshold": {"type": "float", "low": 0.3, "high": 0.8, "when": {"reranker": ["colbert"]}}},
+     "reranker never takes colbert"),
+    ({"top_k": {"type": "int", "low": True, "high": 5}}, "low: expected a number, got true"),
+])
+def test_a_search_space_is_checked_whole_before_any_trial(tmp_path, params, said):
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"params": params}, sort_keys=False))
+    one_line_error(tuner("spaces", "show", "bad.yaml", cwd=tmp_path), "bad.yaml", said)
+    started = tuner("optimize", "--search-space", "bad.yaml", "--trials", "2", "--limit", "2", cwd=tmp_path)
+    one_line_error(started, said)
+    assert not (tmp_path / "studies" / "default").exists()  # refused before anything was created
+
+
+def test_a_baseline_outside_the_space_is_named_once(tmp_path, fake_embedder, monkeypatch, capsys):
+    from tuner.cli import run_with_display
+
+    session = open_session(tmp_path, fake_embedder, {"params": {"top_k": {"type": "int", "low": 2, "high": 3}}},
+                           limit=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_with_display(session, 2, None)
+    assert "baseline's top_k=5 lies outside the search space" in capsys.readouterr().err
+    assert not [w for w in caught if "out of range" in str(w.message)]  # said once by tuner, not by Optuna
+    assert session.study.trials[0].params == {"top_k": 5}

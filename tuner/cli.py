@@ -267,6 +267,11 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
     if session.recovered:
         err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
                           f"run again")
+    outside = session.space.outside(session.project.pipeline.model_dump())
+    if outside and not session.finished:
+        err_console.print(f"note: the baseline's {', '.join(outside)} lies outside the search space: it runs as "
+                          f"trial 0, the reference point, but no later trial can draw it", highlight=False,
+                          soft_wrap=True)
     if session.finished >= trials:
         err_console.print(f"study {session.folder.name} already holds {trials} finished trials (raise --trials to "
                           f"go on)")

@@ -21,6 +21,25 @@ FusionType = Literal["relative_score", "ranked"]
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_not_booleans(cls, data: Any) -> Any:
+        """`top_k: true` is a typo, not 1: pydantic's lax mode would take it (and YAML's yes/no)."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name)
+                if isinstance(value, bool) and field is not None and _numeric(field.annotation):
+                    raise ValueError(f"{name}: expected a number, got {str(value).lower()}")
+        return data
+
+
+def _numeric(annotation: Any) -> bool:
+    """int or float, alone or in a union (`int | None`), and not bool."""
+    if annotation in (int, float):
+        return True
+    args = getattr(annotation, "__args__", ())
+    return bool not in args and any(a in (int, float) for a in args)
+
 
 class DatasetConfig(_Strict):
     path: Path | None = Field(None, description="dataset folder or file; none = the bundled demo")
@@ -185,14 +204,15 @@ def describe_validation_error(exc: ValidationError) -> str:
     """The first problem as 'key.path: what was expected (got X)', plus a count of the rest."""
     errors = exc.errors()
     first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    message = first["msg"]
+    message = first["msg"].removeprefix("Value error, ")
+    # a whole-model check names its own key ("top_k: expected a number"); the rest get the key path here
+    where = ".".join(str(part) for part in first["loc"]) or ("" if first["type"] == "value_error" else "(top level)")
     if first["type"] == "extra_forbidden":
         message = "unknown key"
     elif "input" in first and not isinstance(first["input"], dict):
         message += f" (got {first['input']!r})"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    return f"{where}: {message}{more}"
+    return f"{where}: {message}{more}" if where else f"{message}{more}"
 
 
 def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:

@@ -201,6 +201,8 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
     if remaining == 0:
         return 0
     before = len(study.trials)
+    # the baseline may lie outside the space on purpose; the CLI says so once, Optuna would on every resume
+    warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range", category=UserWarning)
     study.optimize(objective, n_trials=remaining, timeout=timeout, catch=(RuntimeError,), gc_after_trial=False,
                    callbacks=[lambda s, t: objective.hook("done", t)])
     return len(study.trials) - before

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from tuner.config import PipelineConfig, _Strict, describe_validation_error, read_yaml
 from tuner.errors import ConfigError
@@ -50,6 +50,36 @@ class Param(_Strict):
                 raise ValueError(f"{self.type} takes low/high, not choices")
         return self
 
+    def values(self) -> list[Any]:
+        """The values a bad knob value would hide among: the choices, or a range's two ends and its grid's last."""
+        if self.type == "categorical":
+            return list(self.choices or [])
+        return [self.low, self.high]
+
+    def takes(self, value: Any) -> bool:
+        """Whether a draw from this parameter can be `value`."""
+        if self.type == "categorical":
+            return value in (self.choices or [])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not self.low <= value <= self.high:
+            return False
+        return not self.step or abs((value - self.low) / self.step - round((value - self.low) / self.step)) < 1e-9
+
+    def check_values(self, name: str) -> None:
+        """Every value this parameter can draw is one the knob accepts, and a step lands on `high`."""
+        if self.type == "int" and any(v is not None and float(v) != int(v) for v in (self.low, self.high, self.step)):
+            raise ValueError(f"params.{name}: an int parameter takes whole numbers for low, high and step")
+        if self.step and not self.takes(self.high):
+            raise ValueError(f"params.{name}: step {self.step:g} does not land on high ({self.low:g} + n × "
+                             f"{self.step:g} never equals {self.high:g}): the grid would step past it")
+        for value in self.values():
+            value = int(value) if self.type == "int" else value
+            field = PipelineConfig.model_fields[name]  # the knob alone: cross-knob rules are checked per trial
+            try:
+                TypeAdapter(field.rebuild_annotation()).validate_python(value)
+            except ValidationError as exc:
+                raise ValueError(f"params.{name}: {value!r} is not a value {name} takes "
+                                 f"({exc.errors()[0]['msg'].removeprefix('Value error, ')})") from None
+
     def condition_holds(self, chosen: dict[str, Any]) -> bool:
         for name, allowed in self.when.items():
             allowed_values = allowed if isinstance(allowed, list) else [allowed]
@@ -83,17 +113,27 @@ class SearchSpace(_Strict):
     params: dict[str, Param] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _knobs_exist_and_conditions_look_back(self) -> SearchSpace:
+    def _every_value_is_one_the_knob_takes(self) -> SearchSpace:
+        """Checked when the file loads, not when a trial first draws a bad value hours into a study."""
         knobs = set(PipelineConfig.model_fields)
-        seen: list[str] = []
         for name, param in self.params.items():
             if name not in knobs:
                 raise ValueError(f"params.{name}: not a pipeline knob (knobs: {', '.join(sorted(knobs))})")
-            for other in param.when:
-                if other not in seen:
+            param.check_values(name)
+            for other, allowed in param.when.items():
+                if other not in self.params or list(self.params).index(other) >= list(self.params).index(name):
                     raise ValueError(f"params.{name}.when: {other!r} must be a parameter defined above {name}")
-            seen.append(name)
+                never = [v for v in (allowed if isinstance(allowed, list) else [allowed])
+                         if not self.params[other].takes(v)]
+                if never:
+                    raise ValueError(f"params.{name}.when: {other} never takes {', '.join(map(str, never))} "
+                                     f"({self.params[other].describe()}), so {name} would never be searched")
         return self
+
+    def outside(self, values: dict[str, Any]) -> list[str]:
+        """`values`' knobs that the space cannot draw (the baseline's top_k 5 in a 2-3 space), as `name=value`."""
+        return [f"{name}={values[name]}" for name, p in self.params.items()
+                if name in values and not p.takes(values[name])]
 
     def suggest(self, trial: Any) -> dict[str, Any]:
         """Ask an Optuna trial for every parameter whose condition holds, in file order."""
