@@ -204,3 +204,48 @@ def test_a_baseline_outside_the_space_is_named_once(tmp_path, fake_embedder, mon
     assert "baseline's top_k=5 lies outside the search space" in capsys.readouterr().err
     assert not [w for w in caught if "out of range" in str(w.message)]  # said once by tuner, not by Optuna
     assert session.study.trials[0].params == {"top_k": 5}
+
+
+def beir(folder, corpus: bytes, qrels: str = "q1\td1\t1\n"):
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_bytes(corpus)
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "Who built the bridge?"}\n')
+    (folder / "qrels.tsv").write_text(qrels)
+    return folder
+
+
+DOCS = b'{"_id": "d1", "text": "Ilsa Marrow built the bridge."}\n{"_id": "d2", "text": "The river is wide."}\n'
+
+
+LATIN1 = DOCS + b'{"_id": "d3", "text": "caf\xe9"}\n'  # text saved in Latin-1, not UTF-8
+E_ACUTE = LATIN1.index(b"\xe9")
+
+
+@pytest.mark.parametrize("corpus, said", [
+    (LATIN1, f"corpus.jsonl: not UTF-8 text (line 3, byte {E_ACUTE}: b'\\xe9')"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(range(256)), "corpus.jsonl: not UTF-8 text (line 1, byte 0"),  # an image
+    (DOCS + b'{"_id": "d1", "text": "again"}\n', "set: document id 'd1' appears 2 times"),
+])
+def test_unreadable_or_ambiguous_data_is_one_line(tmp_path, corpus, said):
+    folder = beir(tmp_path / "set", corpus)
+    one_line_error(tuner("data", str(folder), cwd=tmp_path), said)
+
+
+def test_blank_documents_and_unknown_gold_ids_are_noted(tmp_path):
+    folder = beir(tmp_path / "set", DOCS + b'{"_id": "d3", "title": "no text"}\n', qrels="q1\td1\t1\nq1\td9\t1\n")
+    result = tuner("data", str(folder), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "note: 1 document(s) have no text and are left out (e.g. 'd3')" in result.stderr
+    assert "note: 1 gold document id(s) name no document of the corpus (e.g. 'd9')" in result.stderr
+    assert "│ documents              │     2 │" in result.stdout
+
+
+@pytest.mark.parametrize("args, said", [
+    (("optimize", "--constraint", "faithfulness>=0.7.1"), "--constraint 'faithfulness>=0.7.1'"),
+    (("eval", "--metrics", ""), "--metrics is empty"),
+    (("eval", "--metrics", " , "), "--metrics is empty"),
+    (("eval", "--set", "top_k=true"), "top_k"),
+])
+def test_bad_options_are_one_line(tmp_path, args, said):
+    one_line_error(tuner(*args, cwd=tmp_path), said)
+    assert not (tmp_path / "studies" / "default").exists()

@@ -75,8 +75,7 @@ def eval_command(
     part = "" if split == "all" else f" ({split} part)"
     console.print(f"[bold]{data.name}[/] ({data.format}): {len(data.documents)} documents, "
                   f"{len(workspace.index.chunks)} chunks, {len(data.questions)} questions{part}")
-    for note in data.notes:
-        err_console.print(f"[yellow]note:[/] {note}")
+    print_notes(data)
 
     started = time.perf_counter()
     evaluated = None
@@ -107,10 +106,26 @@ def eval_command(
         err_console.print(f"results written to {out}")
 
 
+def print_notes(data) -> None:
+    """What loading the dataset noticed (no gold ids, blank documents, unknown gold ids), one line each."""
+    for note in data.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+
+
+def metric_list(text: str | None) -> list[str] | None:
+    """--metrics as a list; None (the config's) when left out. Given but empty is a mistake, not "all"."""
+    if text is None:
+        return None
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    if not names:
+        raise ConfigError("--metrics is empty: name at least one RAGAS metric, or leave it out for the config's")
+    return names
+
+
 def run_rag_evaluation(workspace, pipeline_config: PipelineConfig, metrics: Optional[str], no_cache: bool):
     from tuner.evaluation.rag_eval import RagRunner
 
-    requested = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    requested = metric_list(metrics)
     with err_console.status("loading models"):
         runner = RagRunner(workspace, use_cache=not no_cache)
     _, skipped = runner.metrics_for(requested)
@@ -164,8 +179,7 @@ def data_command(
     table.add_row("with reference answers", str(sum(bool(q.answers) for q in data.questions)))
     table.add_row("with gold document ids", str(sum(bool(q.relevant_ids) for q in data.questions)))
     console.print(table)
-    for note in data.notes:
-        err_console.print(f"[yellow]note:[/] {note}")
+    print_notes(data)
 
 
 StudyOption = Annotated[str, typer.Option("--study", "-s", help="study name (a folder under --studies-dir)")]
@@ -267,6 +281,7 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
     if session.recovered:
         err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
                           f"run again")
+    print_notes(session.dataset)
     outside = session.space.outside(session.project.pipeline.model_dump())
     if outside and not session.finished:
         err_console.print(f"note: the baseline's {', '.join(outside)} lies outside the search space: it runs as "
@@ -616,9 +631,7 @@ def judge_check_command(
         questions_from = Split.from_json(meta.get("split"))
         out = out or folder.root / CHECK_FILE
     out = out or Path("reports") / "judge-check.json"
-    requested = [m.strip() for m in metrics.split(",") if m.strip()] if metrics is not None else None
-    if requested == []:
-        raise ConfigError("--metrics is empty: name at least one RAGAS metric")
+    requested = metric_list(metrics)
 
     checks, cases = [], None
     for project in projects:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from tuner.data import beir, hotpotqa, ragas
@@ -27,13 +28,33 @@ def load_dataset(path: Path | str | None = None, format: str = "auto", limit: in
     dataset = FORMATS[format].load(path)
     if path == DEMO_PATH:
         dataset.name = "demo"
-    if not dataset.documents or not any(d.text.strip() for d in dataset.documents):
-        raise DataError(f"{path}: the corpus is empty (no documents with text)")
-    if not dataset.questions:
-        raise DataError(f"{path}: no questions found")
+    _check(dataset, path)
     if limit is not None:
         dataset.questions = dataset.questions[:limit]
     return dataset
+
+
+def _check(dataset: Dataset, path: Path) -> None:
+    """Refuse what cannot be scored right; note (and leave out) what would quietly skew the figures."""
+    counts = Counter(d.id for d in dataset.documents)
+    repeated = [i for i, n in counts.items() if n > 1]
+    if repeated:
+        raise DataError(f"{path}: document id {repeated[0]!r} appears {counts[repeated[0]]} times ({len(repeated)} "
+                        f"ids repeat): ids must be unique, or gold ids and chunk names are ambiguous")
+    blank = [d.id for d in dataset.documents if not d.text.strip()]
+    if len(blank) == len(dataset.documents):
+        raise DataError(f"{path}: the corpus is empty (no documents with text)")
+    if blank:
+        dataset.documents = [d for d in dataset.documents if d.text.strip()]
+        dataset.notes.append(f"{len(blank)} document(s) have no text and are left out (e.g. {blank[0]!r})")
+    if not dataset.questions:
+        raise DataError(f"{path}: no questions found")
+    known = {d.id for d in dataset.documents}
+    unknown = sorted({i for q in dataset.questions for i in q.relevant_ids} - known)
+    if unknown:
+        hit = sum(bool(q.relevant_ids - known) for q in dataset.questions)
+        dataset.notes.append(f"{len(unknown)} gold document id(s) name no document of the corpus (e.g. "
+                             f"{unknown[0]!r}): {hit} question(s) count them as never retrieved")
 
 
 def _detect(path: Path) -> tuple[Path, str]:

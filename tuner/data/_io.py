@@ -12,8 +12,11 @@ from tuner.errors import DataError
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     try:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
+        with path.open("rb") as handle:
+            offset = 0
+            for number, raw in enumerate(handle, 1):
+                line = decode(path, raw, offset, f"line {number}")
+                offset += len(raw)
                 if not line.strip():
                     continue
                 try:
@@ -29,11 +32,21 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 def read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(decode(path, path.read_bytes()))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def decode(path: Path, raw: bytes, offset: int = 0, where: str = "") -> str:
+    """UTF-8 text, or one line naming the file and the first byte that is not."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = f"{where}, " if where else ""
+        raise DataError(f"{path}: not UTF-8 text ({at}byte {offset + exc.start}: {raw[exc.start:exc.start + 1]!r}); "
+                        f"a binary file, or text in another encoding (re-save it as UTF-8)") from None
 
 
 def as_text_list(value: Any) -> list[str]:

@@ -7,7 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from tuner.data._base import Dataset, Document, Question
-from tuner.data._io import as_text_list, first_present, read_jsonl
+from tuner.data._io import as_text_list, decode, first_present, read_jsonl
 from tuner.errors import DataError
 
 # fields that carry reference answers in BEIR-derived sets (SQuAD/CLAPNQ "answers", AutoRAG "generation_gt")
@@ -56,14 +56,14 @@ def _read_qrels(path: Path) -> dict[str, set[str]]:
     else:
         return {}
     relevant: dict[str, set[str]] = defaultdict(set)
-    with candidate.open(encoding="utf-8", newline="") as handle:
-        for number, fields in enumerate(csv.reader(handle, delimiter="\t"), 1):
-            if not fields or (number == 1 and not _is_number(fields[-1])):
-                continue  # blank line or header
-            if len(fields) < 3 or not _is_number(fields[2]):
-                raise DataError(f"{candidate}: line {number}: expected 'query-id<TAB>corpus-id<TAB>score'")
-            if float(fields[2]) > 0:
-                relevant[fields[0]].add(fields[1])
+    text = decode(candidate, candidate.read_bytes())
+    for number, fields in enumerate(csv.reader(text.splitlines(), delimiter="\t"), 1):
+        if not fields or (number == 1 and not _is_number(fields[-1])):
+            continue  # blank line or header
+        if len(fields) < 3 or not _is_number(fields[2]):
+            raise DataError(f"{candidate}: line {number}: expected 'query-id<TAB>corpus-id<TAB>score'")
+        if float(fields[2]) > 0:
+            relevant[fields[0]].add(fields[1])
     return relevant
 
 

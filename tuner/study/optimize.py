@@ -40,7 +40,7 @@ class Constraint:
 
     @classmethod
     def parse(cls, text: str) -> Constraint:
-        match = re.fullmatch(r"\s*([\w@]+)\s*(>=|<=)\s*([0-9.]+)\s*", text)
+        match = re.fullmatch(r"\s*([\w@]+)\s*(>=|<=)\s*([0-9]*\.?[0-9]+)\s*", text)
         if not match or match.group(1) not in TARGETS:
             raise ConfigError(f"--constraint {text!r}: expected METRIC>=VALUE or METRIC<=VALUE with METRIC one of "
                               f"{', '.join(TARGETS)}")
