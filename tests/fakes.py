@@ -70,3 +70,56 @@ SCRIPTED_JSON = {
     "ContextRecallOutput": {"classifications": [{"statement": "It is the Sorrel Bridge.", "reason": "in context",
                                                  "attributed": 1}]},
 }
+
+
+class FakeEndpoint:
+    """An OpenAI-compatible server on a free local port that misbehaves on purpose: `mode` is "ok" (a short
+    chat completion), "500", "html" (a 200 that is not JSON) or "slow" (answers after `delay` seconds).
+    Records each request's Authorization header. Use as a context manager."""
+
+    def __init__(self, mode: str = "ok", delay: float = 30.0):
+        import http.server
+        import threading
+
+        self.mode, self.delay, self.requests = mode, delay, []
+        endpoint = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (the stdlib's name)
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                endpoint.requests.append(self.headers.get("Authorization"))
+                if endpoint.mode == "slow":
+                    import time
+                    time.sleep(endpoint.delay)
+                status, kind, body = {
+                    "500": (500, "application/json", b'{"error": {"message": "model crashed"}}'),
+                    "html": (200, "text/html", b"<html><body>Welcome to nginx!</body></html>"),
+                }.get(endpoint.mode, (200, "application/json", json.dumps({
+                    "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "Ilsa Marrow."}}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}).encode()))
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", kind)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:  # the client gave up (timeout, Ctrl-C)
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeEndpoint:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()

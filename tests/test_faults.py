@@ -4,17 +4,22 @@ no traceback, and that the study's completed trials are intact afterwards."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 import warnings
 
 import optuna
 import pytest
 import yaml
 
-from tests.fakes import ScriptedLLM
+from tests.fakes import FakeEndpoint, ScriptedLLM
 from tests.test_cli import tuner
 from tests.test_study import PROGRAMS, open_session
 from tuner.cache import DiskCache
 from tuner.errors import ConfigError
+from tuner.study.optimize import recover_interrupted
 from tuner.study.results import load_study, trial_states
 from tuner.study.storage import repair_journal, study_folder
 
@@ -249,3 +254,66 @@ def test_blank_documents_and_unknown_gold_ids_are_noted(tmp_path):
 def test_bad_options_are_one_line(tmp_path, args, said):
     one_line_error(tuner(*args, cwd=tmp_path), said)
     assert not (tmp_path / "studies" / "default").exists()
+
+
+def test_ctrl_c_during_an_endpoint_call_stops_at_once_and_the_trial_runs_again(tmp_path):
+    """A real `tuner optimize` subprocess waiting on a model server gets SIGINT: exit 130 within seconds, one
+    line, no traceback; the trial is marked interrupted and a resume queues it again."""
+    with FakeEndpoint("slow", delay=120) as server:
+        (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": {
+            "backend": "openai-compatible", "base_url": server.url, "model": "m", "timeout": 300}}))
+        command = [sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--trials", "2", "--limit",
+                   "2", "--study", "night", "--judge-check", "off", "--search-space", "quick"]
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 300
+        while not server.requests:  # the first trial is waiting for its first answer
+            assert process.poll() is None and time.time() < deadline, process.communicate()
+            time.sleep(0.2)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        took = time.monotonic() - sent
+    assert process.returncode == 130 and took < 5, (took, stderr)
+    assert "Traceback" not in stderr and "[W " not in stderr, stderr
+    assert [line for line in stderr.splitlines() if "interrupted" in line] == [
+        "interrupted: stopping; run the same command again to resume (the trial in progress runs again)"]
+    assert (tmp_path / "reports" / "night" / "report.md").is_file()  # the clean-up ran
+    folder = study_folder(tmp_path / "studies", "night")
+    study = load_study(folder)
+    assert trial_states(study.trials) == ["interrupted"]
+    assert study.trials[0].user_attrs["interrupted"] == "Ctrl-C"
+    assert recover_interrupted(study) == [0]  # what the resume does first: the baseline is queued again
+    assert study.trials[1].user_attrs == {"baseline": True, "rerun_of": 0}
+    assert recover_interrupted(study) == []  # once
+
+
+class UnparsableJudge(ScriptedLLM):
+    """Answers questions, but every judgement is prose where RAGAS wants JSON."""
+
+    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+        if json_schema is not None:
+            from tuner.models.llms import Completion
+            return Completion("I think the answer is mostly fine.", 10, 8)
+        return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                             json_schema=json_schema)
+
+
+def test_a_study_whose_every_trial_failed_exits_non_zero_and_says_why(tmp_path, fake_embedder, monkeypatch):
+    from typer.testing import CliRunner
+
+    from tuner.cli import app
+    from tuner.errors import TunerError
+    from tuner.evaluation.rag_eval import Models
+    from tuner.study.session import Session
+
+    llm = UnparsableJudge()
+    runner = Session.runner
+    monkeypatch.setattr(Session, "runner", lambda self, **_: runner(self, models=Models(llm, llm),
+                                                                      embedder=fake_embedder))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["optimize", "--limit", "2", "--trials", "2", "--study", "bad",
+                                      "--judge-check", "off", "--search-space", "quick"])
+    assert isinstance(result.exception, TunerError), result.output
+    assert str(result.exception) == ("no trial of study bad finished (2 failed; the last: no question could be "
+                                     "scored on faithfulness): nothing to report as best")
+    assert "Traceback" not in result.output and (tmp_path / "reports" / "bad" / "report.md").is_file()

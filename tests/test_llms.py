@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import ScriptedLLM
+from tests.fakes import FakeEndpoint, ScriptedLLM
 from tuner.cache import DiskCache
 from tuner.config import LLMConfig
 from tuner.cost import CostMeter
@@ -151,3 +152,32 @@ def test_wrong_checksum_is_a_clear_error(tmp_path, small_gguf):
     with pytest.raises(LLMError, match="sha256"):
         assemble(tampered, tmp_path)
     assert not list(tmp_path.iterdir()), "a file that failed verification must not be left behind"
+
+
+def endpoint_llm(url: str, **settings):
+    return make_llm(LLMConfig(backend="openai-compatible", base_url=url, model="m", **settings), Path("unused"))
+
+
+@pytest.mark.parametrize("mode, settings, said, tries", [
+    ("500", {}, "answered HTTP 500 (4 tries): model crashed", 4),  # retried with backoff, then one line
+    ("html", {}, "answered something that is not a chat completion", 1),
+    ("slow", {"timeout": 0.5}, "did not answer within 0.5 s (4 tries", 4),
+])
+def test_a_failing_endpoint_is_retried_then_one_clear_error(mode, settings, said, tries):
+    with FakeEndpoint(mode, delay=3) as server:
+        with pytest.raises(LLMError, match=re.escape(said)):
+            endpoint_llm(server.url, **settings).chat(ASK)
+        assert len(server.requests) == tries
+
+
+def test_the_api_key_is_read_at_call_time(monkeypatch):
+    monkeypatch.setenv("TUNER_TEST_KEY", "first")
+    with FakeEndpoint() as server:
+        llm = endpoint_llm(server.url, api_key_env="TUNER_TEST_KEY")
+        assert llm.chat(ASK).text == "Ilsa Marrow."
+        monkeypatch.setenv("TUNER_TEST_KEY", "rotated")
+        llm.chat([{"role": "user", "content": "again"}])
+        assert server.requests == ["Bearer first", "Bearer rotated"]
+        monkeypatch.delenv("TUNER_TEST_KEY")
+        with pytest.raises(LLMError, match="TUNER_TEST_KEY"):
+            llm.chat([{"role": "user", "content": "once more"}])

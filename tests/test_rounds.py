@@ -138,7 +138,7 @@ def test_ctrl_c_during_optimize_still_writes_the_report(tmp_path, fake_embedder,
                                       "--study", "night", "--judge-check", "off"])  # counts the trials' calls only
     assert result.exit_code != 0  # interrupted
     report = (tmp_path / "reports" / "night" / "report.md").read_text()
-    assert "**Best: trial 0**" in report and "1 complete" in report and "1 fail" in report
+    assert "**Best: trial 0**" in report and "1 complete" in report and "1 interrupted" in report
 
 
 def test_rejudging_samples_new_seeds_and_restores_greedy_verdicts(fake_embedder):

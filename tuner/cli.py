@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -245,9 +246,23 @@ def optimize_command(
     try:
         run_with_display(session, trials, timeout_seconds)
         print_trials(session.study, settings.targets, last=10)
+        require_a_complete_trial(session.study)
         verdict_with_display(read_study(session.folder, storage), session.runner)
     finally:  # also after Ctrl-C: the morning's report shows whatever finished
+        cleaning_up.set()
         write_study_report(session.folder, storage, reports_dir)
+
+
+def require_a_complete_trial(study) -> None:
+    """A study whose every trial failed has no result: say why (exit 1) instead of "best —"."""
+    import optuna
+
+    if study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)):
+        return
+    failed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
+    reason = failed[-1].user_attrs.get("error") if failed else None
+    raise TunerError(f"no trial of study {study.study_name} finished ({len(failed)} failed"
+                     + (f"; the last: {reason}" if reason else "") + "): nothing to report as best")
 
 
 def verdict_with_display(view, runner):
@@ -874,8 +889,52 @@ def write_json(path: Path, data: Any) -> None:
         raise TunerError(f"{path}: cannot write ({exc.strerror})") from None
 
 
+#: seconds Ctrl-C may take to reach tuner's own clean-up, and then to finish it, before the process leaves anyway
+INTERRUPT_GRACE = (2.0, 30.0)
+#: set when tuner's own clean-up after Ctrl-C has begun (writing the study report); the process exits after it
+cleaning_up = threading.Event()
+
+
+def stop_promptly_on_ctrl_c(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:
+    """Ctrl-C unwinds as a KeyboardInterrupt: the trial is marked interrupted, the report written. If that has not
+    begun `grace[0]` seconds later — Python only sees the signal between bytecodes, a model can sit in one native
+    call for many seconds, and a library may swallow the interrupt — the process leaves at once with 130. Nothing
+    is lost by that: the journal and the caches are written entry by entry, and a trial left running is run again
+    on resume. The C-level handler writes to the wakeup fd even while the main thread is in native code, so the
+    watcher thread hears every Ctrl-C at once; a second Ctrl-C leaves without waiting."""
+    import signal
+    import socket
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    signal.set_wakeup_fd(theirs.fileno(), warn_on_full_buffer=False)
+
+    def heard_ctrl_c(timeout: float | None) -> bool:
+        ours.settimeout(timeout)
+        try:
+            while ours.recv(1) != bytes([signal.SIGINT]):
+                pass
+        except TimeoutError:
+            return False
+        return True
+
+    def watch(wakeup: socket.socket) -> None:  # holds the signal's end: were it collected, the fd would close
+        heard_ctrl_c(None)
+        err_console.print("[red]interrupted[/]: stopping; run the same command again to resume (the trial in "
+                          "progress runs again)", highlight=False, soft_wrap=True)
+        if not heard_ctrl_c(grace[0]) and cleaning_up.is_set():
+            heard_ctrl_c(grace[1])  # the clean-up may take longer, unless Ctrl-C comes again
+        os._exit(130)
+
+    threading.Thread(target=watch, args=(theirs,), name="ctrl-c watcher", daemon=True).start()
+
+
 def main() -> None:
-    """Console entry point: user errors become one line on stderr and a non-zero exit."""
+    """Console entry point: user errors become one line on stderr and a non-zero exit; Ctrl-C exits 130 (Typer
+    turns the KeyboardInterrupt into that exit, the watcher says so at once)."""
+    stop_promptly_on_ctrl_c()
     try:
         app()
     except TunerError as exc:
@@ -885,9 +944,6 @@ def main() -> None:
         where = f": {exc.filename}" if exc.filename else ""
         err_console.print(f"[red]error:[/] {exc.strerror or exc}{where}", highlight=False, soft_wrap=True)
         sys.exit(1)
-    except KeyboardInterrupt:
-        err_console.print("[red]interrupted[/]")
-        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ the interrupted configuration runs again — its completed LLM calls come back f
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import warnings
@@ -20,8 +21,10 @@ from optuna.trial import TrialState
 from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.data import Question
 from tuner.data.split import Split
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, TunerError
+from tuner.models.llms._base import LLMError
 from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult, QuestionResult, TrialFile
+from tuner.study.results import INTERRUPTED
 from tuner.study.space import SearchSpace, pipeline_for
 from tuner.study.storage import StudyFolder
 
@@ -110,19 +113,30 @@ def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
 
 
 def recover_interrupted(study: optuna.Study) -> list[int]:
-    """Fail trials a killed process left RUNNING and queue their parameters again (journal storage only)."""
+    """Queue again the parameters of trials a killed process left RUNNING (failing them first; journal storage
+    only) and of trials stopped by Ctrl-C or an unreachable model, each once."""
+    trials = study.get_trials(deepcopy=False)
+    rerun = {t.user_attrs["rerun_of"] for t in trials if "rerun_of" in t.user_attrs}
     recovered = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+    for trial in trials:
+        stopped = trial.state == TrialState.FAIL and INTERRUPTED in trial.user_attrs
+        if trial.state != TrialState.RUNNING and not stopped or trial.number in rerun:
+            continue
+        if trial.state == TrialState.RUNNING:
+            study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         # a RUNNING trial holds only the attrs it was enqueued with (the baseline mark): the re-run keeps them
-        study.enqueue_trial(trial.params, user_attrs={**trial.user_attrs, "rerun_of": trial.number},
-                            skip_if_exists=False)
+        kept = {k: v for k, v in trial.user_attrs.items() if k in ("baseline",)}  # the baseline stays the baseline
+        study.enqueue_trial(trial.params, user_attrs={**kept, "rerun_of": trial.number}, skip_if_exists=False)
         recovered.append(trial.number)
     return recovered
 
 
 #: events a display listens to: ("trial", number, params), ("question", index, stage), ("done", frozen trial)
 StudyHook = Callable[..., None]
+
+
+class UnscoredTrial(TunerError):
+    """A trial that ran but could score no question on a target: failed, and the study goes on."""
 
 
 class Objective:
@@ -167,6 +181,9 @@ class Objective:
                 on_progress=lambda i, qid, stage: self.hook("question", i, stage),
                 on_question=lambda i, q: (partial.append(q), report(i, q)), answer=answer,
             )
+        except (KeyboardInterrupt, LLMError) as exc:  # not the configuration's fault: a resume runs it again
+            trial.set_user_attr(INTERRUPTED, "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc))
+            raise
         except optuna.TrialPruned:
             scored, skipped = self.runner.metrics_for(metrics) if answer else ([], {})
             result = self.runner.summarise(partial, scored, skipped, config, time.perf_counter() - started, answer)
@@ -176,7 +193,9 @@ class Objective:
         values = [result.value(t) for t in self.settings.targets]
         if any(v is None for v in values):
             missing = ", ".join(t for t, v in zip(self.settings.targets, values) if v is None)
-            raise RuntimeError(f"trial {trial.number}: no question could be scored on {missing}")
+            reason = f"no question could be scored on {missing}"
+            trial.set_user_attr("error", reason)
+            raise UnscoredTrial(f"trial {trial.number}: {reason}")
         return values[0] if len(values) == 1 else tuple(values)
 
     def _record(self, trial: optuna.Trial, config: PipelineConfig, result: EvalResult, pruned: bool) -> None:
@@ -203,7 +222,7 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
     before = len(study.trials)
     # the baseline may lie outside the space on purpose; the CLI says so once, Optuna would on every resume
     warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range", category=UserWarning)
-    study.optimize(objective, n_trials=remaining, timeout=timeout, catch=(RuntimeError,), gc_after_trial=False,
+    study.optimize(objective, n_trials=remaining, timeout=timeout, catch=(UnscoredTrial,), gc_after_trial=False,
                    callbacks=[lambda s, t: objective.hook("done", t)])
     return len(study.trials) - before
 
@@ -217,6 +236,8 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
     from tuner.study.storage import META_ATTR, make_storage, redact
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for handler in logging.getLogger("optuna").handlers:  # a handler's filter sees its child loggers' records
+        handler.addFilter(_said_in_one_line)
     storage = make_storage(folder, storage_url)
     meta = folder.read_meta() or stored_meta(storage, folder.name)
     if meta:
@@ -234,6 +255,13 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
     if study.user_attrs.get(META_ATTR) != updated:
         study.set_user_attr(META_ATTR, updated)
     return study
+
+
+def _said_in_one_line(record) -> bool:
+    """Optuna logs a failed trial with its traceback, then "failed with value None"; Ctrl-C and tuner's own errors
+    get one line from the CLI, and the trial table shows each failure."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, (KeyboardInterrupt, TunerError)) and "failed with value None" not in record.msg
 
 
 def stored_meta(storage: optuna.storages.BaseStorage, name: str) -> dict[str, Any]:

@@ -165,11 +165,15 @@ def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return front
 
 
+#: the user attr of a trial stopped by Ctrl-C or a model that went away: a resume runs it again
+INTERRUPTED = "interrupted"
+
+
 def trial_states(trials: list[optuna.trial.FrozenTrial]) -> list[str]:
     """Each trial's state for people: a failed trial that a resume re-ran is "interrupted", not a failure."""
     rerun = {t.user_attrs["rerun_of"] for t in trials if "rerun_of" in t.user_attrs}
-    return ["interrupted" if t.state == TrialState.FAIL and t.number in rerun else t.state.name.lower()
-            for t in trials]
+    return ["interrupted" if t.state == TrialState.FAIL and (t.number in rerun or INTERRUPTED in t.user_attrs)
+            else t.state.name.lower() for t in trials]
 
 
 def load_study(folder: StudyFolder, storage_url: str | None = None) -> optuna.Study:

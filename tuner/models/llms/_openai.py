@@ -11,21 +11,35 @@ from typing import Any
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages
 
 
+#: how often the client tries again after an outage-like failure, with its exponential backoff (0.5 s, 1 s, 2 s)
+RETRIES = 3
+
+
 class OpenAICompatibleLLM(LLM):
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, timeout: float = 120):
         import openai
 
-        if api_key_env and not os.environ.get(api_key_env):
-            raise LLMError(f"environment variable {api_key_env} (api_key_env) is not set")
         self._openai = openai
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = f"openai-compatible:{self.base_url}:{model}"
-        key = os.environ.get(api_key_env, "") if api_key_env else ""
-        # retries are ours (judge re-asks); the client only waits out one request
+        self.api_key_env = api_key_env
+        self.timeout = timeout
+        self._key()  # an unset variable is named now, not after the first trial's retrieval
         self._json_object_mode = False  # learnt on the first refusal of json_schema
-        self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "not-needed", timeout=timeout,
-                                     max_retries=1)
+        # the client retries what an outage looks like (connection errors, timeouts, 429, 5xx) with backoff;
+        # re-asking for unparsable judge output is ours
+        self._client = openai.OpenAI(base_url=self.base_url, api_key="not-needed", timeout=timeout,
+                                     max_retries=RETRIES)
+
+    def _key(self) -> str:
+        """The API key, read from the environment at each call (a rotated key is picked up); never stored."""
+        if not self.api_key_env:
+            return "not-needed"
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise LLMError(f"environment variable {self.api_key_env} (api_key_env) is not set")
+        return key
 
     def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
               json_schema: dict[str, Any] | None) -> Completion:
@@ -34,20 +48,22 @@ class OpenAICompatibleLLM(LLM):
             extra["response_format"] = self._response_format(json_schema)
         if max_tokens == 1:
             extra.update(logprobs=True, top_logprobs=10)
+        client = self._client.with_options(api_key=self._key())
         try:
             try:
-                reply = self._client.chat.completions.create(model=self.model, messages=messages,
-                                                             max_tokens=max_tokens, temperature=temperature,
-                                                             seed=seed, **extra)
+                reply = client.chat.completions.create(model=self.model, messages=messages, max_tokens=max_tokens,
+                                                       temperature=temperature, seed=seed, **extra)
             except self._openai.APIStatusError as exc:
                 if json_schema is None or "response_format" not in str(exc.message) or self._json_object_mode:
                     raise
                 # llama.cpp's server (and some others) take the schema inside json_object, not json_schema
                 self._json_object_mode = True
                 extra["response_format"] = self._response_format(json_schema)
-                reply = self._client.chat.completions.create(model=self.model, messages=messages,
-                                                             max_tokens=max_tokens, temperature=temperature,
-                                                             seed=seed, **extra)
+                reply = client.chat.completions.create(model=self.model, messages=messages, max_tokens=max_tokens,
+                                                       temperature=temperature, seed=seed, **extra)
+        except self._openai.APITimeoutError:
+            raise LLMError(f"the LLM endpoint {self.base_url} did not answer within {self.timeout:g} s "
+                           f"({RETRIES + 1} tries; raise `timeout` in the config for a slow server)") from None
         except self._openai.APIConnectionError:
             raise LLMError(f"cannot reach the LLM endpoint {self.base_url} (is the server running?)") from None
         except self._openai.AuthenticationError:
@@ -55,7 +71,16 @@ class OpenAICompatibleLLM(LLM):
         except self._openai.NotFoundError:
             raise LLMError(f"{self.base_url} has no model {self.model!r}") from None
         except self._openai.APIStatusError as exc:
-            raise LLMError(f"{self.base_url} answered HTTP {exc.status_code}: {_first_line(exc.message)}") from None
+            tries = f" ({RETRIES + 1} tries)" if exc.status_code >= 500 or exc.status_code == 429 else ""
+            said = exc.body.get("message") if isinstance(exc.body, dict) else None  # the server's own words
+            raise LLMError(f"{self.base_url} answered HTTP {exc.status_code}{tries}: "
+                           f"{_first_line(str(said or exc.message))}") from None
+        except self._openai.APIResponseValidationError as exc:
+            raise LLMError(f"{self.base_url} answered something that is not a chat completion "
+                           f"({_first_line(str(exc))})") from None
+        if not getattr(reply, "choices", None):  # a non-JSON body comes back as text, not as an error
+            raise LLMError(f"{self.base_url} answered something that is not a chat completion "
+                           f"({_first_line(str(reply))[:80]!r})")
         choice = reply.choices[0]
         top: dict[str, float] = {}
         if choice.logprobs and choice.logprobs.content:
