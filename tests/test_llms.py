@@ -181,3 +181,14 @@ def test_the_api_key_is_read_at_call_time(monkeypatch):
         monkeypatch.delenv("TUNER_TEST_KEY")
         with pytest.raises(LLMError, match="TUNER_TEST_KEY"):
             llm.chat([{"role": "user", "content": "once more"}])
+
+
+def test_gguf_identity_tells_same_named_same_sized_files_apart(tmp_path):
+    from tuner.models.llms._llama_cpp import fingerprint
+
+    one, two = tmp_path / "a" / "model.gguf", tmp_path / "b" / "model.gguf"
+    for path, tail in ((one, b"\x01"), (two, b"\x02")):
+        path.parent.mkdir()
+        path.write_bytes(b"GGUF" + b"\x00" * (3 << 20) + tail)  # same name and size, other weights
+    assert fingerprint(one) != fingerprint(two)
+    assert fingerprint(one) == fingerprint(one)  # stable: the cache finds its calls again

@@ -11,6 +11,7 @@ from tuner.config import PipelineConfig, ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models
+from tuner.study.display import describe_trial, trial_values
 from tuner.study.optimize import Constraint, StudySettings, enqueue_baseline, open_study, recover_interrupted
 from tuner.study.results import best_config, best_trials, load_study, trial_states
 from tuner.study.session import Session, StudySpec
@@ -117,6 +118,13 @@ def test_pruner_fires_on_a_clearly_worse_configuration(setup):
     pruned = study.trials[1]
     assert pruned.state == optuna.trial.TrialState.PRUNED
     assert pruned.user_attrs["questions"] < 6  # stopped early: questions not asked cost nothing
+    assert trial_values(pruned, ["faithfulness"]) == [f"0.0000 (partial: {pruned.user_attrs['questions']} q)"]
+    # Optuna's value of a pruned trial is its last question's score; people are shown the mean so far
+    mixed = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, value=1.0,
+                                      params={}, distributions={}, intermediate_values={0: 0.0, 1: 0.0, 2: 1.0},
+                                      user_attrs={"metrics": {"faithfulness": 1 / 3}, "questions": 3})
+    assert trial_values(mixed, ["faithfulness"]) == ["0.3333 (partial: 3 q)"]
+    assert "pruned faithfulness=0.333 (partial: 3 q)" in describe_trial(mixed, ["faithfulness"])
     assert folder.trial_file(1).is_file()
 
 

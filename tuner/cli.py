@@ -580,6 +580,7 @@ def parse_duration(text: str) -> float:
 
 
 def print_trials(study, targets: list[str], last: int | None = None) -> None:
+    from tuner.study.display import trial_values
     from tuner.study.results import trial_states
 
     trials = study.get_trials(deepcopy=False)
@@ -590,7 +591,7 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
         table.add_column(column, justify="right" if column not in ("state", "params") else "left")
     for trial, state in shown:
         cost = trial.user_attrs.get("cost", {})
-        values = [f"{v:.4f}" for v in trial.values] if trial.values else ["—"] * len(targets)
+        values = trial_values(trial, targets)
         params = knobs(trial.params)
         if "rerun_of" in trial.user_attrs:
             params = f"(re-run of {trial.user_attrs['rerun_of']}) " + params

@@ -66,9 +66,19 @@ class StudyDisplay:
             f"\nlast: {last}" if last else "")
 
 
+def trial_values(trial: optuna.trial.FrozenTrial, targets: list[str], digits: int = 4) -> list[str]:
+    """Each target's value for people. A pruned trial's Optuna value is the last question's score alone: show
+    the mean over the questions it reached instead, marked partial."""
+    if trial.state == optuna.trial.TrialState.PRUNED:
+        metrics = {**trial.user_attrs.get("retrieval", {}), **trial.user_attrs.get("metrics", {})}
+        reached = trial.user_attrs.get("questions", "?")
+        return [f"{metrics[t]:.{digits}f} (partial: {reached} q)" if metrics.get(t) is not None else "—"
+                for t in targets]
+    return [f"{v:.{digits}f}" for v in trial.values] if trial.values else ["—"] * len(targets)
+
+
 def describe_trial(trial: optuna.trial.FrozenTrial, targets: list[str]) -> str:
-    values = trial.values or []
-    shown = ", ".join(f"{t}={v:.3f}" for t, v in zip(targets, values)) if values else ""
+    shown = ", ".join(f"{t}={v}" for t, v in zip(targets, trial_values(trial, targets, 3)) if v != "—")
     cost = trial.user_attrs.get("cost", {})
     return (f"trial {trial.number} {trial.state.name.lower()} {shown} "
             f"({cost.get('llm_calls', 0)} LLM calls, {cost.get('cache_hits', 0)} cached, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ class LlamaCppLLM(LLM):
             raise LLMError(f"{path}: GGUF file not found")
         self._llama_cpp = llama_cpp
         self.path = path
-        self.name = f"gguf:{path.name}:{path.stat().st_size}"  # the cache identity of this model
+        self.name = f"gguf:{path.name}:{fingerprint(path)}"  # the cache identity of this model
         try:
             self._model = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
                                           verbose=False)
@@ -85,6 +86,17 @@ class LlamaCppLLM(LLM):
 
     def close(self) -> None:
         self._model.close()
+
+
+def fingerprint(path: Path, span: int = 1 << 20) -> str:
+    """What tells two GGUF files apart in a moment: the header (architecture, name, quantisation, vocabulary) and
+    the last tensor bytes, with the size. Two models of the same file name and size no longer share cached calls."""
+    digest = hashlib.sha256(str(path.stat().st_size).encode())
+    with path.open("rb") as handle:
+        digest.update(handle.read(span))
+        handle.seek(max(0, path.stat().st_size - span))
+        digest.update(handle.read(span))
+    return digest.hexdigest()[:16]
 
 
 def _first_line(exc: BaseException) -> str:
