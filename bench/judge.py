@@ -28,7 +28,7 @@ from tuner.workspace import open_workspace
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = {"demo": None, "amnesty_qa": ROOT.parent / "shared" / "datasets" / "amnesty_qa" / "amnesty_qa.jsonl"}
 METRICS = ["faithfulness", "answer_relevancy"]
-console = Console()
+console = Console(width=200)  # the table is the result: never squeezed to 80 columns in a log
 
 
 def project(model: str, dataset: Path | None, rule: str, cache: Path) -> ProjectConfig:

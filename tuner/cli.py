@@ -207,7 +207,8 @@ def optimize_command(
     seed: Annotated[int, typer.Option(help="sampler seed")] = 0,
     constraint: Annotated[Optional[list[str]], typer.Option("--constraint", help='guard, e.g. "answer_relevancy>=0.7"')]
     = None,
-    prune_after: Annotated[int, typer.Option(help="questions answered before a trial may be pruned")] = 3,
+    prune_after: Annotated[int, typer.Option(min=1, help="questions answered before a trial may be pruned (the "
+                                             "test needs 4 at least)")] = 4,
     storage: StorageOption = None,
     studies_dir: StudiesDirOption = Path("studies"),
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="rounds of optimise -> analyse -> next space; "
@@ -292,6 +293,7 @@ def verdict_with_display(view, runner):
 def run_with_display(session, trials: int, timeout: float | None) -> int:
     """Load the models (only if trials remain) and run the study behind the live display."""
     from tuner.study.display import StudyDisplay
+    from tuner.study.optimize import PAIRED_MINIMUM
 
     if session.recovered:
         err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
@@ -315,6 +317,9 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
                       f"{questions} questions of {runner.workspace.dataset.name}"
                       + (f" ({held} more held out for the verdict)" if held else " (none held out)")
                       + f", sampler {session.spec.settings.sampler}", highlight=False)
+    if len(targets) == 1 and questions <= max(session.spec.settings.prune_after, PAIRED_MINIMUM):
+        err_console.print(f"note: no pruning: a trial is only stopped early after {PAIRED_MINIMUM}+ paired "
+                          f"questions and before its last, and this study searches {questions}", highlight=False)
     with StudyDisplay(session.study, trials, questions, targets) as display:
         return session.run(trials, timeout, hook=display)
 

@@ -59,13 +59,18 @@ class Constraint:
         return f"{self.metric}{self.op}{self.bound:g}"
 
 
+#: the fewest paired questions with which a one-sided signed-rank test can reach p < 0.1 (1/2^4 = 0.0625; with 3
+#: the smallest p is 1/8): an earlier --prune-after could never fire
+PAIRED_MINIMUM = 4
+
+
 @dataclass
 class StudySettings:
     targets: list[str]
     constraints: list[Constraint] = field(default_factory=list)
     sampler: str = "tpe"
     seed: int | None = 0
-    prune_after: int = 3  # questions every trial answers before the pruner may stop it
+    prune_after: int = PAIRED_MINIMUM  # questions every trial answers before the pruner may stop it
 
     def __post_init__(self) -> None:
         for target in self.targets:
@@ -109,7 +114,8 @@ def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
     # signed-rank test says this configuration is worse (p < 0.1) after `prune_after` questions.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=settings.prune_after)
+        return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=max(settings.prune_after,
+                                                                                   PAIRED_MINIMUM))
 
 
 def recover_interrupted(study: optuna.Study) -> list[int]:
