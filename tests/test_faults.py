@@ -4,6 +4,7 @@ no traceback, and that the study's completed trials are intact afterwards."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from tests.fakes import FakeEndpoint, ScriptedLLM
 from tests.test_cli import tuner
 from tests.test_study import PROGRAMS, open_session
 from tuner.cache import DiskCache
+from tuner.evaluation.rag_eval import Models
 from tuner.errors import ConfigError
 from tuner.study.optimize import recover_interrupted
 from tuner.study.results import load_study, trial_states
@@ -170,7 +172,8 @@ def test_a_resume_takes_the_study_s_own_settings_and_refuses_other_ones(tmp_path
     assert again.exit_code == 0, again.output  # the study's own target, space and constraint
     study = load_study(study_folder(tmp_path / "studies", "night"))
     assert len(study.trials) == 2 and {t.params["top_k"] for t in study.trials[1:]} <= {2, 3}
-    assert len(study.trials[1].user_attrs["constraints"]) == 1  # the recorded constraint was applied
+    assert set(study.trials[1].constraints) == {  # the recorded constraint applied, and the coverage guard
+        "faithfulness>=0.1", "answer_relevancy scored on >= 80%"}
     assert study.directions == [optuna.study.StudyDirection.MAXIMIZE]
     assert "answer_relevancy" in study.trials[1].user_attrs["metrics"]
     refused = CliRunner().invoke(app, ["optimize", "--limit", "2", "--study", "night", "--trials", "3",
@@ -317,3 +320,38 @@ def test_a_study_whose_every_trial_failed_exits_non_zero_and_says_why(tmp_path, 
     assert str(result.exception) == ("no trial of study bad finished (2 failed; the last: no question could be "
                                      "scored on faithfulness): nothing to report as best")
     assert "Traceback" not in result.output and (tmp_path / "reports" / "bad" / "report.md").is_file()
+
+
+class RefusesHardQuestions(ScriptedLLM):
+    """Declines every question about the lighthouse, answers the rest."""
+
+    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+        asked = re.search(r"\[\[ ## question ## \]\]\s*(.*)", messages[-1]["content"])
+        if json_schema is None and asked and "lighthouse" in asked.group(1).lower():
+            self.calls.append({"messages": messages, "json_schema": None, "seed": seed})
+            from tuner.models.llms import Completion
+            return Completion("[[ ## answer ## ]]\nI cannot answer from the given contexts.\n\n"
+                              "[[ ## completed ## ]]", 50, 9)
+        return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                             json_schema=json_schema)
+
+
+@pytest.mark.parametrize("rule, counted", [("zero_if_answerable", True), ("zero", True), ("exclude", False)])
+def test_refusing_hard_questions_does_not_win_faithfulness(tmp_path, fake_embedder, rule, counted):
+    from tuner.config import EvaluationConfig, ProjectConfig
+    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.workspace import open_workspace
+
+    project = ProjectConfig(cache_dir=tmp_path, evaluation=EvaluationConfig(metrics=["faithfulness"], refusal=rule))
+    llm = RefusesHardQuestions()
+    runner = RagRunner(open_workspace(project, embedder=fake_embedder), models=Models(llm, llm))
+    result = runner.evaluate(project.pipeline)
+    refused = [q for q in result.questions if q.refusal]
+    assert refused and len(refused) < len(result.questions)
+    assert all(q.failures["faithfulness"].reason == "refusal" for q in refused)  # always recorded as such
+    if counted:  # the demo names gold ids and top_k 5 finds them: each refusal counts, as 0
+        assert all(q.scores["faithfulness"] == 0.0 for q in refused)
+        assert result.scored("faithfulness") == len(result.questions)
+    else:
+        assert result.scored("faithfulness") == len(result.questions) - len(refused)
+    assert result.metrics["faithfulness"] < 1.0 if counted else result.metrics["faithfulness"] == 1.0

@@ -592,11 +592,13 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
     rows = list(zip(trials, trial_states(trials)))
     shown = rows[-last:] if last else rows
     table = Table(title=f"trials of {study.study_name}" + (f" (last {len(shown)} of {len(trials)})" if last else ""))
-    for column in ("#", "state", *targets, "params", "llm calls", "cached", "seconds"):
+    for column in ("#", "state", *targets, "scored", "params", "llm calls", "cached", "seconds"):
         table.add_column(column, justify="right" if column not in ("state", "params") else "left")
     for trial, state in shown:
         cost = trial.user_attrs.get("cost", {})
         values = trial_values(trial, targets)
+        scored = trial.user_attrs.get("scored", {}).get(targets[0])
+        values.append("" if scored is None else f"{scored}/{trial.user_attrs.get('questions', '?')}")
         params = knobs(trial.params)
         if "rerun_of" in trial.user_attrs:
             params = f"(re-run of {trial.user_attrs['rerun_of']}) " + params

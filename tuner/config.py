@@ -114,6 +114,12 @@ class EvaluationConfig(_Strict):
     empty_judgement: Literal["unsupported", "exclude"] = Field(
         "unsupported", description="a judge that keeps extracting nothing from a non-empty answer: score 0 and "
         "count it (unsupported), or leave the question out of the mean as RAGAS does (exclude)")
+    refusal: Literal["zero_if_answerable", "zero", "exclude"] = Field(
+        "zero_if_answerable", description="an answer that declines to answer: score it 0 on faithfulness and answer "
+        "relevancy when the selected contexts held a gold document (or the data names none), always, or leave it "
+        "out of the mean; either way it is counted")
+    min_scored: float = Field(0.8, ge=0, le=1, description="a trial whose target is scored on fewer than this share "
+                              "of its questions is infeasible: a configuration cannot win on the few it got through")
     llm_rerank_top_n: int = Field(5, ge=1, description="candidates the LLM reranker scores (it is slow)")
 
 

@@ -145,6 +145,10 @@ class RagRunner:
             step(metric)
             with self.meter.stage(question.id, metric):
                 outcomes[metric] = self.scorer.score(metric, question.text, answer, contexts, question.reference)
+        if program is not None and is_refusal(answer):
+            gold = question.relevant_ids
+            answerable = not gold or any(c.chunk.doc_id in gold for c in retrieval.selected)
+            outcomes = score_refusal(outcomes, self.workspace.config.evaluation.refusal, answerable)
         step("done")
         return QuestionResult(
             id=question.id,
@@ -174,6 +178,20 @@ class RagRunner:
             if not isinstance(exc, (dspy.utils.exceptions.AdapterParseError, ValueError)):
                 raise
             return "", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+
+
+def score_refusal(outcomes: dict[str, Outcome], rule: str, answerable: bool) -> dict[str, Outcome]:
+    """A refusal is not an answer to judge: a judge may even call "the contexts do not say" faithful, and a refusal
+    left unscored lets a program win by declining the hard questions. Under the rule it scores 0 on the answer
+    metrics ("zero"; "zero_if_answerable" when a gold context was selected, else the judge's word stands: declining
+    was right) or is left out of the mean ("exclude"); it is always recorded as a refusal."""
+    if rule == "zero_if_answerable" and not answerable:
+        return outcomes
+    value = None if rule == "exclude" else 0.0
+    why = {"exclude": "declined to answer: left out by evaluation.refusal",
+           "zero": "declined to answer: 0 by evaluation.refusal"}.get(
+        rule, "declined to answer although a gold context was selected: 0 by evaluation.refusal")
+    return {m: Outcome(value, "refusal", why) if "answer" in REQUIREMENTS[m] else o for m, o in outcomes.items()}
 
 
 def root_tuner_error(exc: BaseException) -> TunerError | None:

@@ -147,7 +147,8 @@ class JudgeEmbeddings(BaseRagasEmbedding):
 @dataclass(frozen=True)
 class Outcome:
     value: float | None  # None: not scored (see `failure`, or skipped)
-    #: nan | unparsable | no_answer | no_contexts | error | refusal (unscored); empty (scored 0 by the rule)
+    #: nan | unparsable | no_answer | no_contexts | error (unscored); empty (scored 0 by the rule); refusal
+    #: (unscored here; rag_eval's refusal rule may score it 0)
     failure: str | None = None
     detail: str = ""
 

@@ -30,7 +30,7 @@ def clean(value: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Failure:
-    reason: str  # nan | unparsable | no_answer | no_contexts | error | refusal; empty: scored 0, still counted
+    reason: str  # nan | unparsable | no_answer | no_contexts | error | refusal; empty (and refusal under the rule): scored 0
     detail: str = ""
 
 
@@ -179,6 +179,10 @@ class EvalResult:
     @property
     def refusals(self) -> int:
         return sum(q.refusal for q in self.questions)
+
+    def scored(self, metric: str) -> int:
+        """Questions with a value for `metric` (0s included: a refusal or empty judgement scored 0 counts)."""
+        return sum(clean(q.scores.get(metric)) is not None for q in self.questions)
 
     @property
     def no_context(self) -> int:

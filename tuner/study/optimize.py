@@ -212,10 +212,16 @@ class Objective:
         trial.set_user_attr("failures", {m: dict(r) for m, r in result.failures.items()})
         trial.set_user_attr("questions", len(result.questions))
         trial.set_user_attr("refusals", result.refusals)
-        violations = [c.violation(result.value(c.metric)) for c in self.settings.constraints]
-        trial.set_user_attr("constraints", violations)
-        for constraint, violation in zip(self.settings.constraints, violations):
-            trial.set_constraint(str(constraint), violation)
+        judged = [t for t in self.settings.targets if t in result.metrics]
+        trial.set_user_attr("scored", {t: result.scored(t) for t in judged})
+        # a configuration must not win on the few questions it got scored on: too few is a violated guard
+        least = self.runner.workspace.config.evaluation.min_scored
+        guards = {str(c): c.violation(result.value(c.metric)) for c in self.settings.constraints}
+        guards.update({f"{t} scored on >= {least:.0%}": least - result.scored(t) / max(1, len(result.questions))
+                       for t in judged})
+        trial.set_user_attr("constraints", list(guards.values()))
+        for name, violation in guards.items():
+            trial.set_constraint(name, violation)
         self.folder.write_trial(TrialFile(trial.number, trial.params, config.model_dump(), pruned, result))
 
 
