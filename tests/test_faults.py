@@ -290,6 +290,32 @@ def test_ctrl_c_during_an_endpoint_call_stops_at_once_and_the_trial_runs_again(t
     assert recover_interrupted(study) == []  # once
 
 
+@pytest.mark.slow
+def test_ctrl_c_during_an_in_process_llama_cpp_call_stops_at_once(tmp_path, small_gguf):
+    """The same for the real 0.5B model running in-process: SIGINT lands while llama.cpp is generating or
+    judging (native code), and the process still leaves within seconds with one line."""
+    model = {"model": "qwen2.5-0.5b", "path": str(small_gguf)}
+    (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": model, "judge": model}))
+    command = [sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--trials", "2", "--limit", "3",
+               "--study", "local", "--judge-check", "off", "--search-space", "quick"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cache = tmp_path / "studies" / "local" / "cache" / "llm_calls.sqlite"
+    deadline = time.time() + 600
+    while not cache.exists():  # the model is loaded and its first answer is being written
+        assert process.poll() is None and time.time() < deadline, process.communicate()
+        time.sleep(0.2)
+    time.sleep(3)  # well inside the trial: 3 questions take the 0.5B model a minute or more
+    sent = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    took = time.monotonic() - sent
+    assert process.returncode == 130 and took < 5, (took, stderr)
+    assert "Traceback" not in stderr, stderr
+    assert sum("interrupted" in line for line in stderr.splitlines()) == 1, stderr
+    study = load_study(study_folder(tmp_path / "studies", "local"))
+    assert trial_states(study.trials) == ["interrupted"]  # a resume runs it again
+
+
 class UnparsableJudge(ScriptedLLM):
     """Answers questions, but every judgement is prose where RAGAS wants JSON."""
 

@@ -73,7 +73,9 @@ def test_contract_chat_json_and_yes_probability(llm):
     assert "paris" in json.loads(reply.text)["capital"].lower()
     relevant, irrelevant = (float(llm.yes_probability(m).text) for m in (RELEVANT, IRRELEVANT))
     assert 0.0 <= irrelevant < relevant <= 1.0
-    assert llm.name == llm.name and llm.name
+    # the name is the cache identity: it must say which model answered (file + content hash, or endpoint + model)
+    assert re.fullmatch(r"gguf:qwen[\w.-]+\.gguf:[0-9a-f]{16,}", llm.name) or \
+        re.fullmatch(r"openai-compatible:http://[^:]+:\d+/v1:qwen", llm.name), llm.name
 
 
 def test_cache_counts_hits_and_survives_reopening(tmp_path):
@@ -88,11 +90,29 @@ def test_cache_counts_hits_and_survives_reopening(tmp_path):
         reopened.chat(ASK, json_schema={"title": "ContextPrecisionOutput"}, seed=1)  # another sample: a miss
     assert again.text == first.text
     assert len(inner.calls) == 2
+
     assert meter.total("q1").as_dict() | {"seconds": 0, "model_seconds": 0} == {
         "llm_calls": 1, "prompt_tokens": 40, "completion_tokens": 8, "cache_hits": 1, "cached_tokens": 48, "seconds": 0,
         "model_seconds": 0}
     assert meter.total("q2").llm_calls == 1 and meter.total("q2").cache_hits == 1
     assert meter.by_stage()["faithfulness"].llm_calls == 2
+
+
+@pytest.mark.parametrize("change", ["model", "messages", "max_tokens", "temperature", "json_schema", "seed"])
+def test_every_part_of_a_call_is_in_its_cache_key(tmp_path, change):
+    call = {"messages": ASK, "max_tokens": 64, "temperature": 0.0, "seed": 0,
+            "json_schema": {"title": "ContextPrecisionOutput"}}
+    other = {"messages": ASK + [{"role": "user", "content": "And Spain?"}], "max_tokens": 65, "temperature": 0.7,
+             "seed": 1, "json_schema": {"title": "StatementGeneratorOutput"}}
+    inner, cache = ScriptedLLM(), DiskCache(tmp_path / "calls.sqlite")
+    CachedLLM(inner, cache, CostMeter()).chat(**call)
+    CachedLLM(inner, cache, CostMeter()).chat(**call)
+    assert len(inner.calls) == 1  # the same call again is a hit
+    varied = call if change == "model" else call | {change: other[change]}
+    asked = ScriptedLLM("another-model") if change == "model" else inner
+    CachedLLM(asked, cache, CostMeter()).chat(**varied)
+    assert len(asked.calls) == (1 if change == "model" else 2)  # a miss: the model was asked
+    assert len(cache) == 2
 
 
 def test_uncached_llm_always_calls(tmp_path):

@@ -29,7 +29,16 @@ def test_question_metrics_count_documents_once():
     assert m["recall@1"] == 0.0 and m["recall@5"] == 1.0
     assert m["precision"] == 0.5
     assert m["mrr"] == 0.5
-    assert m["ndcg@10"] == pytest.approx((1 / math.log2(3) + 1 / math.log2(6)) / (1 + 1 / math.log2(3)))
+    # g1's second chunk takes no rank: g2 is the 4th document, not the 5th item
+    assert m["ndcg@10"] == pytest.approx((1 / math.log2(3) + 1 / math.log2(5)) / (1 + 1 / math.log2(3)))
+
+
+def test_ranking_metrics_rank_documents_not_chunks():
+    # five chunks of g1 ahead of g2: a chunk ranking would put g2 at 6, past recall@5; documents put it at 2
+    m = question_metrics(["g1"] * 5 + ["g2"], selected=["g1", "g1", "x"], gold={"g1", "g2"}, k=1)
+    assert m["recall@5"] == 1.0 and m["recall@1"] == 0.5 and m["recall@k"] == 0.5
+    assert m["ndcg@10"] == pytest.approx(1.0)
+    assert m["precision"] == 0.5  # [g1#0, g1#1, x]: documents g1 and x, one of them gold
 
 
 def test_perfect_and_empty_rankings():

@@ -173,6 +173,27 @@ def test_constraints_exclude_infeasible_trials_from_best(setup, tmp_path):
         best_config(study, folder)
 
 
+def made_study(directions: list[str], trials: list[tuple[list[float], float]]) -> optuna.Study:
+    """A real (in-memory) study holding complete trials: (values, constraint violation) each."""
+    study = optuna.create_study(directions=directions)
+    for values, violation in trials:
+        study.add_trial(optuna.trial.create_trial(values=values, user_attrs={"constraints": [violation]}))
+    return study
+
+
+def test_a_feasible_lower_trial_beats_an_infeasible_higher_one():
+    study = made_study(["maximize"], [([0.9], 0.05), ([0.6], 0.0), ([0.4], -0.2)])
+    assert [t.number for t in best_trials(study)] == [1]
+
+
+def test_the_pareto_front_is_exactly_the_feasible_non_dominated_trials():
+    study = made_study(["maximize", "maximize"], [
+        ([0.9, 0.1], 0.0), ([0.5, 0.5], 0.0), ([0.4, 0.4], 0.0),  # 2 is dominated by 1
+        ([0.1, 0.9], 0.0), ([1.0, 1.0], 0.3),                     # 4 dominates all but breaks a constraint
+        ([0.5, 0.5], 0.0)])                                        # a tie with 1 is not dominated by it
+    assert sorted(t.number for t in best_trials(study)) == [0, 1, 3, 5]
+
+
 def test_best_config_is_a_valid_project_config(setup):
     session = setup(PROGRAMS, limit=2)
     study, folder = session.study, session.folder
@@ -186,7 +207,9 @@ def test_multi_objective_study_keeps_a_pareto_front(setup):
     session = setup(PROGRAMS, targets=("faithfulness", "answer_relevancy"), limit=2)
     study, folder = session.study, session.folder
     session.run(2)
-    assert len(study.directions) == 2 and best_trials(study)
+    assert len(study.directions) == 2
+    front = best_trials(study)
+    assert front and all(t.state.name == "COMPLETE" for t in front)
     from tuner.reports import write_report
     from tuner.study.results import read_study
 

@@ -1,7 +1,9 @@
 """Id-based retrieval metrics at document level: a chunk counts for its document, each document once.
 
-Ranking metrics (recall@n, nDCG@10, MRR) read the full ranking the pipeline produced; precision and K read the
-selected set that reaches the generator. Questions without gold ids get no retrieval metrics.
+Ranking metrics (recall@n, nDCG@10, MRR) rank unique documents — a document takes the position of its best chunk
+and its other chunks take none — so the figures compare with BEIR, trec_eval and peers that rank documents.
+Precision reads the unique documents of the selected set that reaches the generator; K counts selected chunks.
+Questions without gold ids get no retrieval metrics.
 """
 
 from __future__ import annotations
@@ -17,35 +19,34 @@ RANKING_CUTOFFS = (1, 5, 10)
 def question_metrics(ranking: Sequence[str], selected: Sequence[str], gold: Iterable[str], k: int) -> dict[str, float]:
     """`ranking` and `selected` are the doc ids of the ranked and selected chunks, in order."""
     gold = set(gold)
+    ranking, selected = unique(ranking), unique(selected)
     metrics = {"recall@k": recall_at(ranking, gold, k)}
     metrics.update({f"recall@{n}": recall_at(ranking, gold, n) for n in RANKING_CUTOFFS})
     metrics["precision"] = sum(doc in gold for doc in selected) / len(selected) if selected else 0.0
     metrics["ndcg@10"] = ndcg_at(ranking, gold, 10)
-    metrics["mrr"] = next((1.0 / rank for rank, doc in enumerate(ranking, 1) if doc in gold), 0.0)
+    rank = first_rank(ranking, gold)
+    metrics["mrr"] = 1.0 / rank if rank else 0.0
     return metrics
 
 
+def unique(docs: Sequence[str]) -> list[str]:
+    """Each document once, at its first (best) chunk's position."""
+    return list(dict.fromkeys(docs))
+
+
 def first_rank(ranking: Sequence[str], gold: set[str] | frozenset[str]) -> int | None:
-    """Document-level rank (1 = first) of the first gold document, each document counted once; None if absent."""
-    seen: set[str] = set()
-    for doc in ranking:
-        if doc in gold:
-            return len(seen) + 1
-        seen.add(doc)
-    return None
+    """Document-level rank (1 = first) of the first gold document; None if absent."""
+    return next((rank for rank, doc in enumerate(unique(ranking), 1) if doc in gold), None)
 
 
 def recall_at(ranking: Sequence[str], gold: set[str], n: int) -> float:
+    """Share of the gold documents among the first n of a unique-document ranking."""
     return len(gold.intersection(ranking[:n])) / len(gold)
 
 
 def ndcg_at(ranking: Sequence[str], gold: set[str], n: int) -> float:
-    seen: set[str] = set()
-    dcg = 0.0
-    for rank, doc in enumerate(ranking[:n]):
-        if doc in gold and doc not in seen:  # a second chunk of the same document adds nothing
-            dcg += 1.0 / math.log2(rank + 2)
-        seen.add(doc)
+    """Binary-relevance nDCG@n of a unique-document ranking."""
+    dcg = sum(1.0 / math.log2(rank + 2) for rank, doc in enumerate(ranking[:n]) if doc in gold)
     ideal = sum(1.0 / math.log2(rank + 2) for rank in range(min(len(gold), n)))
     return dcg / ideal
 
