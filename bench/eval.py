@@ -28,7 +28,7 @@ from tuner.workspace import open_workspace
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 STAGES = ("generate", "faithfulness", "answer_relevancy", "context_precision", "context_recall")
-console = Console()
+console = Console(width=200)  # the table is the result: never squeezed to 80 columns in a log
 
 
 def bench(model: str, questions: int, top_k: int, keep: Path | None) -> tuple[list[list[str]], list[str]]:

@@ -33,7 +33,7 @@ from tuner.study.storage import make_storage, study_folder
 from tuner.workspace import open_workspace
 
 ROOT = Path(__file__).resolve().parents[1]
-console = Console()
+console = Console(width=200)  # the table is the result: never squeezed to 80 columns in a log
 
 
 def build(root: Path, trials: int, seed: int) -> Path:

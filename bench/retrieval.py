@@ -28,7 +28,7 @@ from tuner.workspace import open_workspace
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 SPEED_SETS = ("cmu_qa_wikipedia_v1.2", "vaswani_npl")
 QUALITY_SETS = ("squad2_dev_normans", "clapnq_dev", "vaswani_npl")
-console = Console()
+console = Console(width=200)  # the table is the result: never squeezed to 80 columns in a log
 
 
 def median_ms(samples: list[float]) -> float:

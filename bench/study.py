@@ -35,7 +35,7 @@ from tuner.study.session import Session, StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "search_spaces" / "quick.yaml"
-console = Console()
+console = Console(width=200)  # the table is the result: never squeezed to 80 columns in a log
 
 
 def run(root: Path, name: str, questions: int, trials: int, sampler: str, use_cache: bool) -> optuna.Study:

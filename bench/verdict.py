@@ -32,7 +32,7 @@ DATASETS = ROOT.parent / "shared" / "datasets"
 SPACE = ROOT / "search_spaces" / "retrieval.yaml"
 #: the BEIR-layout sets, with a question limit where the full set makes a trial slow (cmu_qa: 2,462 questions)
 SETS = {"squad2_dev_normans": None, "clapnq_dev": None, "vaswani_npl": None, "cmu_qa_wikipedia_v1.2": 800}
-console = Console()
+console = Console(width=200)  # the table is the result: never squeezed to 80 columns in a log
 
 
 def ci(comparison) -> str:
