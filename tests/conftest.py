@@ -24,6 +24,27 @@ def fake_embedder() -> HashingEmbedder:
     return HashingEmbedder()
 
 
+@pytest.fixture
+def cli_with(tmp_path, fake_embedder, monkeypatch):
+    """`cli_with(llm)` -> invoke(*args): `tuner` commands run in-process in tmp_path, every model call going to
+    `llm` (generator and judge) and every embedding to the fake embedder."""
+    from typer.testing import CliRunner
+
+    from tuner.cli import app
+    from tuner.evaluation.rag_eval import Models
+    from tuner.study.session import Session
+
+    runner = Session.runner
+
+    def use(llm):
+        monkeypatch.setattr(Session, "runner", lambda self, **_: runner(self, models=Models(llm, llm),
+                                                                          embedder=fake_embedder))
+        monkeypatch.chdir(tmp_path)
+        return lambda *args: CliRunner().invoke(app, list(args))
+
+    return use
+
+
 @pytest.fixture(scope="session")
 def real_embedder(tmp_path_factory):
     """all-MiniLM-L6-v2 from its registry package, behind a session-wide disk cache."""

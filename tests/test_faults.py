@@ -152,23 +152,13 @@ def test_a_deleted_study_json_is_rebuilt_from_the_journal(study_of_two, tmp_path
     assert complete(study_of_two) == 2
 
 
-def test_a_resume_takes_the_study_s_own_settings_and_refuses_other_ones(tmp_path, fake_embedder, monkeypatch):
-    from typer.testing import CliRunner
-
-    from tuner.cli import app
-    from tuner.evaluation.rag_eval import Models
-    from tuner.study.session import Session
-
-    llm = ScriptedLLM()
-    runner = Session.runner
-    monkeypatch.setattr(Session, "runner", lambda self, **_: runner(self, models=Models(llm, llm),
-                                                                      embedder=fake_embedder))
-    monkeypatch.chdir(tmp_path)
+def test_a_resume_takes_the_study_s_own_settings_and_refuses_other_ones(tmp_path, cli_with):
+    invoke = cli_with(ScriptedLLM())
     (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 2, "high": 3}}}))
     first = ["optimize", "--limit", "2", "--study", "night", "--judge-check", "off", "--target", "answer_relevancy",
              "--search-space", "space.yaml", "--constraint", "faithfulness>=0.1"]
-    assert CliRunner().invoke(app, [*first, "--trials", "1"]).exit_code == 0
-    again = CliRunner().invoke(app, ["optimize", "--limit", "2", "--study", "night", "--trials", "2"])
+    assert invoke(*first, "--trials", "1").exit_code == 0
+    again = invoke("optimize", "--limit", "2", "--study", "night", "--trials", "2")
     assert again.exit_code == 0, again.output  # the study's own target, space and constraint
     study = load_study(study_folder(tmp_path / "studies", "night"))
     assert len(study.trials) == 2 and {t.params["top_k"] for t in study.trials[1:]} <= {2, 3}
@@ -176,8 +166,7 @@ def test_a_resume_takes_the_study_s_own_settings_and_refuses_other_ones(tmp_path
         "faithfulness>=0.1", "answer_relevancy scored on >= 80%"}
     assert study.directions == [optuna.study.StudyDirection.MAXIMIZE]
     assert "answer_relevancy" in study.trials[1].user_attrs["metrics"]
-    refused = CliRunner().invoke(app, ["optimize", "--limit", "2", "--study", "night", "--trials", "3",
-                                       "--search-space", "quick"])
+    refused = invoke("optimize", "--limit", "2", "--study", "night", "--trials", "3", "--search-space", "quick")
     assert isinstance(refused.exception, ConfigError) and "searched another space" in str(refused.exception)
     assert len(load_study(study_folder(tmp_path / "studies", "night")).trials) == 2
 
@@ -327,21 +316,11 @@ class UnparsableJudge(ScriptedLLM):
                              json_schema=json_schema)
 
 
-def test_a_study_whose_every_trial_failed_exits_non_zero_and_says_why(tmp_path, fake_embedder, monkeypatch):
-    from typer.testing import CliRunner
-
-    from tuner.cli import app
+def test_a_study_whose_every_trial_failed_exits_non_zero_and_says_why(tmp_path, cli_with):
     from tuner.errors import TunerError
-    from tuner.evaluation.rag_eval import Models
-    from tuner.study.session import Session
 
-    llm = UnparsableJudge()
-    runner = Session.runner
-    monkeypatch.setattr(Session, "runner", lambda self, **_: runner(self, models=Models(llm, llm),
-                                                                      embedder=fake_embedder))
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["optimize", "--limit", "2", "--trials", "2", "--study", "bad",
-                                      "--judge-check", "off", "--search-space", "quick"])
+    result = cli_with(UnparsableJudge())("optimize", "--limit", "2", "--trials", "2", "--study", "bad",
+                                         "--judge-check", "off", "--search-space", "quick")
     assert isinstance(result.exception, TunerError), result.output
     assert str(result.exception) == ("no trial of study bad finished (2 failed; the last: no question could be "
                                      "scored on faithfulness): nothing to report as best")

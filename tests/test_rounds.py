@@ -114,12 +114,8 @@ def test_two_real_rounds_killed_and_resumed(tmp_path, small_gguf):
     assert "where trial" in analyzed.stdout and ("limiting stage" in analyzed.stdout or "nothing lost" in analyzed.stdout)
 
 
-def test_ctrl_c_during_optimize_still_writes_the_report(tmp_path, fake_embedder, monkeypatch):
+def test_ctrl_c_during_optimize_still_writes_the_report(tmp_path, cli_with):
     """The morning's report exists even when the night ended with Ctrl-C: interrupted mid-trial 2."""
-    from typer.testing import CliRunner
-
-    from tuner.cli import app
-    from tuner.study.session import Session
 
     class InterruptedLLM(ScriptedLLM):
         def _chat(self, messages, **kwargs):
@@ -127,15 +123,11 @@ def test_ctrl_c_during_optimize_still_writes_the_report(tmp_path, fake_embedder,
                 raise KeyboardInterrupt
             return super()._chat(messages, **kwargs)
 
-    llm = InterruptedLLM()
-    runner = Session.runner
-    monkeypatch.setattr(Session, "runner", lambda self, **_: runner(self, models=Models(llm, llm),
-                                                                      embedder=fake_embedder))
-    monkeypatch.chdir(tmp_path)
+    invoke = cli_with(InterruptedLLM())
     # the baseline's top_k 5 lies outside the space, so trial 1 retrieves other contexts and pays for new calls
     (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 2, "high": 3}}}))
-    result = CliRunner().invoke(app, ["optimize", "--trials", "3", "--limit", "2", "--search-space", "space.yaml",
-                                      "--study", "night", "--judge-check", "off"])  # counts the trials' calls only
+    result = invoke("optimize", "--trials", "3", "--limit", "2", "--search-space", "space.yaml",
+                    "--study", "night", "--judge-check", "off")  # counts the trials' calls only
     assert result.exit_code != 0  # interrupted
     report = (tmp_path / "reports" / "night" / "report.md").read_text()
     assert "**Best: trial 0**" in report and "1 complete" in report and "1 interrupted" in report
