@@ -3,6 +3,7 @@ no traceback, and that the study's completed trials are intact afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -29,11 +30,14 @@ from tuner.study.storage import repair_journal, study_folder
 TORN = b'{"op_code":6,"worker_id":"a-b","trial_id":1,"user_attr":{"cost":{"calls'
 
 
-def one_line_error(result, *words: str) -> str:
-    """The failed command's stderr: exactly one line, no traceback, naming each of `words`."""
+def one_line_error(result, *words: str, started: bool = False) -> str:
+    """The failed command's stderr: exactly one line, no traceback, naming each of `words`. A study that
+    `started` has printed its status lines (study, notes, report) first: then exactly one of them is the error."""
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if started:
+        lines = [line for line in lines if line.startswith("error:")]
     assert len(lines) == 1, result.stderr
     for word in words:
         assert word in lines[0], lines[0]
@@ -303,6 +307,37 @@ def test_ctrl_c_during_an_in_process_llama_cpp_call_stops_at_once(tmp_path, smal
     assert sum("interrupted" in line for line in stderr.splitlines()) == 1, stderr
     study = load_study(study_folder(tmp_path / "studies", "local"))
     assert trial_states(study.trials) == ["interrupted"]  # a resume runs it again
+
+
+@pytest.mark.parametrize("fault, said", [
+    ("down", "cannot reach the LLM endpoint"),
+    ("500", "answered HTTP 500"),
+    ("html", "not a chat completion"),
+    ("unset key", "TUNER_TEST_UNSET_KEY"),
+    ("truncated gguf", "cannot load as a GGUF model"),
+])
+def test_a_model_fault_on_resume_is_one_line_and_keeps_the_finished_trials(study_of_two, tmp_path, fault, said):
+    """The night's second run meets a broken model: one line, non-zero exit, and the two finished trials stand."""
+    with contextlib.ExitStack() as running:
+        if fault == "truncated gguf":
+            (tmp_path / "model.gguf").write_bytes(b"GGUF" + bytes(1000))
+            model = {"model": "cut", "path": str(tmp_path / "model.gguf")}
+        elif fault == "down":
+            with FakeEndpoint() as gone:  # a port where nothing listens any more
+                model = {"backend": "openai-compatible", "base_url": gone.url, "model": "m"}
+        else:
+            server = running.enter_context(FakeEndpoint(fault if fault in ("500", "html") else "ok"))
+            model = {"backend": "openai-compatible", "base_url": server.url, "model": "m"}
+            if fault == "unset key":
+                model["api_key_env"] = "TUNER_TEST_UNSET_KEY"
+        (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": model, "judge": model}))
+        result = tuner("optimize", "--config", "tuner.yaml", "--study", "s", "--trials", "3", "--limit", "2",
+                       "--judge-check", "off", cwd=tmp_path)
+    one_line_error(result, said, started=True)
+    assert result.returncode == 1
+    states = trial_states(load_study(study_of_two).trials)
+    assert states[:2] == ["complete", "complete"]  # the finished trials stand
+    assert states[2:] in ([], ["interrupted"])  # the trial the model failed runs again on the next resume
 
 
 class UnparsableJudge(ScriptedLLM):
