@@ -909,9 +909,12 @@ def stop_promptly_on_ctrl_c(grace: tuple[float, float] = INTERRUPT_GRACE) -> Non
     call for many seconds, and a library may swallow the interrupt — the process leaves at once with 130. Nothing
     is lost by that: the journal and the caches are written entry by entry, and a trial left running is run again
     on resume. The C-level handler writes to the wakeup fd even while the main thread is in native code, so the
-    watcher thread hears every Ctrl-C at once; a second Ctrl-C leaves without waiting."""
+    watcher thread hears every Ctrl-C at once; a second Ctrl-C leaves without waiting. Before leaving it marks the
+    running trial interrupted itself."""
     import signal
     import socket
+
+    from tuner.study.running import mark_interrupted
 
     if threading.current_thread() is not threading.main_thread():
         return
@@ -934,6 +937,7 @@ def stop_promptly_on_ctrl_c(grace: tuple[float, float] = INTERRUPT_GRACE) -> Non
                           "progress runs again)", highlight=False, soft_wrap=True)
         if not heard_ctrl_c(grace[0]) and cleaning_up.is_set():
             heard_ctrl_c(grace[1])  # the clean-up may take longer, unless Ctrl-C comes again
+        mark_interrupted()  # what the unwinding did not reach: the running trial says interrupted, not running
         os._exit(130)
 
     threading.Thread(target=watch, args=(theirs,), name="ctrl-c watcher", daemon=True).start()

@@ -22,9 +22,10 @@ from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
-from tuner.models.llms._base import LLMError
 from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult, QuestionResult, TrialFile
+from tuner.models.llms._base import LLMError
 from tuner.study.results import INTERRUPTED
+from tuner.study.running import running
 from tuner.study.space import SearchSpace, pipeline_for
 from tuner.study.storage import StudyFolder
 
@@ -182,11 +183,12 @@ class Objective:
         metrics = self.settings.metrics_needed()
         answer = bool(metrics)  # a study of retrieval metrics alone generates no answer
         try:
-            result = self.runner.evaluate(
-                config, self.questions, metrics=metrics,
-                on_progress=lambda i, qid, stage: self.hook("question", i, stage),
-                on_question=lambda i, q: (partial.append(q), report(i, q)), answer=answer,
-            )
+            with running(trial):  # a Ctrl-C stuck in native code still marks it interrupted (study/running.py)
+                result = self.runner.evaluate(
+                    config, self.questions, metrics=metrics,
+                    on_progress=lambda i, qid, stage: self.hook("question", i, stage),
+                    on_question=lambda i, q: (partial.append(q), report(i, q)), answer=answer,
+                )
         except (KeyboardInterrupt, LLMError) as exc:  # not the configuration's fault: a resume runs it again
             trial.set_user_attr(INTERRUPTED, "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc))
             raise
