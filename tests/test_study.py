@@ -12,7 +12,8 @@ from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models
 from tuner.study.display import describe_trial, trial_values
-from tuner.study.optimize import Constraint, StudySettings, enqueue_baseline, open_study, recover_interrupted
+from tuner.evaluation.records import Constraint
+from tuner.study.optimize import StudySettings, enqueue_baseline, open_study, recover_interrupted
 from tuner.study.results import best_config, best_trials, load_study, trial_states
 from tuner.study.session import Session, StudySpec
 from tuner.study.space import SearchSpace, load_space

@@ -222,7 +222,8 @@ def optimize_command(
     reports_dir: ReportsDirOption = Path("reports"),
 ) -> None:
     """Search the pipeline's knobs with Optuna, then judge the best on held-out questions; run again to resume."""
-    from tuner.study.optimize import Constraint, StudySettings
+    from tuner.evaluation.records import Constraint
+    from tuner.study.optimize import StudySettings
     from tuner.study.results import read_study
     from tuner.study.session import Session, StudySpec
     from tuner.study.storage import study_folder

@@ -8,17 +8,45 @@ fields they lack left empty, and a file from a newer tuner fails with one clear 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.config import ALL_METRICS
 from tuner.cost import Cost
-from tuner.errors import DataError
+from tuner.errors import ConfigError, DataError
 
 SCHEMA_VERSION = 2
 
 RETRIEVAL_METRICS = ("recall@k", "recall@1", "recall@5", "recall@10", "precision", "ndcg@10", "mrr")
+#: what a study may maximise or guard
+TARGETS = ALL_METRICS + RETRIEVAL_METRICS
+
+
+@dataclass(frozen=True)
+class Constraint:
+    metric: str
+    op: str  # ">=" or "<="
+    bound: float
+
+    @classmethod
+    def parse(cls, text: str) -> Constraint:
+        match = re.fullmatch(r"\s*([\w@]+)\s*(>=|<=)\s*([0-9]*\.?[0-9]+)\s*", text)
+        if not match or match.group(1) not in TARGETS:
+            raise ConfigError(f"--constraint {text!r}: expected METRIC>=VALUE or METRIC<=VALUE with METRIC one of "
+                              f"{', '.join(TARGETS)}")
+        return cls(match.group(1), match.group(2), float(match.group(3)))
+
+    def violation(self, value: float | None) -> float:
+        """Optuna's convention: <= 0 is feasible. An unscored guard metric counts as violated."""
+        if value is None:
+            return 1.0
+        return self.bound - value if self.op == ">=" else value - self.bound
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.bound:g}"
 
 
 def clean(value: float | None) -> float | None:

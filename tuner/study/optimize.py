@@ -8,7 +8,6 @@ the interrupted configuration runs again — its completed LLM calls come back f
 from __future__ import annotations
 
 import logging
-import re
 import time
 import warnings
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult, QuestionResult, TrialFile
+from tuner.evaluation.records import RETRIEVAL_METRICS, TARGETS, Constraint, EvalResult, QuestionResult, TrialFile
 from tuner.models.llms._base import LLMError
 from tuner.study.results import INTERRUPTED
 from tuner.study.running import running
@@ -32,32 +31,7 @@ from tuner.study.storage import StudyFolder
 if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for importing DSPy and RAGAS
     from tuner.evaluation.rag_eval import RagRunner
 
-TARGETS = ALL_METRICS + RETRIEVAL_METRICS
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-
-
-@dataclass(frozen=True)
-class Constraint:
-    metric: str
-    op: str  # ">=" or "<="
-    bound: float
-
-    @classmethod
-    def parse(cls, text: str) -> Constraint:
-        match = re.fullmatch(r"\s*([\w@]+)\s*(>=|<=)\s*([0-9]*\.?[0-9]+)\s*", text)
-        if not match or match.group(1) not in TARGETS:
-            raise ConfigError(f"--constraint {text!r}: expected METRIC>=VALUE or METRIC<=VALUE with METRIC one of "
-                              f"{', '.join(TARGETS)}")
-        return cls(match.group(1), match.group(2), float(match.group(3)))
-
-    def violation(self, value: float | None) -> float:
-        """Optuna's convention: <= 0 is feasible. An unscored guard metric counts as violated."""
-        if value is None:
-            return 1.0
-        return self.bound - value if self.op == ">=" else value - self.bound
-
-    def __str__(self) -> str:
-        return f"{self.metric}{self.op}{self.bound:g}"
 
 
 #: the fewest paired questions with which a one-sided signed-rank test can reach p < 0.1 (1/2^4 = 0.0625; with 3

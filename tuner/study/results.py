@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 from tuner.config import ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError
-from tuner.evaluation.records import EvalResult, TrialFile
+from tuner.evaluation.records import Constraint, EvalResult, TrialFile
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import StudyFolder, make_storage
 
@@ -76,8 +76,6 @@ class StudyView:
     @property
     def compared(self) -> list[str]:
         """The metrics comparisons lead with: the targets, then the guards."""
-        from tuner.study.optimize import Constraint
-
         return list(dict.fromkeys([*self.targets, *(Constraint.parse(c).metric for c in self.constraints)]))
 
     @property
