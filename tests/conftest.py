@@ -27,18 +27,15 @@ def fake_embedder() -> HashingEmbedder:
 @pytest.fixture
 def cli_with(tmp_path, fake_embedder, monkeypatch):
     """`cli_with(llm)` -> invoke(*args): `tuner` commands run in-process in tmp_path, every model call going to
-    `llm` (generator and judge) and every embedding to the fake embedder."""
+    `llm` (generator and judge) and every embedding to the fake embedder (the factories are swapped, so every
+    command's runner gets them)."""
     from typer.testing import CliRunner
 
     from tuner.cli import app
-    from tuner.evaluation.rag_eval import Models
-    from tuner.study.session import Session
-
-    runner = Session.runner
 
     def use(llm):
-        monkeypatch.setattr(Session, "runner", lambda self, **_: runner(self, models=Models(llm, llm),
-                                                                          embedder=fake_embedder))
+        monkeypatch.setattr("tuner.evaluation.rag_eval.make_llm", lambda config, cache_dir: llm)
+        monkeypatch.setattr("tuner.workspace.make_embedder", lambda *args, **kwargs: fake_embedder)
         monkeypatch.chdir(tmp_path)
         return lambda *args: CliRunner().invoke(app, list(args))
 

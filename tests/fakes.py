@@ -48,10 +48,21 @@ class ScriptedLLM(LLM):
     def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
         self.calls.append({"messages": messages, "json_schema": json_schema, "seed": seed})
         if json_schema is None:
-            return Completion("[[ ## answer ## ]]\nThe Sorrel Bridge [1].\n\n[[ ## completed ## ]]", 50, 10)
+            return Completion(self.fields(messages) + "[[ ## completed ## ]]", 50, 10)
         if self.garbage:
             return Completion("Sure! Here is my verdict: yes", 40, 8)
         return Completion(json.dumps(SCRIPTED_JSON[json_schema.get("title", "")]), 40, 8)
+
+    @staticmethod
+    def fields(messages) -> str:
+        """DSPy's chat format for the output fields the system message asks for: the answer, or any other
+        field (a proposed instruction, when an optimizer asks) filled with a plausible sentence."""
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        block = system.split("Your output fields are:")[-1].split("All interactions")[0]
+        names = re.findall(r"`(\w+)`", block) or ["answer"]
+        text = {"answer": "The Sorrel Bridge [1]."}
+        return "".join(f"[[ ## {name} ## ]]\n{text.get(name, f'Answer from the contexts only, citing [n] ({name}).')}"
+                       f"\n\n" for name in names)
 
     def yes_probability(self, messages):
         self.calls.append({"messages": messages, "json_schema": None, "seed": 0})

@@ -43,11 +43,29 @@ class Cost:
         return cls(**{f.name: data.get(f.name, 0) for f in fields(cls)})
 
 
+class BudgetSpent(BaseException):
+    """The meter's call budget is spent. A BaseException, like KeyboardInterrupt, so that no library's catch-all
+    (DSPy's optimizers count exceptions as failed examples) can turn it into a bad score and go on paying."""
+
+
 @dataclass
 class CostMeter:
     #: (question id, stage) -> cost
     records: dict[tuple[str, str], Cost] = field(default_factory=dict)
+    #: paid calls (cache misses) allowed from now on; None: no limit
+    budget: int | None = None
     _where: tuple[str, str] = ("", "other")
+    _paid: int = 0
+
+    def before_paid_call(self) -> None:
+        """Called before a call that reaches a model: raises BudgetSpent once the budget is used up."""
+        if self.budget is not None and self._paid >= self.budget:
+            raise BudgetSpent(f"the budget of {self.budget} LLM calls is spent")
+
+    @property
+    def paid(self) -> int:
+        """Calls that reached a model since the meter was made (records may be cleared; this is not)."""
+        return self._paid
 
     @contextmanager
     def stage(self, question_id: str, stage: str) -> Iterator[Cost]:
@@ -67,6 +85,7 @@ class CostMeter:
             cost.cache_hits += 1
             cost.cached_tokens += prompt_tokens + completion_tokens
         else:
+            self._paid += 1
             cost.llm_calls += 1
             cost.model_seconds += seconds
             cost.prompt_tokens += prompt_tokens

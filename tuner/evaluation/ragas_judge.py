@@ -70,11 +70,14 @@ class JudgeLLM(InstructorBaseRagasLLM):
         self.sample_round = 0
         #: False: an empty list is re-asked and finally raises EmptyJudgement (see the module's docstring)
         self.empty_ok = True
+        #: the parsed replies of the current sample, in order (prompt compilation reads the verdicts from them)
+        self.replies: list[BaseModel] = []
         self._asked: Counter[str] = Counter()
 
     def new_sample(self, empty_ok: bool = True) -> None:
         """Forget which prompts were asked: called before each (question, metric)."""
         self._asked.clear()
+        self.replies = []
         self.empty_ok = empty_ok
 
     def generate(self, prompt: str, response_model: type[Model]) -> Model:
@@ -100,6 +103,7 @@ class JudgeLLM(InstructorBaseRagasLLM):
                 continue
             empty = [] if self.empty_ok else empty_lists(reply)
             if not empty:
+                self.replies.append(reply)
                 return reply
             problem, error = f"empty {', '.join(empty)} list", EmptyJudgement
             schema = require_items(schema)

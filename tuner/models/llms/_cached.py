@@ -32,6 +32,7 @@ class CachedLLM(LLM):
             completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"])
             self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True)
             return completion
+        self.meter.before_paid_call()
         started = time.perf_counter()
         completion = call()
         self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=False,

@@ -1,0 +1,183 @@
+"""One compile, end to end: fixed contexts for the training questions, the optimizer under a call budget, the
+program saved with a sidecar that says how it was made.
+
+The contexts come from one retrieval configuration (recorded in the sidecar): the prompt is tuned for what that
+pipeline retrieves. Every LLM call goes through the runner's cache and cost meter under the stage `compile`, so
+a compile killed with kill -9 and run again pays only for calls it had not made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from tuner.compile.metric import CompileMetric, Scored
+from tuner.compile.optimizers import COMPILERS
+from tuner.config import PipelineConfig
+from tuner.cost import BudgetSpent
+from tuner.data import Question
+from tuner.errors import ConfigError, TunerError
+from tuner.evaluation.records import Constraint
+from tuner.prompts.programs import RAGAnswer, program_id
+from tuner.ui import err_console
+
+if TYPE_CHECKING:
+    from tuner.evaluation.rag_eval import RagRunner
+
+SIDECAR_SUFFIX = ".meta.json"
+#: paid calls one scored example costs, roughly: the answer, then the judge (faithfulness asks twice; a guard on
+#: answer relevancy adds its strictness samples)
+CALLS = {"faithfulness": 2, "answer_relevancy": 3, "context_precision": 1, "context_recall": 1}
+#: what a prompt changes: the answer (context metrics depend on retrieval alone)
+ANSWER_METRICS = ("faithfulness", "answer_relevancy")
+
+
+@dataclass(frozen=True)
+class CompileSettings:
+    optimizer: str = "bootstrap"
+    target: str = "faithfulness"
+    guard: Constraint | None = None
+    budget: int = 300  # paid LLM calls
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in COMPILERS:
+            raise ConfigError(f"--optimizer {self.optimizer!r}: choose {', '.join(COMPILERS)}")
+        if self.target not in ANSWER_METRICS:
+            raise ConfigError(f"--target {self.target!r}: a compile tunes the answer; choose faithfulness or "
+                              f"answer_relevancy")
+        if self.budget < 1:
+            raise ConfigError("--budget: at least 1 LLM call")
+
+    @property
+    def calls_per_score(self) -> int:
+        return 1 + CALLS[self.target] + (CALLS.get(self.guard.metric, 1) if self.guard else 0)
+
+
+@dataclass
+class Compiled:
+    program: RAGAnswer
+    path: Path
+    sidecar: dict[str, Any] = field(default_factory=dict)
+
+
+def examples(runner: RagRunner, questions: Sequence[Question], pipeline: PipelineConfig) -> list[dspy.Example]:
+    """The questions as DSPy examples, with the contexts `pipeline` retrieves for them (no LLM unless the
+    pipeline reranks with one). `answerable`: a gold document is among the contexts (True without gold ids)."""
+    found = []
+    for question in questions:
+        retrieval = runner.workspace.pipeline.run(question.text, pipeline)
+        contexts = [c.chunk.text for c in retrieval.selected]
+        gold = question.relevant_ids
+        answerable = not gold or any(c.chunk.doc_id in gold for c in retrieval.selected)
+        found.append(dspy.Example(id=question.id, question=question.text, contexts=contexts,
+                                  reference=question.reference, answerable=answerable)
+                     .with_inputs("question", "contexts"))
+    return found
+
+
+def compile_program(runner: RagRunner, pipeline: PipelineConfig, train: Sequence[Question],
+                    held_out: Sequence[Question], settings: CompileSettings, out_dir: Path,
+                    on_score: Callable[[Scored], None] | None = None) -> Compiled:
+    """Compile the pipeline's program on `train`, save it under `out_dir` as OPTIMIZER-PROGRAMID.json with its
+    sidecar. Raises TunerError when the budget runs out first (nothing is saved; the calls paid are cached)."""
+    if not train:
+        raise ConfigError("no training question: use more questions or a smaller held-out share")
+    start = runner.program(pipeline.program)
+    trainset = examples(runner, train, pipeline)
+    if not any(e.contexts for e in trainset):
+        raise ConfigError("the pipeline retrieved no context for any training question: nothing to be faithful to")
+    metric = CompileMetric(runner.scorer, runner.meter, settings.target, settings.guard, on_score)
+    compiler = COMPILERS[settings.optimizer](settings.budget, settings.calls_per_score, settings.seed)
+    meter = runner.meter
+    paid_before, meter.budget = meter.paid, meter.paid + settings.budget
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with meter.stage("", "compile"), dspy.context(lm=runner.lm), chatter_to(out_dir / "compile.log"):
+            program = compiler.compile(start, trainset, metric)
+            train_scores = [metric.score(e, answer_of(program, e)).score for e in trainset]
+    except BudgetSpent:
+        raise TunerError(f"the budget of {settings.budget} LLM calls ran out before {settings.optimizer} finished: "
+                         f"nothing saved; run again with a larger --budget (the calls paid are cached, not paid "
+                         f"again)") from None
+    finally:
+        meter.budget = None
+    identity = program_id(program)
+    path = out_dir / f"{settings.optimizer}-{identity}.json"
+    program.save(str(path))
+    sidecar = {
+        "program_id": identity,
+        "optimizer": settings.optimizer,
+        "target": settings.target,
+        "guard": str(settings.guard) if settings.guard else None,
+        "seed": settings.seed,
+        "budget": settings.budget,
+        "calls_paid": meter.paid - paid_before,
+        "start_program": pipeline.program,
+        "start_program_id": program_id(start),
+        "demos": sum(len(p.demos) for p in program.predictors()),
+        "instructions": program.respond.signature.instructions,
+        "generator": runner.generator.name,
+        "judge": runner.judge.name,
+        "pipeline": pipeline.model_dump(mode="json"),
+        "train_ids": [q.id for q in train],
+        "held_out_ids": [q.id for q in held_out],
+        "train_score": sum(train_scores) / len(train_scores),
+        "held_out": None,  # filled by the held-out comparison
+    }
+    write_sidecar(path, sidecar)
+    return Compiled(program, path, sidecar)
+
+
+@contextlib.contextmanager
+def chatter_to(log: Path) -> Iterator[None]:
+    """DSPy's optimizers print, log and draw tqdm bars on stdout and stderr as they go: into a log beside the
+    program, while tuner's own progress bar keeps the terminal (its console is pinned to it meanwhile)."""
+    err_console.file = err_console.file
+    try:
+        with open(log, "a", encoding="utf-8") as stream, contextlib.redirect_stdout(stream), \
+                contextlib.redirect_stderr(stream):
+            yield
+    finally:
+        err_console.file = None  # follows sys.stderr again
+
+
+def answer_of(program: RAGAnswer, example: dspy.Example) -> str:
+    try:
+        return str(program(**example.inputs()).answer or "")
+    except (dspy.utils.exceptions.AdapterParseError, ValueError):  # the format was not followed: no answer
+        return ""
+
+
+def sidecar_path(program_path: Path) -> Path:
+    return program_path.with_name(program_path.stem + SIDECAR_SUFFIX)
+
+
+def write_sidecar(program_path: Path, data: dict[str, Any]) -> None:
+    sidecar_path(program_path).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+
+
+def read_sidecar(program_path: Path) -> dict[str, Any]:
+    """How a saved program was made ({} for a program saved without one)."""
+    path = sidecar_path(program_path)
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: unreadable sidecar ({exc})") from None
+
+
+def compiled_programs(folder: Path) -> list[Path]:
+    """The compiled programs saved in a folder (a study's programs/), oldest first."""
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.glob("*.json") if not p.name.endswith(SIDECAR_SUFFIX)),
+                  key=lambda p: p.stat().st_mtime)
+
