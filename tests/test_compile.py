@@ -15,8 +15,10 @@ import dspy
 import pytest
 
 from tests.fakes import ScriptedLLM
-from tuner.compile import COMPILERS, CompileMetric, CompileSettings, compile_program, read_sidecar
-from tuner.compile.run import examples
+from tuner.compile.metric import CompileMetric
+from tuner.compile.optimizers import COMPILERS
+from tuner.compile.run import CompileSettings, compile_program, examples
+from tuner.compile.saved import read_sidecar
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.rag_eval import Models, RagRunner
@@ -169,7 +171,7 @@ def test_real_compile_killed_and_run_again_pays_no_call_twice(tmp_path, small_gg
     compile_calls = sidecar["calls_paid"]
     held_out_calls = sum(row["llm_calls"] for row in sidecar["held_out"].values())
     assert compile_calls + held_out_calls == cached_calls(cache) - before  # nothing paid twice
-    assert sidecar["generator"] == sidecar["judge"] and "qwen2.5-0.5b" in sidecar["generator"]
+    assert sidecar["generator"] == sidecar["judge"] and "0.5b" in sidecar["generator"]
     assert sidecar["held_out"]["compiled"]["questions"] == 1 and "held-out" in done.stdout
 
 
@@ -185,3 +187,21 @@ def cached_calls(path) -> int:
 
 def table_of(db) -> str:
     return db.execute("select name from sqlite_master where type='table'").fetchone()[0]
+
+
+def test_a_new_study_offers_compiled_programs_and_a_resume_keeps_its_own(tmp_path, cli_with):
+    invoke = cli_with(ScriptedLLM())
+    assert invoke("compile", "--limit", "6", "--budget", "60").exit_code == 0  # into studies/programs/
+    [program] = [p for p in (tmp_path / "studies" / "programs").glob("*.json") if not p.name.endswith(".meta.json")]
+    study = ("optimize", "--study", "s", "--limit", "6", "--trials", "2", "--search-space", "quick",
+             "--judge-check", "off", "--holdout", "0")
+    first = invoke(*study)
+    assert first.exit_code == 0, first.output
+    meta = json.loads((tmp_path / "studies" / "s" / "study.json").read_text())
+    assert meta["programs"] == [str(program)] and str(program) in meta["space"]["params"]["program"]["choices"]
+    assert "compiled on 3 of this study's 6 search questions" in " ".join(first.output.split())
+    # a program compiled later is not slipped into the running study: its space (and Optuna's) stays as created
+    assert invoke("compile", "--limit", "6", "--budget", "60", "--optimizer", "gepa", "--seed", "1").exit_code == 0
+    resumed = invoke(*study[:-4], "--trials", "3", "--search-space", "quick")
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads((tmp_path / "studies" / "s" / "study.json").read_text())["programs"] == [str(program)]

@@ -305,6 +305,7 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
         err_console.print(f"note: the baseline's {', '.join(outside)} lies outside the search space: it runs as "
                           f"trial 0, the reference point, but no later trial can draw it", highlight=False,
                           soft_wrap=True)
+    warn_compiled_on_search(session)
     if session.finished >= trials:
         err_console.print(f"study {session.folder.name} already holds {trials} finished trials (raise --trials to "
                           f"go on)")
@@ -323,6 +324,20 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
                           f"questions and before its last, and this study searches {questions}", highlight=False)
     with StudyDisplay(session.study, trials, questions, targets) as display:
         return session.run(trials, timeout, hook=display)
+
+
+def warn_compiled_on_search(session) -> None:
+    """A compiled program trained on this study's search questions scores optimistically there: say so (the
+    held-out verdict is not affected)."""
+    from tuner.compile.saved import read_sidecar
+
+    search = {q.id for q in session.search_questions}
+    for path in session.folder.read_meta().get("programs", []):
+        seen = search & set(read_sidecar(Path(path)).get("train_ids", []))
+        err_console.print(f"program choice {path}" + (
+            f": compiled on {len(seen)} of this study's {len(search)} search questions, so its trials score "
+            f"optimistically there; the held-out verdict is not affected" if seen else ""), highlight=False,
+            soft_wrap=True)
 
 
 def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, reports_dir: Path) -> None:
@@ -637,7 +652,7 @@ def compile_command(
                                                 "(default: the study's programs/, else studies/programs)")] = None,
 ) -> None:
     """Compile the DSPy answer program for a metric with a DSPy optimizer; judge it on held-out questions."""
-    from tuner.compile import CompileSettings, compile_program
+    from tuner.compile.run import CompileSettings, compile_program
     from tuner.data.split import Split
     from tuner.evaluation.records import Constraint
 
@@ -693,7 +708,7 @@ def compile_command(
 def judge_programs(runner, pipeline: PipelineConfig, compiled, held_out, settings) -> None:
     """The compiled program against the one it started from, on the held-out questions (the same contexts)."""
     from tuner.analysis.programs import compare_programs
-    from tuner.compile.run import write_sidecar
+    from tuner.compile.saved import write_sidecar
 
     metrics = list(dict.fromkeys([settings.target, *([settings.guard.metric] if settings.guard else [])]))
     start, results = pipeline.program, {}

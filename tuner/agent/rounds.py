@@ -86,7 +86,8 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
             round_spec = replace(spec, name=name, search_space=space_file, project=first.project, dataset=None,
                                  limit=None, cache_dir=first.project.cache_dir, baseline=baseline,
                                  settings=replace(spec.settings, seed=seed), holdout=first.split,
-                                 before_first_trial=None)  # round 1 checked the same judge on the same data
+                                 before_first_trial=None,  # round 1 checked the same judge on the same data
+                                 programs_from=(first.folder.root / "programs",))
         session = Session.open(round_spec)
         first = first or session
         if prepare:

@@ -177,9 +177,10 @@ def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
                                 f"program: {param.describe()}", "the contexts hold the answer but the answer "
                                 "is not faithful to them: try a stricter answer program", trigger, generation,
                                 param))
-        out.append(Proposal("advice", None, "optimise the answer program for faithfulness (DSPy) and add it as a "
-                            "program choice", "generation, not retrieval, limits the target", trigger,
-                            generation * 0.9))
+        out.append(Proposal("advice", None, f"compile the answer program for {shares.target}: `tuner compile "
+                            f"--study {view.name}` (it trains on the search questions only); the next "
+                            "round or study offers it as a program choice", "generation, not retrieval, limits the "
+                            "target", trigger, generation * 0.9))
     if judge >= STAGE_SHARE:
         out.append(Proposal("advice", None, "check the judge: `tuner analyze --noise 3`, or a stronger judge model",
                             "unscored or unstable verdicts decide the target, not the pipeline",

@@ -4,12 +4,7 @@
 `ProgramCompiler` (bootstrap, mipro, gepa) under a budget of paid LLM calls, and saves the program
 (`program.save`) with a sidecar JSON saying how it was made. A saved program is a `program` choice like
 `default` and `strict`.
+
+Modules: `run` (compile_program), `optimizers` (COMPILERS), `metric` (CompileMetric), `saved` (program files
+and sidecars; imports no model stack, so studies can list compiled programs cheaply).
 """
-
-from tuner.compile._base import ProgramCompiler
-from tuner.compile.metric import CompileMetric
-from tuner.compile.optimizers import COMPILERS
-from tuner.compile.run import CompileSettings, Compiled, compile_program, compiled_programs, read_sidecar
-
-__all__ = ["COMPILERS", "CompileMetric", "CompileSettings", "Compiled", "ProgramCompiler", "compile_program",
-           "compiled_programs", "read_sidecar"]

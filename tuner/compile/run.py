@@ -9,7 +9,6 @@ a compile killed with kill -9 and run again pays only for calls it had not made.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ import dspy
 
 from tuner.compile.metric import CompileMetric, Scored
 from tuner.compile.optimizers import COMPILERS
+from tuner.compile.saved import write_sidecar
 from tuner.config import PipelineConfig
 from tuner.cost import BudgetSpent
 from tuner.data import Question
@@ -30,7 +30,6 @@ from tuner.ui import err_console
 if TYPE_CHECKING:
     from tuner.evaluation.rag_eval import RagRunner
 
-SIDECAR_SUFFIX = ".meta.json"
 #: paid calls one scored example costs, roughly: the answer, then the judge (faithfulness asks twice; a guard on
 #: answer relevancy adds its strictness samples)
 CALLS = {"faithfulness": 2, "answer_relevancy": 3, "context_precision": 1, "context_recall": 1}
@@ -153,31 +152,3 @@ def answer_of(program: RAGAnswer, example: dspy.Example) -> str:
         return str(program(**example.inputs()).answer or "")
     except (dspy.utils.exceptions.AdapterParseError, ValueError):  # the format was not followed: no answer
         return ""
-
-
-def sidecar_path(program_path: Path) -> Path:
-    return program_path.with_name(program_path.stem + SIDECAR_SUFFIX)
-
-
-def write_sidecar(program_path: Path, data: dict[str, Any]) -> None:
-    sidecar_path(program_path).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-
-
-def read_sidecar(program_path: Path) -> dict[str, Any]:
-    """How a saved program was made ({} for a program saved without one)."""
-    path = sidecar_path(program_path)
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: unreadable sidecar ({exc})") from None
-
-
-def compiled_programs(folder: Path) -> list[Path]:
-    """The compiled programs saved in a folder (a study's programs/), oldest first."""
-    if not folder.is_dir():
-        return []
-    return sorted((p for p in folder.glob("*.json") if not p.name.endswith(SIDECAR_SUFFIX)),
-                  key=lambda p: p.stat().st_mtime)
-

@@ -217,7 +217,7 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
 
 
 def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, storage_url: str | None,
-               project: dict[str, Any], space_file: str, split: Split) -> optuna.Study:
+               project: dict[str, Any], space_file: str, split: Split, programs: list[str] = ()) -> optuna.Study:
     """Create the study, or load it to resume. A resume keeps what the trials so far were measured by: other
     targets, constraints or a different search space are refused. The settings live in study.json and, as a copy
     that outlives it, in the storage's study attributes."""
@@ -236,7 +236,8 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
     fresh = {"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
              "metrics": settings.metrics_needed(), "sampler": settings.sampler, "seed": settings.seed,
              "search_space": space_file, "space": space.model_dump(mode="json", exclude_defaults=True),
-             "storage_url": redact(storage_url) if storage_url else None, "project": project, "split": split.to_json()}
+             "storage_url": redact(storage_url) if storage_url else None, "project": project, "split": split.to_json(),
+             "programs": list(programs)}
     updated = {**meta, "project": project} if meta else fresh  # resumed with --config/--limit: record what now runs
     if updated != folder.read_meta():
         folder.write_meta(updated)

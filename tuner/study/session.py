@@ -18,6 +18,7 @@ from typing import Any
 
 import optuna
 
+from tuner.compile.saved import compiled_programs
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
@@ -51,6 +52,9 @@ class StudySpec:
     #: called with the session before a new study is created (`tuner optimize` checks the judge here); it may
     #: raise to refuse, and then no study is left behind
     before_first_trial: Callable[[Session], None] | None = None
+    #: folders whose compiled programs (`tuner compile`) a new study offers as `program` choices, beside
+    #: studies/programs/ and its own programs/ (rounds add round 1's)
+    programs_from: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -67,9 +71,12 @@ class Session:
 
     @classmethod
     def open(cls, spec: StudySpec) -> Session:
-        space = load_space(spec.search_space)
         folder = study_folder(spec.studies_dir, spec.name)
         meta = folder.read_meta()
+        # a new study offers the compiled programs there are now; a resumed one the ones it was created with
+        programs = meta.get("programs", []) if meta else [str(p.resolve()) for d in (
+            spec.studies_dir / "programs", folder.root / "programs", *spec.programs_from) for p in compiled_programs(d)]
+        space = load_space(spec.search_space).with_programs(programs)
         project = spec.project
         if project is None:
             project = ProjectConfig.model_validate(meta["project"]) if meta else ProjectConfig()
@@ -90,7 +97,7 @@ class Session:
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
         session.study = open_study(folder, spec.settings, space, spec.storage, project.model_dump(mode="json"),
-                                   str(spec.search_space), split)
+                                   str(spec.search_space), split, programs)
         session.recovered = recover_interrupted(session.study) if spec.storage is None else []
         enqueue_baseline(session.study, space, project.pipeline)
         return session

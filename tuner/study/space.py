@@ -12,6 +12,7 @@ otherwise the knob keeps the base config's value. Parameters are suggested in fi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -129,6 +130,16 @@ class SearchSpace(_Strict):
                     raise ValueError(f"params.{name}.when: {other} never takes {', '.join(map(str, never))} "
                                      f"({self.params[other].describe()}), so {name} would never be searched")
         return self
+
+    def with_programs(self, programs: Sequence[str]) -> SearchSpace:
+        """The space with compiled programs (saved program paths) added to its `program` choices; unchanged
+        when it has no categorical `program` knob or no program is given."""
+        param = self.params.get("program")
+        if not programs or param is None or param.type != "categorical":
+            return self
+        choices = list(dict.fromkeys([*(param.choices or []), *programs]))
+        return self.model_copy(update={"params": {**self.params,
+                                                  "program": param.model_copy(update={"choices": choices})}})
 
     def outside(self, values: dict[str, Any]) -> list[str]:
         """`values`' knobs that the space cannot draw (the baseline's top_k 5 in a 2-3 space), as `name=value`."""
