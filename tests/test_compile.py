@@ -200,6 +200,8 @@ def test_a_new_study_offers_compiled_programs_and_a_resume_keeps_its_own(tmp_pat
     meta = json.loads((tmp_path / "studies" / "s" / "study.json").read_text())
     assert meta["programs"] == [str(program)] and str(program) in meta["space"]["params"]["program"]["choices"]
     assert "compiled on 3 of this study's 6 search questions" in " ".join(first.output.split())
+    report = (tmp_path / "reports" / "s" / "report.md").read_text()
+    assert "## Compiled answer programs" in report and f"| {program} | bootstrap |" in report
     # a program compiled later is not slipped into the running study: its space (and Optuna's) stays as created
     assert invoke("compile", "--limit", "6", "--budget", "60", "--optimizer", "gepa", "--seed", "1").exit_code == 0
     resumed = invoke(*study[:-4], "--trials", "3", "--search-space", "quick")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tuner.analysis import Analysis
+from tuner.compile.saved import read_sidecar
 from tuner.cost import Cost
+from tuner.errors import ConfigError
 from tuner.study.results import StudyView
 
 STAGE_ORDER = ("retrieve", "generate", "faithfulness", "answer_relevancy", "context_precision", "context_recall")
@@ -66,6 +69,35 @@ def failures(view: StudyView) -> list[FailureRow]:
         metrics = {m: dict(r) for m, r in t.result.failures.items() if m != "generation"}
         rows.append(FailureRow(t.number, t.state, len(t.result.questions), metrics, t.result.refusals,
                                t.result.no_context, t.result.failures.get("generation", {}).get("unparsable", 0)))
+    return rows
+
+
+@dataclass(frozen=True)
+class CompiledRow:
+    """A compiled program the study offered: how it was made, what it cost, how its trials did."""
+
+    path: str
+    optimizer: str | None
+    calls_paid: int | None
+    trained_on_search: int  # of this study's search questions, the ones it was compiled on
+    held_out: str  # the compile's own held-out comparison with its start program, in words
+    trials: tuple[tuple[int, float | None], ...]  # (trial, target value) of the trials that drew it
+
+
+def compiled(view: StudyView) -> list[CompiledRow]:
+    search = {q.id for t in view.trials if t.result for q in t.result.questions}
+    rows = []
+    for path in view.meta.get("programs", []):
+        try:
+            meta = read_sidecar(Path(path))
+        except ConfigError:
+            meta = {}
+        comparison = ((meta.get("held_out") or {}).get("compiled") or {}).get("vs_reference", {})
+        said = next((c["sentence"] for c in comparison.values()), "not judged on held-out questions")
+        used = tuple((t.number, t.values[0] if t.values else None) for t in view.trials
+                     if t.params.get("program") == path)
+        rows.append(CompiledRow(path, meta.get("optimizer"), meta.get("calls_paid"),
+                                len(search & set(meta.get("train_ids", []))), said, used))
     return rows
 
 

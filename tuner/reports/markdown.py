@@ -34,7 +34,7 @@ def render(analysis: Analysis, plots: dict[str, str]) -> str:
     view = analysis.view
     out = [f"# Study `{view.name}`: {', '.join(view.targets)}", ""]
     out += _verdict(analysis) + _question(view) + _comparison(analysis, plots) + _history(view, analysis, plots)
-    out += _bottleneck(analysis) + _noise(analysis) + _judge_check(analysis) + _failures(view) + _pruned(view) + _costs(view, plots)
+    out += _bottleneck(analysis) + _noise(analysis) + _judge_check(analysis) + _failures(view) + _pruned(view) + _costs(view, plots) + _compiled(view)
     out += _next(analysis)
     return "\n".join(out).rstrip() + "\n"
 
@@ -322,6 +322,20 @@ def _costs(view: StudyView, plots: dict[str, str]) -> list[str]:
              f"{by_trial[n].result.cost.seconds:.0f}", *(f"{seconds[s][i]:.0f}" for s in seconds)]
             for i, n in enumerate(trials)]
     return out + _table(["trial", "state", "LLM calls", "cache hits", "seconds", *seconds], rows)
+
+
+def _compiled(view: StudyView) -> list[str]:
+    rows = _data.compiled(view)
+    if not rows:
+        return []
+    out = ["## Compiled answer programs", "",
+           "Programs compiled by `tuner compile` that this study offered as `program` choices. A program compiled "
+           "on this study's search questions scores optimistically on them; the held-out verdict is not affected.",
+           ""]
+    return out + _table(["program", "optimizer", "LLM calls to compile", "search questions it was compiled on",
+                         "its own held-out comparison", "trials (value)"],
+                        [[r.path, r.optimizer or "?", _show(r.calls_paid), r.trained_on_search, r.held_out,
+                          ", ".join(f"{n} ({_f(v)})" for n, v in r.trials) or "none"] for r in rows])
 
 
 def _next(analysis: Analysis) -> list[str]:
