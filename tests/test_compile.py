@@ -123,6 +123,11 @@ def test_the_budget_is_a_hard_limit_and_a_rerun_pays_only_what_is_new(tmp_path, 
     compiled = compile_program(runner, pipeline, questions[:3], questions[3:], CompileSettings("bootstrap", budget=50),
                                tmp_path / "p")
     assert compiled.sidecar["calls_paid"] == len(llm.calls) - 3  # the three paid before came from the cache
+    assert compiled.sidecar["calls"] >= compiled.sidecar["calls_paid"] + 3
+    again = compile_program(runner, pipeline, questions[:3], questions[3:], CompileSettings("bootstrap", budget=50),
+                            tmp_path / "p")
+    # all from the cache: nothing paid, and the sidecar still states what the compile costs
+    assert again.sidecar["calls_paid"] == 0 and again.sidecar["calls"] == compiled.sidecar["calls"]
 
 
 def test_bad_compile_settings_are_one_line(runner_with, tmp_path):

@@ -699,7 +699,8 @@ def compile_command(
                                    on_score=lambda _: bar.update(task, completed=runner.meter.paid - paid))
     sidecar = compiled.sidecar
     console.print(f"saved {compiled.path} (program_id {sidecar['program_id']}, {sidecar['demos']} demo(s)); "
-                  f"{sidecar['calls_paid']} LLM calls paid of {budget}; training score {sidecar['train_score']:.3f}",
+                  f"{sidecar['calls']} LLM calls ({sidecar['calls_paid']} paid now of a budget of {budget}, the rest "
+                  f"from the cache); training score {sidecar['train_score']:.3f}",
                   highlight=False)
     if held_out:
         judge_programs(runner, pipeline, compiled, held_out, settings)

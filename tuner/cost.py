@@ -56,6 +56,7 @@ class CostMeter:
     budget: int | None = None
     _where: tuple[str, str] = ("", "other")
     _paid: int = 0
+    _made: int = 0
 
     def before_paid_call(self) -> None:
         """Called before a call that reaches a model: raises BudgetSpent once the budget is used up."""
@@ -66,6 +67,11 @@ class CostMeter:
     def paid(self) -> int:
         """Calls that reached a model since the meter was made (records may be cleared; this is not)."""
         return self._paid
+
+    @property
+    def made(self) -> int:
+        """Calls made since the meter was made, paid or answered by the cache: their cost on a cold cache."""
+        return self._made
 
     @contextmanager
     def stage(self, question_id: str, stage: str) -> Iterator[Cost]:
@@ -81,6 +87,7 @@ class CostMeter:
 
     def record_call(self, prompt_tokens: int, completion_tokens: int, cache_hit: bool, seconds: float = 0.0) -> None:
         cost = self.records.setdefault(self._where, Cost())
+        self._made += 1
         if cache_hit:
             cost.cache_hits += 1
             cost.cached_tokens += prompt_tokens + completion_tokens

@@ -95,7 +95,7 @@ def compile_program(runner: RagRunner, pipeline: PipelineConfig, train: Sequence
     metric = CompileMetric(runner.scorer, runner.meter, settings.target, settings.guard, on_score)
     compiler = COMPILERS[settings.optimizer](settings.budget, settings.calls_per_score, settings.seed)
     meter = runner.meter
-    paid_before, meter.budget = meter.paid, meter.paid + settings.budget
+    paid_before, made_before, meter.budget = meter.paid, meter.made, meter.paid + settings.budget
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         with meter.stage("", "compile"), dspy.context(lm=runner.lm), chatter_to(out_dir / "compile.log"):
@@ -117,7 +117,8 @@ def compile_program(runner: RagRunner, pipeline: PipelineConfig, train: Sequence
         "guard": str(settings.guard) if settings.guard else None,
         "seed": settings.seed,
         "budget": settings.budget,
-        "calls_paid": meter.paid - paid_before,
+        "calls": meter.made - made_before,  # what the compile costs on a cold cache
+        "calls_paid": meter.paid - paid_before,  # of those, paid in this run (the rest came from the cache)
         "start_program": pipeline.program,
         "start_program_id": program_id(start),
         "demos": sum(len(p.demos) for p in program.predictors()),

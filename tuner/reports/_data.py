@@ -78,7 +78,7 @@ class CompiledRow:
 
     path: str
     optimizer: str | None
-    calls_paid: int | None
+    calls: int | None  # LLM calls the compile made (its cost on a cold cache)
     trained_on_search: int  # of this study's search questions, the ones it was compiled on
     held_out: str  # the compile's own held-out comparison with its start program, in words
     trials: tuple[tuple[int, float | None], ...]  # (trial, target value) of the trials that drew it
@@ -96,7 +96,7 @@ def compiled(view: StudyView) -> list[CompiledRow]:
         said = next((c["sentence"] for c in comparison.values()), "not judged on held-out questions")
         used = tuple((t.number, t.values[0] if t.values else None) for t in view.trials
                      if t.params.get("program") == path)
-        rows.append(CompiledRow(path, meta.get("optimizer"), meta.get("calls_paid"),
+        rows.append(CompiledRow(path, meta.get("optimizer"), meta.get("calls", meta.get("calls_paid")),
                                 len(search & set(meta.get("train_ids", []))), said, used))
     return rows
 

@@ -334,7 +334,7 @@ def _compiled(view: StudyView) -> list[str]:
            ""]
     return out + _table(["program", "optimizer", "LLM calls to compile", "search questions it was compiled on",
                          "its own held-out comparison", "trials (value)"],
-                        [[r.path, r.optimizer or "?", _show(r.calls_paid), r.trained_on_search, r.held_out,
+                        [[r.path, r.optimizer or "?", _show(r.calls), r.trained_on_search, r.held_out,
                           ", ".join(f"{n} ({_f(v)})" for n, v in r.trials) or "none"] for r in rows])
 
 
