@@ -39,7 +39,7 @@ console = Console(width=200)  # the table is the result: never squeezed to 80 co
 
 
 def run(root: Path, name: str, questions: int, trials: int, sampler: str, use_cache: bool) -> optuna.Study:
-    project = ProjectConfig(generator=LLMConfig(model="qwen2.5-0.5b"))
+    project = ProjectConfig(generator=LLMConfig(model="qwen2.5-0.5b"), cache_dir=root / name / "cache")
     session = Session.open(StudySpec(name, StudySettings(["faithfulness"], sampler=sampler, seed=0), QUICK, project,
                                      limit=questions, studies_dir=root))
     session.runner(use_cache=use_cache)
@@ -73,7 +73,7 @@ def resume_repeats(root: Path, questions: int) -> tuple[int, int, int]:
                                                      "dataset": {"limit": questions}}))
     command = [sys.executable, "-m", "tuner", "optimize", "--trials", "3", "--search-space", str(QUICK),
                "--config", "tuner.yaml", "--study", "killed", "--sampler", "random"]
-    cache_file = root / "studies" / "killed" / "cache" / "llm_calls.sqlite"
+    cache_file = root / "studies" / ".cache" / "llm_calls.sqlite"  # the shared cache
     process = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while not (root / "studies" / "killed" / "trials" / "0000.json").is_file():
         time.sleep(0.5)

@@ -34,7 +34,7 @@ def cli_with(tmp_path, fake_embedder, monkeypatch):
     from tuner.cli import app
 
     def use(llm):
-        monkeypatch.setattr("tuner.evaluation.rag_eval.make_llm", lambda config, cache_dir: llm)
+        monkeypatch.setattr("tuner.evaluation.rag_eval.make_llm", lambda config: llm)
         monkeypatch.setattr("tuner.workspace.make_embedder", lambda *args, **kwargs: fake_embedder)
         monkeypatch.chdir(tmp_path)
         return lambda *args: CliRunner().invoke(app, list(args))
@@ -73,10 +73,6 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
     return folder
 
 
-# Assembled GGUF files are big: share them across test sessions (studies/ is ignored by git).
-os.environ.setdefault("TUNER_MODELS_DIR", str(Path(__file__).resolve().parents[1] / "studies" / ".cache" / "models"))
-
-
 def require_real(reason: str) -> None:
     """Skip when a real model is unavailable — except in CI, where it must be there (TUNER_REQUIRE_REAL_MODELS)."""
     if os.environ.get("TUNER_REQUIRE_REAL_MODELS"):
@@ -102,7 +98,7 @@ def small_gguf() -> Path:
     from tuner.models.registry import NAMED_MODELS, assemble, models_dir
 
     try:
-        return assemble(NAMED_MODELS["qwen2.5-0.5b"], models_dir(Path("unused")))
+        return assemble(NAMED_MODELS["qwen2.5-0.5b"], models_dir())
     except LLMError as exc:
         require_real(str(exc))
 
@@ -113,4 +109,4 @@ def small_llm(small_gguf):
     from tuner.config import LLMConfig
     from tuner.models.llms import make_llm
 
-    return make_llm(LLMConfig(model="qwen2.5-0.5b", path=small_gguf, n_ctx=4096), Path("unused"))
+    return make_llm(LLMConfig(model="qwen2.5-0.5b", path=small_gguf, n_ctx=4096))

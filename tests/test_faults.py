@@ -292,7 +292,7 @@ def test_ctrl_c_during_an_in_process_llama_cpp_call_stops_at_once(tmp_path, smal
     command = [sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--trials", "2", "--limit", "3",
                "--study", "local", "--judge-check", "off", "--search-space", "quick"]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    cache = tmp_path / "studies" / "local" / "cache" / "llm_calls.sqlite"
+    cache = tmp_path / "studies" / ".cache" / "llm_calls.sqlite"  # the shared cache
     deadline = time.time() + 600
     while not cache.exists():  # the model is loaded and its first answer is being written
         assert process.poll() is None and time.time() < deadline, process.communicate()

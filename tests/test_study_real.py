@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     command = ["optimize", "--target", "faithfulness", "--trials", "3", "--search-space", QUICK,
                "--config", "tuner.yaml", "--study", "ci", "--sampler", "random", "--seed", "3", "--holdout", "0.5"]
     study_dir = tmp_path / "studies" / "ci"
-    cache_file = study_dir / "cache" / "llm_calls.sqlite"
+    cache_file = tmp_path / "studies" / ".cache" / "llm_calls.sqlite"  # shared by the studies of a project
 
     first = subprocess.Popen([sys.executable, "-m", "tuner", *command], cwd=tmp_path,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -113,3 +114,14 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     listing = tuner("studies", cwd=tmp_path)
     assert listing.returncode == 0 and "ci" in listing.stdout
     assert tuner("trials", "--study", "ci", cwd=tmp_path).returncode == 0
+
+    # a second study on the same project shares the cache: it re-embeds no chunk, and its baseline (the first
+    # study's baseline, now on all four questions: two searched, two held out there) pays no LLM call
+    second = tuner("optimize", "--target", "faithfulness", "--trials", "1", "--search-space", QUICK,
+                   "--config", "tuner.yaml", "--study", "ci2", "--holdout", "0", "--judge-check", "off", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    chunks = re.search(r"index: (\d+) chunks, 0 embedded now, (\d+) from the cache", second.stderr)
+    assert chunks and chunks[1] == chunks[2], second.stderr
+    baseline = json.loads((tmp_path / "studies" / "ci2" / "trials" / "0000.json").read_text())
+    assert len(baseline["per_question"]) == 4 and baseline["cost"]["llm_calls"] == 0
+    assert not (tmp_path / "studies" / "ci2" / "cache").exists()

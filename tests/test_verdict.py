@@ -74,7 +74,7 @@ def noise_study(tmp_path, fake_embedder, llm, trials=12, name="noise") -> Sessio
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(NOISE_SPACE))
     session = Session.open(StudySpec(name, StudySettings(["faithfulness"], sampler="random", seed=4), space,
-                                     ProjectConfig(), studies_dir=tmp_path / "studies"))
+                                     ProjectConfig(cache_dir=tmp_path / "cache"), studies_dir=tmp_path / "studies"))
     session.runner(models=Models(llm, llm), embedder=fake_embedder)
     session.run(trials)
     return session
@@ -85,7 +85,7 @@ def test_no_trial_touches_a_held_out_question_before_the_verdict(tmp_path, fake_
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(NOISE_SPACE))
     session = Session.open(StudySpec("s", StudySettings(["faithfulness"], sampler="random", seed=4), space,
-                                     ProjectConfig(), studies_dir=tmp_path / "studies"))
+                                     ProjectConfig(cache_dir=tmp_path / "cache"), studies_dir=tmp_path / "studies"))
     runner = session.runner(models=Models(llm, llm), embedder=fake_embedder)
     asked: list[str] = []
     pipeline_run = runner.workspace.pipeline.run
@@ -161,7 +161,8 @@ def test_rounds_keep_round_one_split_and_decide_on_held_out_gain(tmp_path, fake_
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 4, "high": 5}}}))
     llm = CoinFlipJudge()
-    spec = StudySpec("agent", StudySettings(["faithfulness"], sampler="random", seed=1), space, ProjectConfig(),
+    project = ProjectConfig(cache_dir=tmp_path / "cache")
+    spec = StudySpec("agent", StudySettings(["faithfulness"], sampler="random", seed=1), space, project,
                      studies_dir=tmp_path / "studies")
     outcomes, stop = run_rounds(spec, rounds=2, trials=2, reports_dir=tmp_path / "reports",
                                 prepare=lambda s: s.runner(models=Models(llm, llm), embedder=fake_embedder))
@@ -194,7 +195,8 @@ def test_best_verdict_explains_a_study_without_held_out_questions(tmp_path, fake
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(PROGRAMS))
     llm = StrictIsUnfaithful()  # a baseline on the strict program loses to the default one
-    session = Session.open(StudySpec("tiny", StudySettings(["faithfulness"], sampler="grid"), space, ProjectConfig(),
+    project = ProjectConfig(cache_dir=tmp_path / "cache")
+    session = Session.open(StudySpec("tiny", StudySettings(["faithfulness"], sampler="grid"), space, project,
                                      limit=4, studies_dir=tmp_path / "studies", baseline={"program": "strict"}))
     session.runner(models=Models(llm, llm), embedder=fake_embedder)
     session.run(2)

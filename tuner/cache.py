@@ -11,6 +11,8 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +46,14 @@ class DiskCache:
     def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         db.execute("PRAGMA journal_mode=WAL")
-        # `writes` > 1 means a call was paid for twice: the resume guarantee is that this never happens
+        # `writes` > 1 means a call was paid for twice: the resume guarantee is that this never happens.
+        # `tag` (the model) and `used` (day last read or written) are what `tuner cache prune` selects by.
         db.execute("CREATE TABLE IF NOT EXISTS entries "
                    "(key TEXT PRIMARY KEY, value TEXT NOT NULL, writes INTEGER NOT NULL DEFAULT 1)")
+        columns = {row[1] for row in db.execute("PRAGMA table_info(entries)")}
+        for column, kind in (("tag", "TEXT"), ("used", "INTEGER NOT NULL DEFAULT 0")):
+            if column not in columns:  # a cache written before these columns: entries keep working untagged
+                db.execute(f"ALTER TABLE entries ADD COLUMN {column} {kind}")
         db.commit()
         return db
 
@@ -85,12 +92,41 @@ class DiskCache:
         return rows
 
     def get(self, key: str) -> Any | None:
-        rows = self._run("SELECT value FROM entries WHERE key = ?", (key,))
-        return json.loads(rows[0][0]) if rows else None
+        rows = self._run("SELECT value, used FROM entries WHERE key = ?", (key,))
+        if not rows:
+            return None
+        if rows[0][1] < today():  # at most one write per entry and day
+            self._run("UPDATE entries SET used = ? WHERE key = ?", (today(), key))
+        return json.loads(rows[0][0])
 
-    def put(self, key: str, value: Any) -> None:
-        self._run("INSERT INTO entries (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
-                  "value = excluded.value, writes = writes + 1", (key, json.dumps(value)))
+    def put(self, key: str, value: Any, tag: str | None = None) -> None:
+        self._run("INSERT INTO entries (key, value, tag, used) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+                  "value = excluded.value, writes = writes + 1, used = excluded.used",
+                  (key, json.dumps(value), tag, today()))
+
+    def summary(self) -> list[Group]:
+        """Entries per tag: how many, their bytes, the day one was last used."""
+        rows = self._run("SELECT tag, COUNT(*), SUM(LENGTH(key) + LENGTH(value)), MAX(used) FROM entries "
+                         "GROUP BY tag ORDER BY tag")
+        return [Group(tag, count, size or 0, used) for tag, count, size, used in rows]
+
+    def prune(self, unused_days: int | None = None, tag: str | None = None) -> int:
+        """Delete the entries unused for `unused_days` days and/or whose tag contains `tag`; returns how many.
+        Untagged entries (written before tags) match no tag."""
+        where, args = [], []
+        if unused_days is not None:
+            where.append("used < ?")
+            args.append(today() - unused_days)
+        if tag is not None:
+            where.append("instr(tag, ?) > 0")
+            args.append(tag)
+        if not where:
+            return 0
+        count = self._run(f"SELECT COUNT(*) FROM entries WHERE {' AND '.join(where)}", tuple(args))[0][0]
+        self._run(f"DELETE FROM entries WHERE {' AND '.join(where)}", tuple(args))
+        with self._lock:
+            self._db.execute("VACUUM")  # give the space back to the disk
+        return count
 
     def __len__(self) -> int:
         return self._run("SELECT COUNT(*) FROM entries")[0][0]
@@ -98,6 +134,19 @@ class DiskCache:
     def repeated(self) -> int:
         """Keys written more than once (the same call paid for again)."""
         return self._run("SELECT COUNT(*) FROM entries WHERE writes > 1")[0][0]
+
+
+@dataclass(frozen=True)
+class Group:
+    tag: str | None
+    entries: int
+    bytes: int
+    last_used: int  # days since 1970-01-01 (0: before use was recorded)
+
+
+def today() -> int:
+    """Days since 1970-01-01 (UTC): the grain of `used`."""
+    return int(time.time() // 86400)
 
 
 def _readable_rows(path: Path) -> list[tuple[str, str, int]]:

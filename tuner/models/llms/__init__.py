@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tuner.config import LLMConfig
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages, yes_share
 from tuner.models.llms._cached import CachedLLM
@@ -13,7 +11,7 @@ __all__ = ["LLM", "Completion", "LLMError", "Messages", "CachedLLM", "make_llm",
 _loaded: dict[tuple, LLM] = {}
 
 
-def make_llm(config: LLMConfig, cache_dir: Path) -> LLM:
+def make_llm(config: LLMConfig) -> LLM:
     """The backend a config names; a GGUF is loaded once per process even when generator and judge share it."""
     if config.backend == "openai-compatible":
         from tuner.models.llms._openai import OpenAICompatibleLLM
@@ -27,7 +25,7 @@ def make_llm(config: LLMConfig, cache_dir: Path) -> LLM:
     from tuner.models.llms._llama_cpp import LlamaCppLLM
     from tuner.models.registry import resolve_gguf
 
-    path = resolve_gguf(config.model, config.path, cache_dir).resolve()
+    path = resolve_gguf(config.model, config.path).resolve()
     key = ("llama-cpp", str(path), config.n_ctx, config.n_threads)
     if key not in _loaded:
         _loaded[key] = LlamaCppLLM(path, config.n_ctx, config.n_threads)

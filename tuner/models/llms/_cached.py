@@ -39,5 +39,5 @@ class CachedLLM(LLM):
                                seconds=time.perf_counter() - started)
         if self.cache is not None:
             self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
-                                    "completion_tokens": completion.completion_tokens})
+                                    "completion_tokens": completion.completion_tokens}, tag=self.name)
         return completion
