@@ -13,8 +13,9 @@ from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models
 from tuner.study.display import describe_trial, trial_values
 from tuner.evaluation.records import Constraint
-from tuner.study.optimize import StudySettings, enqueue_baseline, open_study, recover_interrupted
-from tuner.study.results import best_config, best_trials, load_study, trial_states
+from tuner.study.optimize import (REPEATS_TO_STOP, StudySettings, enqueue_baseline, open_study,
+                                  recover_interrupted)
+from tuner.study.results import DUPLICATE, best_config, best_trials, load_study, trial_states
 from tuner.study.session import Session, StudySpec
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import study_folder
@@ -128,6 +129,26 @@ def test_pruner_fires_on_a_clearly_worse_configuration(setup):
     assert trial_values(mixed, ["faithfulness"]) == ["0.3333 (partial: 3 q)"]
     assert "pruned faithfulness=0.333 (partial: 3 q)" in describe_trial(mixed, ["faithfulness"])
     assert folder.trial_file(1).is_file()
+
+
+def test_a_repeated_configuration_is_not_run_and_not_counted(setup, capsys):
+    """Two configurations in the space: 5 trials asked, 2 run; the repeats are recorded as duplicates of the
+    trial that ran them, pay nothing, and the study stops once the sampler proposes nothing new."""
+    llm = StrictIsUnfaithful()
+    session = setup(PROGRAMS, limit=2, sampler="random", llm=llm)
+    study, folder = session.study, session.folder
+    session.run(5)
+    assert session.finished == 2 and "stopped at 2 distinct configurations" in capsys.readouterr().err
+    states = trial_states(study.trials)
+    duplicates = [t for t, s in zip(study.trials, states) if s == "duplicate"]
+    assert len(duplicates) == REPEATS_TO_STOP and states.count("complete") + states.count("pruned") == 2
+    ran = {t.user_attrs["pipeline"]["program"]: t.number for t in study.trials if "pipeline" in t.user_attrs}
+    for trial in duplicates:
+        assert trial.user_attrs[DUPLICATE] == ran[trial.params["program"]]
+        assert not folder.trial_file(trial.number).is_file() and "cost" not in trial.user_attrs
+    calls = len(llm.calls)
+    session.run(6)  # a resume asking for more finds nothing new either, and pays nothing
+    assert session.finished == 2 and len(llm.calls) == calls
 
 
 def test_interrupted_trials_are_failed_and_rerun_with_the_same_params(setup):

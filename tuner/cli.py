@@ -495,7 +495,7 @@ def studies_command(studies_dir: StudiesDirOption = Path("studies")) -> None:
     from tuner.study.results import best_trials, list_studies, load_study, trial_states
 
     table = Table(title=f"studies in {studies_dir}")
-    states = ("complete", "pruned", "fail", "interrupted", "running")
+    states = ("complete", "pruned", "duplicate", "fail", "interrupted", "running")
     for column in ("study", "targets", *states, "best", "best trial"):
         table.add_column(column)
     if not studies_dir.is_dir():
@@ -606,10 +606,12 @@ def parse_duration(text: str) -> float:
 
 def print_trials(study, targets: list[str], last: int | None = None) -> None:
     from tuner.study.display import trial_values
-    from tuner.study.results import trial_states
+    from tuner.study.results import DUPLICATE, trial_states
 
     trials = study.get_trials(deepcopy=False)
     rows = list(zip(trials, trial_states(trials)))
+    if last:  # the summary after a run: the trials that ran something
+        rows = [(t, state) for t, state in rows if state != "duplicate"]
     shown = rows[-last:] if last else rows
     table = Table(title=f"trials of {study.study_name}" + (f" (last {len(shown)} of {len(trials)})" if last else ""))
     for column in ("#", "state", *targets, "scored", "params", "llm calls", "cached", "seconds"):
@@ -622,6 +624,8 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
         params = knobs(trial.params)
         if "rerun_of" in trial.user_attrs:
             params = f"(re-run of {trial.user_attrs['rerun_of']}) " + params
+        if DUPLICATE in trial.user_attrs:
+            params = f"(same as {trial.user_attrs[DUPLICATE]}: not run, not counted) " + params
         if trial.user_attrs.get("baseline"):
             params = "(baseline) " + params
         table.add_row(str(trial.number), state, *values, params, str(cost.get("llm_calls", "")),

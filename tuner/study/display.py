@@ -24,9 +24,9 @@ class StudyDisplay:
         self.status = Text("")
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=err_console)
-        done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
-                                                            optuna.trial.TrialState.PRUNED)))
-        self.trial_task = self.progress.add_task("trials", total=total_trials, completed=done)
+        from tuner.study.optimize import counted
+
+        self.trial_task = self.progress.add_task("trials", total=total_trials, completed=counted(study))
         self.question_task = self.progress.add_task("questions", total=questions)
         self.live = Live(Group(self.progress, self.status), console=err_console, refresh_per_second=4,
                          transient=False)

@@ -7,6 +7,7 @@ the interrupted configuration runs again — its completed LLM calls come back f
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import warnings
@@ -23,7 +24,7 @@ from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.records import RETRIEVAL_METRICS, TARGETS, Constraint, EvalResult, QuestionResult, TrialFile
 from tuner.models.llms._base import LLMError
-from tuner.study.results import INTERRUPTED
+from tuner.study.results import DUPLICATE, INTERRUPTED
 from tuner.study.running import running
 from tuner.study.space import SearchSpace, pipeline_for
 from tuner.study.storage import StudyFolder
@@ -32,6 +33,8 @@ if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for i
     from tuner.evaluation.rag_eval import RagRunner
 
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+#: proposals in a row that repeat a tried configuration before the study stops: the sampler has nothing new left
+REPEATS_TO_STOP = 25
 
 
 #: the fewest paired questions with which a one-sided signed-rank test can reach p < 0.1 (1/2^4 = 0.0625; with 3
@@ -130,10 +133,17 @@ class Objective:
         self.folder = folder
         self.questions = questions  # the search questions: held-out ones are for the verdict alone
         self.hook = hook or (lambda *args: None)
+        self.repeats = 0  # proposals in a row that repeated a tried configuration
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
         config = pipeline_for(self.base, params)
+        tried = tried_before(trial.study, config)
+        if tried is not None:  # the same answers and scores again: spend no trial of the budget on it
+            self.repeats += 1
+            trial.set_user_attr(DUPLICATE, tried)
+            raise optuna.TrialPruned(f"the configuration of trial {tried}")
+        self.repeats = 0
         self.hook("trial", trial.number, params)
         target = self.settings.targets[0]
         pruned = False
@@ -202,18 +212,53 @@ class Objective:
 
 
 def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: float | None) -> int:
-    """Run until the study holds `trials` finished trials (or the timeout); returns how many ran now."""
-    finished = len(study.get_trials(deepcopy=False, states=DONE))
-    remaining = max(0, trials - finished)
-    if remaining == 0:
-        return 0
-    before = len(study.trials)
+    """Run until the study holds `trials` finished trials (or the timeout, or until the sampler proposes only
+    configurations already tried); returns how many trials ran now. A repeated configuration is recorded as a
+    duplicate of the trial that ran it and does not count."""
+    before, started = len(study.trials), time.monotonic()
     # the baseline may lie outside the space on purpose; the CLI says so once, Optuna would on every resume
     warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range", category=UserWarning)
-    study.optimize(objective, n_trials=remaining, timeout=timeout, catch=(UnscoredTrial,), gc_after_trial=False,
-                   callbacks=[lambda s, t: objective.hook("done", t)])
+
+    def after_trial(s: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if DUPLICATE in trial.user_attrs:
+            if objective.repeats >= REPEATS_TO_STOP:
+                s.stop()
+            return
+        objective.hook("done", trial)
+
+    while (remaining := trials - counted(study)) > 0 and objective.repeats < REPEATS_TO_STOP:
+        left = None if timeout is None else timeout - (time.monotonic() - started)
+        if left is not None and left <= 0:
+            break
+        ran = len(study.trials)
+        study.optimize(objective, n_trials=remaining, timeout=left, catch=(UnscoredTrial,), gc_after_trial=False,
+                       callbacks=[after_trial])
+        if len(study.trials) == ran:  # a grid sampler with nothing left stops the study itself
+            break
+    if objective.repeats >= REPEATS_TO_STOP:
+        from tuner.ui import err_console
+
+        distinct = counted(study)
+        err_console.print(f"stopped at {distinct} distinct configurations: the sampler proposed only configurations "
+                          f"already tried, {REPEATS_TO_STOP} times in a row (the search space looks exhausted)",
+                          highlight=False, soft_wrap=True)
     return len(study.trials) - before
 
+
+def counted(study: optuna.Study) -> int:
+    """Finished trials that count towards --trials: complete or pruned, not repeating an earlier configuration."""
+    return sum(DUPLICATE not in t.user_attrs for t in study.get_trials(deepcopy=False, states=DONE))
+
+
+def tried_before(study: optuna.Study, config: PipelineConfig) -> int | None:
+    """The finished trial that already ran this pipeline configuration, if any (compared as the storage keeps it:
+    JSON)."""
+    wanted = json.dumps(config.model_dump(mode="json"), sort_keys=True)
+    for trial in study.get_trials(deepcopy=False, states=DONE):
+        if DUPLICATE not in trial.user_attrs and "pipeline" in trial.user_attrs and \
+                json.dumps(trial.user_attrs["pipeline"], sort_keys=True, default=str) == wanted:
+            return trial.number
+    return None
 
 
 def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, storage_url: str | None,

@@ -165,13 +165,16 @@ def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 #: the user attr of a trial stopped by Ctrl-C or a model that went away: a resume runs it again
 INTERRUPTED = "interrupted"
+#: the user attr of a proposal that repeated a tried configuration: the number of the trial that ran it
+DUPLICATE = "duplicate_of"
 
 
 def trial_states(trials: list[optuna.trial.FrozenTrial]) -> list[str]:
-    """Each trial's state for people: a failed trial that a resume re-ran is "interrupted", not a failure."""
+    """Each trial's state for people: a failed trial that a resume re-ran is "interrupted", not a failure; a
+    proposal that repeated a tried configuration is a "duplicate" (it ran nothing)."""
     rerun = {t.user_attrs["rerun_of"] for t in trials if "rerun_of" in t.user_attrs}
     return ["interrupted" if t.state == TrialState.FAIL and (t.number in rerun or INTERRUPTED in t.user_attrs)
-            else t.state.name.lower() for t in trials]
+            else "duplicate" if DUPLICATE in t.user_attrs else t.state.name.lower() for t in trials]
 
 
 def load_study(folder: StudyFolder, storage_url: str | None = None) -> optuna.Study:

@@ -25,7 +25,7 @@ from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.models.embedders import Embedder
-from tuner.study.optimize import (DONE, Objective, StudyHook, StudySettings, enqueue_baseline, open_study,
+from tuner.study.optimize import (Objective, StudyHook, StudySettings, counted, enqueue_baseline, open_study,
                                   recover_interrupted, run_study)
 from tuner.study.space import SearchSpace, load_space, pipeline_for
 from tuner.study.storage import StudyFolder, study_folder
@@ -111,7 +111,7 @@ class Session:
 
     @property
     def finished(self) -> int:
-        return len(self.study.get_trials(deepcopy=False, states=DONE))
+        return counted(self.study)
 
     @property
     def base(self) -> PipelineConfig:
