@@ -41,7 +41,10 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--train", type=int, default=10)
     parser.add_argument("--optimizers", nargs="+", default=["bootstrap"], choices=list(COMPILERS))
-    parser.add_argument("--budget", type=int, default=300, help="LLM calls per compile")
+    parser.add_argument("--budget", type=int, default=300, help="LLM calls per compile (below 240 with 10 training "
+                        "questions, bootstrap collects demos without a random search over demo sets)")
+    parser.add_argument("--strictness", type=int, default=3, help="questions generated per answer for answer "
+                        "relevancy (1 costs a third of the calls)")
     parser.add_argument("--out", type=Path, default=Path("studies/bench-compile"))
     args = parser.parse_args()
     if not args.dataset.is_file():
@@ -49,7 +52,7 @@ def main() -> None:
 
     cache = args.out / f"cache-{args.dataset.stem}-{args.model}"
     project = ProjectConfig(generator=LLMConfig(model=args.model), dataset={"path": args.dataset, "limit": args.questions},
-                            cache_dir=cache, evaluation=EvaluationConfig(metrics=METRICS))
+                            cache_dir=cache, evaluation=EvaluationConfig(metrics=METRICS, strictness=args.strictness))
     runner = RagRunner(open_workspace(project))
     questions = runner.workspace.dataset.questions
     split = Split.make([q.id for q in questions], 1 - args.train / len(questions))

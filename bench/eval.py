@@ -8,12 +8,20 @@
 Per model, a cold run into a fresh cache, then the same evaluation again (every call a cache hit). Prints
 seconds and LLM calls per question for each stage (generate + the four RAGAS metrics), tokens/s, and the
 cache-hit rerun time side by side. Figures are printed, never asserted: record them in the README.
+
+`--profile` splits every in-process call into prompt evaluation, decoding and the rest (sampling with the JSON
+grammar, detokenising, Python) from llama.cpp's own counters, per prompt kind (the RAGAS prompt's schema), with the
+share of prompt tokens reused from the previous call's KV cache; then replays the judge prompts with free decoding
+(no grammar) so the two are compared per token on the same prompts.
+
+    python bench/eval.py --models qwen2.5-1.5b --profile
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +32,8 @@ from rich.table import Table
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
 from tuner.evaluation.rag_eval import RagRunner
+from tuner.models.llms import make_llm
+from tuner.models.llms._llama_cpp import CallProfile
 from tuner.workspace import open_workspace
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -31,7 +41,8 @@ STAGES = ("generate", "faithfulness", "answer_relevancy", "context_precision", "
 console = Console(width=200)  # the table is the result: never squeezed to 80 columns in a log
 
 
-def bench(model: str, questions: int, top_k: int, keep: Path | None) -> tuple[list[list[str]], list[str]]:
+def bench(model: str, questions: int, top_k: int, keep: Path | None,
+          profile: Table | None = None) -> tuple[list[list[str]], list[str]]:
     with tempfile.TemporaryDirectory() as scratch:
         cache = keep / model if keep else Path(scratch)
         if cache.exists() and any(cache.iterdir()):
@@ -39,7 +50,14 @@ def bench(model: str, questions: int, top_k: int, keep: Path | None) -> tuple[li
         project = ProjectConfig(cache_dir=cache, generator=LLMConfig(model=model),
                                 pipeline=PipelineConfig(top_k=top_k))
         runner = RagRunner(open_workspace(project, DATASETS / "amnesty_qa", questions))
+        llm, asked = make_llm(project.generator), []
+        if profile is not None:
+            llm.profile = []
+            chat = llm._chat
+            llm._chat = lambda messages, **kw: asked.append((messages, kw)) or chat(messages, **kw)
         cold = runner.evaluate(project.pipeline)
+        if profile is not None:
+            add_profile(profile, model, llm, asked)
         started = time.perf_counter()
         warm = runner.evaluate(project.pipeline)
         rerun = time.perf_counter() - started
@@ -61,12 +79,38 @@ def bench(model: str, questions: int, top_k: int, keep: Path | None) -> tuple[li
     return rows, summary
 
 
+def add_profile(table: Table, model: str, llm, asked: list) -> None:
+    """Rows per prompt kind for the recorded calls, then the judge prompts replayed with free decoding."""
+    grammar = llm.profile
+    llm.profile = []
+    for messages, kw in list(asked):
+        if kw["json_schema"] is not None:  # the class's own method: the instance's is the recording one
+            type(llm)._chat(llm, messages, **{**kw, "json_schema": None})
+    judged = [g for g in grammar if g.kind != "free text"]
+    free = [replace(p, kind=f"{j.kind}, free decoding") for j, p in zip(judged, llm.profile)]
+    llm.profile = None
+    kinds: dict[str, list[CallProfile]] = {}
+    for call in grammar + free:
+        kinds.setdefault(call.kind, []).append(call)
+    for kind, calls in sorted(kinds.items()):
+        n = len(calls)
+        prompt, evaluated = sum(c.prompt_tokens for c in calls), sum(c.evaluated for c in calls)
+        completion = sum(c.completion_tokens for c in calls)
+        prompt_s, decode_s = sum(c.prompt_seconds for c in calls), sum(c.decode_seconds for c in calls)
+        other_s, wall_s = sum(c.other_seconds for c in calls), sum(c.wall_seconds for c in calls)
+        table.add_row(model, kind, str(n), f"{prompt / n:.0f}", f"{1 - evaluated / max(1, prompt):.0%}",
+                      f"{completion / n:.0f}", f"{evaluated / max(prompt_s, 1e-9):.0f}",
+                      f"{completion / max(decode_s, 1e-9):.1f}", f"{1000 * other_s / max(1, completion):.1f}",
+                      f"{prompt_s / n:.1f} / {decode_s / n:.1f} / {other_s / n:.1f}", f"{wall_s / n:.1f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="qwen2.5-0.5b,qwen2.5-1.5b")
     parser.add_argument("--questions", type=int, default=5)
     parser.add_argument("--top-k", type=int, default=3, help="contexts per answer (context precision: 1 call each)")
     parser.add_argument("--cache-dir", type=Path, help="keep each model's cache in DIR/MODEL (default: a temp dir)")
+    parser.add_argument("--profile", action="store_true", help="split each call's time into phases (see above)")
     args = parser.parse_args()
     if not (DATASETS / "amnesty_qa").is_dir():
         console.print(f"amnesty_qa not found under {DATASETS}")
@@ -78,13 +122,23 @@ def main() -> int:
     for column in ("model", "questions", "cold s", "s/question", "LLM calls", "tokens/s in model",
                    "rerun s", "rerun LLM calls", "rerun cache hits", "failures"):
         totals.add_column(column, justify="right")
+    profile = None
+    if args.profile:
+        profile = Table(title="where each call's time goes (llama.cpp counters; 'free decoding': the same judge "
+                              "prompts replayed without the JSON grammar)")
+        for column in ("model", "prompt kind", "calls", "prompt tok/call", "prefix reused", "completion tok/call",
+                       "prompt eval tok/s", "decode tok/s", "other ms/token", "s/call prompt / decode / other",
+                       "s/call"):
+            profile.add_column(column, justify="left" if column in ("model", "prompt kind") else "right")
     for model in args.models.split(","):
-        rows, summary = bench(model.strip(), args.questions, args.top_k, args.cache_dir)
+        rows, summary = bench(model.strip(), args.questions, args.top_k, args.cache_dir, profile)
         for row in rows:
             stages.add_row(*row)
         totals.add_row(*summary)
     console.print(stages)
     console.print(totals)
+    if profile is not None:
+        console.print(profile)
     return 0
 
 

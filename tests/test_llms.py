@@ -63,6 +63,22 @@ def llm(request):
 
 
 @pytest.mark.slow
+def test_profiling_splits_a_real_call_into_its_phases(small_llm):
+    """bench/eval.py --profile reads llama.cpp's own counters: the same prompt asked twice reuses its prefix."""
+    small_llm.profile = []
+    try:
+        for _ in range(2):
+            small_llm.chat(ASK, max_tokens=40, json_schema=SCHEMA)
+        first, second = small_llm.profile
+    finally:
+        small_llm.profile = None
+    assert first.kind == SCHEMA.get("title", "free text") and first.prompt_tokens > 0
+    assert 0 < first.evaluated <= first.prompt_tokens and second.evaluated < first.evaluated  # the KV prefix reused
+    assert first.completion_tokens > 0 and first.decode_seconds > 0 and first.prompt_seconds > 0
+    assert first.wall_seconds >= first.prompt_seconds + first.decode_seconds
+
+
+@pytest.mark.slow
 def test_contract_chat_json_and_yes_probability(llm):
     plain = llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
     assert isinstance(plain.text, str) and plain.text

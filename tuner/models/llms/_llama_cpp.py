@@ -5,6 +5,8 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,27 @@ import numpy as np
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages
 
 
+@dataclass(frozen=True)
+class CallProfile:
+    """Where one call's time went, from llama.cpp's own counters (bench/eval.py --profile)."""
+
+    kind: str  # the JSON schema's title (a RAGAS prompt), or "free text"
+    prompt_tokens: int
+    evaluated: int  # prompt tokens computed; the rest reused the KV cache of the previous call's prefix
+    completion_tokens: int
+    prompt_seconds: float
+    decode_seconds: float
+    wall_seconds: float  # the rest of it: sampling, grammar, detokenising, Python
+
+    @property
+    def other_seconds(self) -> float:
+        return max(0.0, self.wall_seconds - self.prompt_seconds - self.decode_seconds)
+
+
 class LlamaCppLLM(LLM):
+    #: set to a list to collect a CallProfile per chat call (profiling costs two C calls per call)
+    profile: list[CallProfile] | None = None
+
     def __init__(self, path: Path, n_ctx: int = 4096, n_threads: int | None = None):
         try:
             import llama_cpp
@@ -48,6 +70,9 @@ class LlamaCppLLM(LLM):
     def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
               json_schema: dict[str, Any] | None) -> Completion:
         response_format = None if json_schema is None else {"type": "json_object", "schema": json_schema}
+        started = time.perf_counter()
+        if self.profile is not None:
+            self._llama_cpp.llama_perf_context_reset(self._model.ctx)
         try:
             reply = self._model.create_chat_completion(
                 messages=messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
@@ -56,6 +81,12 @@ class LlamaCppLLM(LLM):
         except ValueError as exc:  # prompt longer than n_ctx
             raise LLMError(f"{self.path.name}: {_first_line(exc)} (raise generator/judge n_ctx)") from None
         usage = reply.get("usage") or {}
+        if self.profile is not None:
+            perf = self._llama_cpp.llama_perf_context(self._model.ctx)
+            self.profile.append(CallProfile(
+                (json_schema or {}).get("title", "free text"), usage.get("prompt_tokens", 0), perf.n_p_eval,
+                usage.get("completion_tokens", 0), perf.t_p_eval_ms / 1000, perf.t_eval_ms / 1000,
+                time.perf_counter() - started))
         return Completion(reply["choices"][0]["message"]["content"] or "", usage.get("prompt_tokens", 0),
                           usage.get("completion_tokens", 0))
 
