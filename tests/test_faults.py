@@ -44,10 +44,14 @@ def one_line_error(result, *words: str, started: bool = False) -> str:
     return lines[0]
 
 
+#: room for more trials than the two run first (a configuration is never run twice)
+SPACE = {"params": {**PROGRAMS["params"], "top_k": {"type": "int", "low": 3, "high": 6}}}
+
+
 @pytest.fixture
 def study_of_two(tmp_path, fake_embedder):
     """A finished two-trial study on the demo (scripted LLM), as a kill leaves it on disk."""
-    session = open_session(tmp_path, fake_embedder, PROGRAMS, limit=2)
+    session = open_session(tmp_path, fake_embedder, SPACE, limit=2)
     session.run(2)
     return session.folder
 
@@ -60,7 +64,7 @@ def test_a_torn_journal_tail_is_set_aside_and_the_study_resumes(study_of_two, tm
     journal = study_of_two.journal
     with open(journal, "ab") as f:
         f.write(TORN)
-    session = open_session(tmp_path, fake_embedder, PROGRAMS, limit=2)  # the resume: repairs, then appends
+    session = open_session(tmp_path, fake_embedder, SPACE, limit=2)  # the resume: repairs, then appends
     assert session.run(3) == 1
     assert complete(study_of_two) == 3
     assert journal.read_bytes().endswith(b"\n")
@@ -152,7 +156,7 @@ def test_a_deleted_study_json_is_rebuilt_from_the_journal(study_of_two, tmp_path
     assert study_of_two.read_meta() == before and complete(study_of_two) == 2
     study_of_two.meta.unlink()
     with pytest.raises(ConfigError, match="optimises faithfulness"):  # a changed target is still refused
-        open_session(tmp_path, fake_embedder, PROGRAMS, limit=2, targets=("answer_relevancy",))
+        open_session(tmp_path, fake_embedder, SPACE, limit=2, targets=("answer_relevancy",))
     assert complete(study_of_two) == 2
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import TrialState
 
+from tuner.cache import stable_hash
 from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.data import Question
 from tuner.data.split import Split
@@ -35,6 +36,8 @@ if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for i
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 #: proposals in a row that repeat a tried configuration before the study stops: the sampler has nothing new left
 REPEATS_TO_STOP = 25
+#: the user attr holding a hash of the project a trial ran with, less its pipeline (models, data, evaluation)
+PROJECT = "project_hash"
 
 
 #: the fewest paired questions with which a one-sided signed-rank test can reach p < 0.1 (1/2^4 = 0.0625; with 3
@@ -134,11 +137,14 @@ class Objective:
         self.questions = questions  # the search questions: held-out ones are for the verdict alone
         self.hook = hook or (lambda *args: None)
         self.repeats = 0  # proposals in a row that repeated a tried configuration
+        # what else decides a trial's result (models, data, evaluation): a resume with another --config may change
+        # it, and then a configuration tried before is not a repeat
+        self.project = stable_hash(runner.workspace.config.model_dump(mode="json", exclude={"pipeline", "cache_dir"}))
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
         config = pipeline_for(self.base, params)
-        tried = tried_before(trial.study, config)
+        tried = tried_before(trial.study, config, self.project)
         if tried is not None:  # the same answers and scores again: spend no trial of the budget on it
             self.repeats += 1
             trial.set_user_attr(DUPLICATE, tried)
@@ -192,6 +198,7 @@ class Objective:
 
     def _record(self, trial: optuna.Trial, config: PipelineConfig, result: EvalResult, pruned: bool) -> None:
         trial.set_user_attr("pipeline", config.model_dump())
+        trial.set_user_attr(PROJECT, self.project)
         trial.set_user_attr("metrics", dict(result.metrics))
         trial.set_user_attr("retrieval", dict(result.retrieval))
         trial.set_user_attr("cost", result.cost.as_dict())
@@ -213,9 +220,9 @@ class Objective:
 
 def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: float | None) -> int:
     """Run until the study holds `trials` finished trials (or the timeout, or until the sampler proposes only
-    configurations already tried); returns how many trials ran now. A repeated configuration is recorded as a
-    duplicate of the trial that ran it and does not count."""
-    before, started = len(study.trials), time.monotonic()
+    configurations already tried); returns how many counted trials ran now. A repeated configuration is recorded
+    as a duplicate of the trial that ran it and does not count."""
+    before, started = counted(study), time.monotonic()
     # the baseline may lie outside the space on purpose; the CLI says so once, Optuna would on every resume
     warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range", category=UserWarning)
 
@@ -226,15 +233,17 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
             return
         objective.hook("done", trial)
 
-    while (remaining := trials - counted(study)) > 0 and objective.repeats < REPEATS_TO_STOP:
+    remaining = trials - counted(study)
+    while remaining > 0 and objective.repeats < REPEATS_TO_STOP:
         left = None if timeout is None else timeout - (time.monotonic() - started)
         if left is not None and left <= 0:
             break
         ran = len(study.trials)
         study.optimize(objective, n_trials=remaining, timeout=left, catch=(UnscoredTrial,), gc_after_trial=False,
                        callbacks=[after_trial])
-        if len(study.trials) == ran:  # a grid sampler with nothing left stops the study itself
-            break
+        # only repeats are given back: a failed trial used its place, as in Optuna (else a study whose every
+        # trial fails would never end)
+        remaining = sum(DUPLICATE in t.user_attrs for t in study.get_trials(deepcopy=False)[ran:])
     if objective.repeats >= REPEATS_TO_STOP:
         from tuner.ui import err_console
 
@@ -242,7 +251,7 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
         err_console.print(f"stopped at {distinct} distinct configurations: the sampler proposed only configurations "
                           f"already tried, {REPEATS_TO_STOP} times in a row (the search space looks exhausted)",
                           highlight=False, soft_wrap=True)
-    return len(study.trials) - before
+    return counted(study) - before
 
 
 def counted(study: optuna.Study) -> int:
@@ -250,13 +259,13 @@ def counted(study: optuna.Study) -> int:
     return sum(DUPLICATE not in t.user_attrs for t in study.get_trials(deepcopy=False, states=DONE))
 
 
-def tried_before(study: optuna.Study, config: PipelineConfig) -> int | None:
-    """The finished trial that already ran this pipeline configuration, if any (compared as the storage keeps it:
-    JSON)."""
+def tried_before(study: optuna.Study, config: PipelineConfig, project: str) -> int | None:
+    """The finished trial that already ran this pipeline configuration with the same project, if any (compared as
+    the storage keeps it: JSON)."""
     wanted = json.dumps(config.model_dump(mode="json"), sort_keys=True)
     for trial in study.get_trials(deepcopy=False, states=DONE):
-        if DUPLICATE not in trial.user_attrs and "pipeline" in trial.user_attrs and \
-                json.dumps(trial.user_attrs["pipeline"], sort_keys=True, default=str) == wanted:
+        if trial.user_attrs.get(PROJECT) == project and DUPLICATE not in trial.user_attrs and \
+                json.dumps(trial.user_attrs.get("pipeline"), sort_keys=True, default=str) == wanted:
             return trial.number
     return None
 

@@ -136,7 +136,7 @@ class Session:
         return self._runner
 
     def run(self, trials: int, timeout: float | None = None, hook: StudyHook | None = None) -> int:
-        """Run until the study holds `trials` finished trials; returns how many trials ran now."""
+        """Run until the study holds `trials` finished trials; returns how many ran now (repeats not counted)."""
         if self.finished >= trials:
             return 0  # nothing to run: load no model
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,
