@@ -90,6 +90,9 @@ def test_studies_of_a_project_share_one_cache_unless_one_asks_for_its_own(cli_wi
     assert resumed.exit_code == 0, resumed.output
     assert len(DiskCache(tmp_path / "studies" / "c" / "cache" / "llm_calls.sqlite")) > 0
     assert json.loads((tmp_path / "studies" / "c" / "study.json").read_text())["cache"] == "own"
+    own_listing, shared_listing = (tuner("cache", "info", "--study", name).output for name in ("c", "b"))
+    assert "scripted" in own_listing and f"cache: {tmp_path / 'studies' / 'c' / 'cache'}\n" in own_listing
+    assert f"cache: {tmp_path / 'studies' / '.cache'}\n" in shared_listing
 
 
 def test_a_study_made_before_the_shared_cache_resumes_on_its_own(cli_with, tmp_path):

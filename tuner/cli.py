@@ -873,7 +873,7 @@ def judge_guard(mode: str):
 cache_app = typer.Typer(help="The shared cache of LLM calls and embeddings: show and trim it.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 CacheStudyOption = Annotated[Optional[str], typer.Option(
-    "--study", "-s", help="a study made with --own-cache: its cache instead of the project's shared one")]
+    "--study", "-s", help="the cache this study uses (its own with --own-cache) instead of the config's")]
 
 
 def cache_folder(config: Optional[Path], study: Optional[str], studies_dir: Path) -> Path:
@@ -882,9 +882,10 @@ def cache_folder(config: Optional[Path], study: Optional[str], studies_dir: Path
     if study is None:
         return load_config(config).cache_dir
     folder = study_folder(studies_dir, study)
-    if not folder.read_meta():
+    meta = folder.read_meta()
+    if not meta:
         raise ConfigError(f"no study named {study!r} in {studies_dir}")
-    return folder.cache
+    return folder.cache_in_use(meta)
 
 
 @cache_app.command("info")
@@ -897,7 +898,8 @@ def cache_info(config: ConfigOption = None, study: CacheStudyOption = None,
     from tuner.models.embedders._cache import describe_shards, embedding_models
 
     folder = cache_folder(config, study, studies_dir)
-    table = Table(title=f"cache at {folder}")
+    console.print(f"cache: {folder}", highlight=False, soft_wrap=True)  # a long path: never cut like a title
+    table = Table()
     for column in ("kind", "model", "entries", "MB", "last used"):
         table.add_column(column, justify="right" if column in ("entries", "MB") else "left")
     day = lambda days: datetime.date.fromtimestamp(days * 86400).isoformat() if days else "before 0.4"  # noqa: E731

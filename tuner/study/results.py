@@ -199,7 +199,7 @@ def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:
     project = ProjectConfig.model_validate(meta["project"])
     project = project.model_copy(update={"pipeline": project.pipeline.model_validate(best[0].user_attrs["pipeline"])})
     data = project.model_dump(mode="json", exclude_defaults=True)
-    data["cache_dir"] = str(folder.cache.resolve() if meta.get("cache", "own") == "own" else project.cache_dir)
+    data["cache_dir"] = str(folder.cache_in_use(meta))
     needed = [m for m in meta.get("metrics", []) if m]
     if needed:  # score what the study scored, so `tuner eval` re-scores it from the cache alone
         data.setdefault("evaluation", {})["metrics"] = needed

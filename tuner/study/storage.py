@@ -54,6 +54,11 @@ class StudyFolder:
     def holdout(self) -> Path:
         return self.root / "holdout"
 
+    def cache_in_use(self, meta: dict[str, Any]) -> Path:
+        """Where the study's LLM calls and embeddings are cached: its own cache/ (--own-cache, or made before caches
+        were shared), else the project cache it recorded."""
+        return self.cache.resolve() if meta.get("cache", "own") == "own" else Path(meta["project"]["cache_dir"])
+
     def trial_file(self, number: int, held_out: bool = False) -> Path:
         return (self.holdout if held_out else self.trials) / f"{number:04d}.json"
 
