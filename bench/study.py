@@ -31,6 +31,7 @@ import tuner  # noqa: F401  (offline env first)
 from tuner.cache import DiskCache
 from tuner.config import LLMConfig, ProjectConfig
 from tuner.study.optimize import StudySettings
+from tuner.study.results import DUPLICATE
 from tuner.study.session import Session, StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +49,9 @@ def run(root: Path, name: str, questions: int, trials: int, sampler: str, use_ca
 
 
 def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    return [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    """The trials that ran (a repeated configuration is recorded but runs nothing)."""
+    return [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+            and DUPLICATE not in t.user_attrs]
 
 
 def calls(trial: optuna.trial.FrozenTrial) -> int:
