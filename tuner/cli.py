@@ -902,7 +902,7 @@ def cache_info(config: ConfigOption = None, study: CacheStudyOption = None,
     table = Table()
     for column in ("kind", "model", "entries", "MB", "last used"):
         table.add_column(column, justify="right" if column in ("entries", "MB") else "left")
-    day = lambda days: datetime.date.fromtimestamp(days * 86400).isoformat() if days else "before 0.4"  # noqa: E731
+    day = lambda days: datetime.date.fromtimestamp(days * 86400).isoformat() if days else "not recorded"  # noqa: E731
     calls = folder / "llm_calls.sqlite"
     if calls.is_file():
         for group in DiskCache(calls).summary():
@@ -934,7 +934,7 @@ def cache_prune(
     import shutil
 
     from tuner.cache import DiskCache
-    from tuner.models.embedders._cache import embedding_models, prune_shards
+    from tuner.models.embedders._cache import describe_shards, embedding_models, prune_shards
 
     if model is not None and not model.strip():
         raise ConfigError("--model: give part of a model name (tuner cache info lists them)")
@@ -944,7 +944,7 @@ def cache_prune(
     dropped_vectors = kept = 0
     for embedder in embedding_models(folder):
         if model is not None and model in embedder.name:
-            dropped_vectors += prune_shards(embedder, None)[1]
+            dropped_vectors += describe_shards(embedder)[1]
             shutil.rmtree(embedder)
             continue
         dropped, left = prune_shards(embedder, unused_days)

@@ -89,10 +89,13 @@ class Session:
         if spec.limit is not None:
             dataset = dataset.model_copy(update={"limit": spec.limit})
         pipeline = pipeline_for(project.pipeline, dict(spec.baseline))
-        # studies made before the shared cache kept theirs in their folder: a resume goes on using it
-        own = meta.get("cache", "own") == "own" if meta else spec.own_cache
-        cache = "own" if own and spec.cache_dir is None else "shared"
-        cache_dir = spec.cache_dir or (folder.cache if own else project.cache_dir)
+        if spec.cache_dir is not None:  # rounds: round 1's
+            cache, cache_dir = "shared", spec.cache_dir
+        elif meta:  # a resume keeps the cache its calls were paid into
+            cache, cache_dir = meta.get("cache", "own"), folder.cache_in_use(meta)
+        else:
+            cache = "own" if spec.own_cache else "shared"
+            cache_dir = folder.cache if spec.own_cache else project.cache_dir
         project = project.model_copy(update={"dataset": dataset, "pipeline": pipeline,
                                              "cache_dir": cache_dir.resolve()})
         data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)

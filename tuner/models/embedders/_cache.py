@@ -39,7 +39,7 @@ class CachedEmbedder(Embedder):
         if missing:
             vectors = self.inner.encode([t for _, t in missing], on_progress)
             new_keys = np.array([k for k, _ in missing])
-            self._write_shard(new_keys, vectors)
+            write_shard(self.folder, new_keys, vectors)
             self._rows.update(zip(new_keys.tolist(), vectors))
             self.misses += len(missing)
         if not keys:
@@ -54,9 +54,6 @@ class CachedEmbedder(Embedder):
                 os.utime(shard)  # loaded = used
             except FileNotFoundError:  # merged by a `tuner cache prune` meanwhile: at worst a text is embedded again
                 continue
-
-    def _write_shard(self, keys: np.ndarray, vectors: np.ndarray) -> None:
-        write_shard(self.folder, keys, vectors)
 
 
 def write_shard(folder: Path, keys: np.ndarray, vectors: np.ndarray) -> Path:
