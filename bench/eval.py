@@ -15,6 +15,12 @@ share of prompt tokens reused from the previous call's KV cache; then replays th
 (no grammar) so the two are compared per token on the same prompts.
 
     python bench/eval.py --models qwen2.5-1.5b --profile
+
+`--compare` judges the same answers twice in one run, with `decoding: plain` (llama-cpp-python's own) and
+`decoding: fast` (tuner/models/llms/_llama_decoding.py), each into an empty cache: seconds per question per metric,
+their ratio, and how many verdicts agree.
+
+    python bench/eval.py --models qwen2.5-1.5b --compare
 """
 
 from __future__ import annotations
@@ -104,6 +110,36 @@ def add_profile(table: Table, model: str, llm, asked: list) -> None:
                       f"{prompt_s / n:.1f} / {decode_s / n:.1f} / {other_s / n:.1f}", f"{wall_s / n:.1f}")
 
 
+def compare(model: str, questions: int, top_k: int, table: Table) -> None:
+    """Answers once, then the judge with plain and with fast decoding on those same answers (the judge is its own
+    model instance in both runs: the answers come from the cache the second time)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        results = {}
+        for decoding in ("plain", "fast"):
+            project = ProjectConfig(cache_dir=Path(scratch), generator=LLMConfig(model=model),
+                                    judge=LLMConfig(model=model, decoding=decoding),
+                                    pipeline=PipelineConfig(top_k=top_k))
+            runner = RagRunner(open_workspace(project, DATASETS / "amnesty_qa", questions))
+            results[decoding] = runner.evaluate(project.pipeline)  # the answers: paid once, then from the cache
+    plain, fast = results["plain"], results["fast"]
+    n = len(plain.questions)
+    for metric in (*STAGES[1:], "judge"):
+        stages = STAGES[1:] if metric == "judge" else (metric,)
+        seconds = [sum(r.cost_by_stage[s].seconds for s in stages if s in r.cost_by_stage) for r in (plain, fast)]
+        calls = [sum(r.cost_by_stage[s].llm_calls for s in stages if s in r.cost_by_stage) for r in (plain, fast)]
+        pairs = [(a.value(s), b.value(s)) for s in stages for a, b in zip(plain.questions, fast.questions)]
+        agree = sum(a == b or (a is not None and b is not None and abs(a - b) < 1e-6) for a, b in pairs)
+        means = [r.metrics.get(metric) for r in (plain, fast)]
+        if metric != "judge":
+            for question, (a, b) in zip(plain.questions, pairs):
+                if not (a == b or (a is not None and b is not None and abs(a - b) < 1e-6)):
+                    table.caption = (table.caption or "verdicts that differ (plain -> fast):") + \
+                        f"\n{question.id} {metric}: {a} -> {b}"
+        table.add_row(model, metric, f"{seconds[0] / n:.1f}", f"{seconds[1] / n:.1f}",
+                      f"{seconds[1] / max(seconds[0], 1e-9):.2f}", f"{calls[0] / n:.1f} / {calls[1] / n:.1f}",
+                      " / ".join("-" if m is None else f"{m:.3f}" for m in means), f"{agree}/{len(pairs)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="qwen2.5-0.5b,qwen2.5-1.5b")
@@ -111,10 +147,21 @@ def main() -> int:
     parser.add_argument("--top-k", type=int, default=3, help="contexts per answer (context precision: 1 call each)")
     parser.add_argument("--cache-dir", type=Path, help="keep each model's cache in DIR/MODEL (default: a temp dir)")
     parser.add_argument("--profile", action="store_true", help="split each call's time into phases (see above)")
+    parser.add_argument("--compare", action="store_true", help="judge with plain vs fast decoding (see above)")
     args = parser.parse_args()
     if not (DATASETS / "amnesty_qa").is_dir():
         console.print(f"amnesty_qa not found under {DATASETS}")
         return 1
+    if args.compare:
+        table = Table(title=f"judge decoding, plain vs fast: the same {args.questions} amnesty_qa answers, cold caches, "
+                            f"top_k {args.top_k}")
+        for column in ("model", "metric", "plain s/q", "fast s/q", "fast / plain", "LLM calls/q", "mean score",
+                       "same verdict"):
+            table.add_column(column, justify="left" if column in ("model", "metric") else "right")
+        for model in args.models.split(","):
+            compare(model.strip(), args.questions, args.top_k, table)
+        console.print(table)
+        return 0
     stages = Table(title=f"per question, cold cache ({args.questions} amnesty_qa questions, top_k {args.top_k})")
     for column in ("model", "stage", "seconds/q", "LLM calls/q", "tokens/q", "mean score"):
         stages.add_column(column, justify="right")

@@ -90,7 +90,7 @@ def test_contract_chat_json_and_yes_probability(llm):
     relevant, irrelevant = (float(llm.yes_probability(m).text) for m in (RELEVANT, IRRELEVANT))
     assert 0.0 <= irrelevant < relevant <= 1.0
     # the name is the cache identity: it must say which model answered (file + content hash, or endpoint + model)
-    assert re.fullmatch(r"gguf:qwen[\w.-]+\.gguf:[0-9a-f]{16,}", llm.name) or \
+    assert re.fullmatch(r"gguf:qwen[\w.-]+\.gguf:[0-9a-f]{16,}(:fast)?", llm.name) or \
         re.fullmatch(r"openai-compatible:http://[^:]+:\d+/v1:qwen", llm.name), llm.name
 
 

@@ -90,6 +90,9 @@ class LLMConfig(_Strict):
     path: Path | None = Field(None, description="llama-cpp: GGUF file (wins over the named model's packages)")
     n_ctx: int = Field(4096, ge=512, description="llama-cpp: context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="llama-cpp: CPU threads (default: all cores)")
+    decoding: Literal["fast", "plain"] = Field(
+        "fast", description="llama-cpp: fast = resume saved prompt prefixes, check the JSON grammar after sampling, "
+        "verify copied text in batches (same greedy output); plain = llama-cpp-python's own decoding")
     base_url: str | None = Field(None, description="openai-compatible: e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(None, description="openai-compatible: NAME of the env var holding the key")
     timeout: float = Field(120, gt=0, description="openai-compatible: seconds per request")

@@ -26,7 +26,7 @@ def make_llm(config: LLMConfig) -> LLM:
     from tuner.models.registry import resolve_gguf
 
     path = resolve_gguf(config.model, config.path).resolve()
-    key = ("llama-cpp", str(path), config.n_ctx, config.n_threads)
+    key = ("llama-cpp", str(path), config.n_ctx, config.n_threads, config.decoding)
     if key not in _loaded:
-        _loaded[key] = LlamaCppLLM(path, config.n_ctx, config.n_threads)
+        _loaded[key] = LlamaCppLLM(path, config.n_ctx, config.n_threads, config.decoding)
     return _loaded[key]

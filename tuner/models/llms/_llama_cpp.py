@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages
+from tuner.models.llms._llama_decoding import PrefixStates, common_prefix, fast_llama
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class LlamaCppLLM(LLM):
     #: set to a list to collect a CallProfile per chat call (profiling costs two C calls per call)
     profile: list[CallProfile] | None = None
 
-    def __init__(self, path: Path, n_ctx: int = 4096, n_threads: int | None = None):
+    def __init__(self, path: Path, n_ctx: int = 4096, n_threads: int | None = None, decoding: str = "fast"):
         try:
             import llama_cpp
         except ImportError:
@@ -46,10 +47,13 @@ class LlamaCppLLM(LLM):
             raise LLMError(f"{path}: GGUF file not found")
         self._llama_cpp = llama_cpp
         self.path = path
-        self.name = f"gguf:{path.name}:{fingerprint(path)}"  # the cache identity of this model
+        # the cache identity of this model (and of how it decodes: see _llama_decoding)
+        self.name = f"gguf:{path.name}:{fingerprint(path)}" + ("" if decoding == "plain" else f":{decoding}")
+        self._states = PrefixStates(llama_cpp) if decoding == "fast" else None
+        model_class = fast_llama(llama_cpp) if decoding == "fast" else llama_cpp.Llama
         try:
-            self._model = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
-                                          verbose=False)
+            self._model = model_class(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
+                                      verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise LLMError(f"{path}: cannot load as a GGUF model ({_first_line(exc)}); "
                            "is the file complete? `tuner models verify` checks named models") from None
@@ -73,6 +77,8 @@ class LlamaCppLLM(LLM):
         started = time.perf_counter()
         if self.profile is not None:
             self._llama_cpp.llama_perf_context_reset(self._model.ctx)
+        if self._states is not None and self._formatter is not None:
+            self._resume(self._tokens(messages))
         try:
             reply = self._model.create_chat_completion(
                 messages=messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
@@ -80,6 +86,7 @@ class LlamaCppLLM(LLM):
             )
         except ValueError as exc:  # prompt longer than n_ctx
             raise LLMError(f"{self.path.name}: {_first_line(exc)} (raise generator/judge n_ctx)") from None
+        self._remember()
         usage = reply.get("usage") or {}
         if self.profile is not None:
             perf = self._llama_cpp.llama_perf_context(self._model.ctx)
@@ -94,13 +101,12 @@ class LlamaCppLLM(LLM):
         """Read P(yes) off the next-token distribution: one forward pass, no sampling."""
         if self._formatter is None:
             return super().yes_probability(messages)
-        prompt = self._formatter(messages=messages).prompt
         model = self._model
-        tokens = model.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        tokens = self._tokens(messages)
         if len(tokens) >= model.n_ctx():
             raise LLMError(f"{self.path.name}: reranking prompt of {len(tokens)} tokens exceeds n_ctx")
-        model.reset()
-        model.eval(tokens)
+        model.n_tokens = self._resume(tokens)  # the tokens the KV cache holds already: one at least is evaluated
+        model.eval(tokens[model.n_tokens:].tolist())
         logits = np.ctypeslib.as_array(self._llama_cpp.llama_get_logits_ith(model.ctx, -1),
                                        shape=(model.n_vocab(),)).astype(np.float64)
         yes = [self._token_id(word) for word in ("yes", "Yes", " yes", " Yes")]
@@ -108,8 +114,30 @@ class LlamaCppLLM(LLM):
         top = logits.max()
         p_yes = float(np.exp(logits[[t for t in yes if t is not None]] - top).sum())
         p_no = float(np.exp(logits[[t for t in no if t is not None]] - top).sum())
-        model.reset()
+        self._remember()
         return Completion(repr(p_yes / (p_yes + p_no)), len(tokens), 0)
+
+    def _tokens(self, messages: Messages) -> np.ndarray:
+        prompt = self._formatter(messages=messages).prompt
+        return np.array(self._model.tokenize(prompt.encode("utf-8"), add_bos=False, special=True), dtype=np.intc)
+
+    def _resume(self, tokens: np.ndarray) -> int:
+        """Put the longest saved prefix of `tokens` in the KV cache; return how many of them it holds (fewer than
+        all: the last one is evaluated again for its logits). Plain decoding starts afresh."""
+        model = self._model
+        have = common_prefix(model.input_ids[:model.n_tokens], tokens)
+        if self._states is None:
+            have = 0
+        elif (restored := self._states.restore(model.ctx, tokens, have)) is not None:
+            model.input_ids[:len(restored)] = restored
+            model.n_tokens = len(restored)
+            model._requires_eval = True  # noqa: SLF001 (the logits are not the restored state's)
+            have = common_prefix(restored, tokens)
+        return min(have, len(tokens) - 1)
+
+    def _remember(self) -> None:
+        if self._states is not None:
+            self._states.save(self._model.ctx, self._model.input_ids[:self._model.n_tokens])
 
     def _token_id(self, word: str) -> int | None:
         ids = self._model.tokenize(word.encode("utf-8"), add_bos=False, special=False)
