@@ -81,8 +81,8 @@ class PrefixStates:
             self._saved.pop(0)
 
     def restore(self, ctx: Any, tokens: np.ndarray, have: int) -> np.ndarray | None:
-        """Load the saved state sharing more of `tokens` than the `have` tokens already in the KV cache; return its
-        tokens (now the cache's content), or None when none does better."""
+        """Load the saved state sharing more of `tokens` than the `have` tokens already in the KV cache; return the
+        tokens the cache now holds (none if loading failed), or None when no saved state does better."""
         best, shared = None, have
         for index, (old, _) in enumerate(self._saved):
             if (n := common_prefix(old, tokens)) > shared:
@@ -93,7 +93,7 @@ class PrefixStates:
         self._saved.append((old, state))  # most recently used
         self._lib.llama_memory_clear(self._lib.llama_get_memory(ctx), True)
         if self._lib.llama_state_seq_set_data(ctx, state, len(state), 0) != len(state):
-            return None
+            return old[:0]
         return old
 
 
