@@ -105,8 +105,10 @@ class LlamaCppLLM(LLM):
         tokens = self._tokens(messages)
         if len(tokens) >= model.n_ctx():
             raise LLMError(f"{self.path.name}: reranking prompt of {len(tokens)} tokens exceeds n_ctx")
-        model.n_tokens = self._resume(tokens)  # the tokens the KV cache holds already: one at least is evaluated
-        model.eval(tokens[model.n_tokens:].tolist())
+        # evaluated whole: a confidence must be a pure function of (question, passage), and a prompt evaluated in
+        # two parts rounds differently (dynamic K compares confidences with a threshold)
+        model.n_tokens = 0
+        model.eval(tokens.tolist())
         logits = np.ctypeslib.as_array(self._llama_cpp.llama_get_logits_ith(model.ctx, -1),
                                        shape=(model.n_vocab(),)).astype(np.float64)
         yes = [self._token_id(word) for word in ("yes", "Yes", " yes", " Yes")]
@@ -114,26 +116,21 @@ class LlamaCppLLM(LLM):
         top = logits.max()
         p_yes = float(np.exp(logits[[t for t in yes if t is not None]] - top).sum())
         p_no = float(np.exp(logits[[t for t in no if t is not None]] - top).sum())
-        self._remember()
         return Completion(repr(p_yes / (p_yes + p_no)), len(tokens), 0)
 
     def _tokens(self, messages: Messages) -> np.ndarray:
         prompt = self._formatter(messages=messages).prompt
         return np.array(self._model.tokenize(prompt.encode("utf-8"), add_bos=False, special=True), dtype=np.intc)
 
-    def _resume(self, tokens: np.ndarray) -> int:
-        """Put the longest saved prefix of `tokens` in the KV cache; return how many of them it holds (fewer than
-        all: the last one is evaluated again for its logits). Plain decoding starts afresh."""
+    def _resume(self, tokens: np.ndarray) -> None:
+        """Put the saved state sharing the longest prefix with `tokens` in the KV cache when it beats what the cache
+        holds; llama-cpp-python's generate then evaluates only the rest."""
         model = self._model
         have = common_prefix(model.input_ids[:model.n_tokens], tokens)
-        if self._states is None:
-            have = 0
-        elif (restored := self._states.restore(model.ctx, tokens, have)) is not None:
+        if (restored := self._states.restore(model.ctx, tokens, have)) is not None:
             model.input_ids[:len(restored)] = restored
             model.n_tokens = len(restored)
             model._requires_eval = True  # noqa: SLF001 (the logits are not the restored state's)
-            have = common_prefix(restored, tokens)
-        return min(have, len(tokens) - 1)
 
     def _remember(self) -> None:
         if self._states is not None:
