@@ -92,7 +92,7 @@ class LLMConfig(_Strict):
     n_threads: int | None = Field(None, ge=1, description="llama-cpp: CPU threads (default: all cores)")
     decoding: Literal["fast", "plain"] = Field(
         "fast", description="llama-cpp: fast = resume saved prompt prefixes, check the JSON grammar after sampling, "
-        "verify copied text in batches (same greedy output); plain = llama-cpp-python's own decoding")
+        "stop a block repeated three times (greedy output otherwise the same); plain = llama-cpp-python's own")
     base_url: str | None = Field(None, description="openai-compatible: e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(None, description="openai-compatible: NAME of the env var holding the key")
     timeout: float = Field(120, gt=0, description="openai-compatible: seconds per request")
