@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from tuner.pipeline.backends import EmbeddedBackend, RetrievalBackend
+from tuner.config import BackendConfig, Bm25Config
+from tuner.pipeline.backends import EmbeddedBackend, RetrievalBackend, make_backend
 from tests.fakes import HashingEmbedder
 
 TEXTS = [
@@ -14,7 +15,7 @@ TEXTS = [
     "Puffins breed on the cliffs of Skerrin from May to August.",
 ]
 
-BACKENDS = {"embedded": EmbeddedBackend}
+BACKENDS = {"embedded": EmbeddedBackend, "embedded-stemmed": lambda: EmbeddedBackend(stemmer="english")}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -58,3 +59,19 @@ def test_limits_and_empty_queries(backend):
 def test_mismatched_texts_and_vectors_are_refused():
     with pytest.raises(ValueError):
         EmbeddedBackend().add(TEXTS, np.zeros((2, 4), dtype=np.float32))
+
+
+def test_stemming_matches_other_forms_of_a_word_only_when_asked():
+    vectors = HashingEmbedder().encode(TEXTS)
+    plain, stemmed = make_backend(BackendConfig()), make_backend(BackendConfig(bm25=Bm25Config(stemmer="english")))
+    for store in (plain, stemmed):
+        store.add(TEXTS, vectors)
+    assert len(plain.bm25("smokehouse crossing", limit=10)) == 0
+    assert sorted(stemmed.bm25("smokehouse crossing", limit=10).ids.tolist()) == [0, 1]
+
+
+def test_stopwords_can_be_kept():
+    vectors = HashingEmbedder().encode(TEXTS)
+    store = EmbeddedBackend(stopwords="none")
+    store.add(TEXTS, vectors)
+    assert len(store.bm25("the of and", limit=10)) > 0

@@ -1,3 +1,5 @@
+import pytest
+
 from tuner.data import Document
 from tuner.pipeline.candidate import Candidate
 from tuner.pipeline.chunking import chunk_documents, split_words
@@ -55,3 +57,45 @@ def test_too_common_entities_link_nothing():
     chunks = chunk_documents(docs, 50, 5)
     graph = EntityGraph(chunks, max_entity_share=0.05)
     assert graph.expand([Candidate(0, chunks[0], 1.0)], chunks, hops=2, decay=0.5, limit=10) == []
+
+
+def test_a_hop_adds_other_documents_only():
+    docs = [Document("a", "Ilsa Marrow designed the Greywater Bridge. " + "More on the bridge. " * 40),
+            Document("b", "Ilsa Marrow was born in Kestrel Bay.")]
+    chunks = chunk_documents(docs, 50, 5)
+    assert len([c for c in chunks if c.doc_id == "a"]) > 1
+    graph = EntityGraph(chunks, max_entity_share=1.0)
+    found = graph.expand([Candidate(0, chunks[0], 1.0)], chunks, hops=2, decay=0.5, limit=10)
+    assert {c.chunk.doc_id for c in found} == {"b"}
+
+
+def test_a_chunk_naming_a_title_links_to_that_documents_lead():
+    docs = [Document("bridge", "The Greywater Bridge was designed by Ilsa Marrow."),
+            Document("tower", "Ilsa Marrow also drew the Tollan Lighthouse."),
+            Document("marrow", "She was born in Kestrel Bay. " * 40, title="Ilsa Marrow")]
+    chunks = chunk_documents(docs, 50, 5)
+    lead = next(p for p, c in enumerate(chunks) if c.doc_id == "marrow")
+    assert len(chunks) - lead > 5  # each of her chunks starts with her title: as a span, "ilsa marrow" is too common
+    seed = [Candidate(0, chunks[0], 1.0)]
+    assert EntityGraph(chunks, max_entity_share=0.01).expand(seed, chunks, 2, 0.5, 10) == []
+    titled = EntityGraph(chunks, max_entity_share=0.01, titles={"marrow": "Ilsa Marrow"})
+    assert [(c.position, c.hop, c.score) for c in titled.expand(seed, chunks, 1, 0.5, 10)] == [(lead, 1, 0.5)]
+    # the two chunks naming her reach each other only through her article: two hops
+    assert [(c.chunk.doc_id, c.hop) for c in titled.expand(seed, chunks, 2, 0.5, 10)] == [("marrow", 1), ("tower", 2)]
+
+
+def test_a_link_moves_a_chunk_towards_the_better_seed_by_decay_of_the_gap():
+    chunks, graph = _graph()  # a -(Ilsa Marrow)- b -(Dunmore Institute)- c -(Halvard)- d; e unlinked
+    seeds = [Candidate(0, chunks[0], 0.8), Candidate(1, chunks[1], 0.4)]
+    found = {c.chunk.doc_id: c for c in graph.expand(seeds, chunks, hops=2, decay=0.5, limit=10,
+                                                       retrieved={0: 0.8, 1: 0.4, 2: 0.3, 4: 0.35})}
+    assert found["b"].score == pytest.approx(0.4 + 0.5 * (0.8 - 0.4))  # a seed linked to a better seed rises
+    assert found["c"].score == pytest.approx(0.3 + 0.5 * (0.8 - 0.3) * 0.5)  # two hops from a, one from b: the best
+    assert found["c"].score < 0.8 and "e" not in found and "a" not in found  # never above its seed; unlinked stays
+    assert found["d"].score == pytest.approx(0.5**2 * 0.4)  # two hops from b; outside the window its own is 0
+
+
+def test_a_better_chunk_is_not_lowered_by_a_weaker_seeds_link():
+    chunks, graph = _graph()
+    found = graph.expand([Candidate(1, chunks[1], 0.4)], chunks, hops=1, decay=0.5, limit=10, retrieved={0: 0.9})
+    assert "a" not in {c.chunk.doc_id for c in found}

@@ -44,7 +44,7 @@ def test_wrong_type_names_the_key_and_what_was_expected(tmp_path):
     [
         ("pipeline:\n  alpha: 1.5\n", "pipeline.alpha: Input should be less than or equal to 1"),
         ("pipeline:\n  top_k: true\n", "top_k: expected a number, got true"),  # YAML booleans are not ints
-        ("pipeline:\n  fusion: borda\n", "pipeline.fusion: Input should be 'relative_score' or 'ranked'"),
+        ("pipeline:\n  fusion: borda\n", "pipeline.fusion: Input should be 'relative_score', 'ranked', 'zscore' or 'dbsf'"),
         ("pipline:\n  top_k: 3\n", "pipline: unknown key"),
         ("chunking:\n  size: 50\n  overlap: 50\n", "overlap (50) must be smaller than size (50)"),
         ("pipeline:\n  min_docs: 5\n  max_docs: 2\n", "min_docs (5) must not exceed max_docs (2)"),

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from tuner.pipeline.backends import Hits
-from tuner.pipeline.fusion import fuse, hybrid, rescale
+from tuner.config import FusionType
+from tuner.pipeline.fusion import FUSIONS, distribution_scaled, fuse, hybrid, rescale, standardise
 
 
 def hits(ids, scores):
@@ -37,7 +38,44 @@ def test_ranked_fusion_gives_each_rank_zero_hit_half_over_sixty():
     assert list(hybrid(hits([5, 6], [9.0, 1.0]), hits([8, 5], [0.9, 0.8]), 0.5, "ranked", 10).ids)[0] == 5
 
 
-@pytest.mark.parametrize("fusion", ["relative_score", "ranked"])
+def test_ranked_fusion_takes_its_rank_constant():
+    fused = as_dict(hybrid(hits([5, 6], [9.0, 1.0]), hits([8, 5], [0.9, 0.8]), 0.5, "ranked", 10, rank_constant=1))
+    assert fused[5] == pytest.approx(0.5 / 1 + 0.5 / 2)
+    assert fused[6] == pytest.approx(0.5 / 2)
+
+
+def test_zscore_and_distribution_normalisations_match_worked_examples():
+    scores = np.array([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0])  # mean 5, deviation 2
+    np.testing.assert_allclose(standardise(scores), [-1.5, -0.5, -0.5, -0.5, 0, 0, 1, 2])
+    np.testing.assert_allclose(distribution_scaled(scores), (scores + 1) / 12)  # mean - 3 dev = -1, range 12
+    outlier = distribution_scaled(np.array([0.0] * 15 + [100.0]))  # 100 lies beyond mean + 3 deviations: clipped
+    assert outlier[-1] == 1.0 and outlier[0] == pytest.approx((3 * 24.206 - 6.25) / (6 * 24.206), abs=1e-3)
+    assert standardise(np.array([3.0])).tolist() == [0.0] and distribution_scaled(np.array([3.0])).tolist() == [0.5]
+
+
+def test_zscore_counts_a_missing_hit_as_the_lists_lowest_not_its_mean():
+    bm25 = hits([1, 2, 3], [3.0, 2.0, 1.0])  # z: 1.22, 0, -1.22
+    dense = hits([4, 1], [0.9, 0.1])  # z: 1, -1; chunks 2 and 3 missing -> count -1
+    fused = as_dict(hybrid(bm25, dense, 0.5, "zscore", 10))
+    z = 1.5 ** 0.5
+    assert fused[1] == pytest.approx(0.5 * z + 0.5 * -1)
+    assert fused[2] == pytest.approx(0.5 * 0 + 0.5 * -1)
+    assert fused[4] == pytest.approx(0.5 * -z + 0.5 * 1)  # missing from BM25: its lowest, -1.22
+    assert fused[3] == pytest.approx(0.5 * -z + 0.5 * -1)
+
+
+def test_dbsf_counts_a_missing_hit_zero():
+    bm25, dense = hits([1, 2], [3.0, 1.0]), hits([3], [0.8])  # bm25 mean 2, dev 1 -> 3 maps to 4/6
+    fused = as_dict(hybrid(bm25, dense, 0.5, "dbsf", 10))
+    assert fused[1] == pytest.approx(0.5 * 4 / 6)
+    assert fused[3] == pytest.approx(0.5 * 0.5)
+
+
+def test_every_configurable_fusion_is_implemented():
+    assert set(FUSIONS) == set(FusionType.__args__)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
 def test_alpha_extremes_are_pure_bm25_and_pure_vector(fusion):
     bm25, dense = hits([1, 2, 3], [3.0, 2.0, 1.0]), hits([9, 3, 8], [0.9, 0.5, 0.1])
     assert hybrid(bm25, dense, 0.0, fusion, 10).ids.tolist() == [1, 2, 3]  # vector side not searched

@@ -66,6 +66,16 @@ def test_graph_hops_bring_in_the_second_document_of_a_multi_hop_question(demo):
     assert "ilsa-marrow" in hop_docs
 
 
+def test_without_a_reranker_hops_merge_into_the_window_by_score(demo):
+    for question in demo.dataset.questions:
+        for hops in (0, 1, 2):
+            result = demo.pipeline.run(question.text, PipelineConfig(top_k=5, hops=hops))
+            scores = [c.score for c in result.ranking]
+            assert scores == sorted(scores, reverse=True)  # no hop's chunk jumps a retrieved chunk that scored higher
+            assert len({c.position for c in result.ranking}) == len(result.ranking)
+            assert result.selected == result.ranking[:5]
+
+
 def test_dynamic_k_with_a_reranker_raises_precision(demo):
     fixed = PipelineConfig(top_k=10, reranker="embedding")
     gated = fixed.model_copy(update={"confidence_threshold": 0.6, "max_docs": 10})

@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tuner.errors import ConfigError
 
-FusionType = Literal["relative_score", "ranked"]
+FusionType = Literal["relative_score", "ranked", "zscore", "dbsf"]
+#: the fusions a Weaviate hybrid query offers (relativeScoreFusion, rankedFusion); the others are tuner's own
+WEAVIATE_FUSIONS = ("relative_score", "ranked")
 
 
 class _Strict(BaseModel):
@@ -65,9 +67,21 @@ class EmbedderConfig(_Strict):
     batch_size: int = Field(32, ge=1)
 
 
+class Bm25Config(_Strict):
+    """How the keyword index tokenises and scores; a change re-indexes, so these are not trial knobs."""
+
+    stemmer: Literal["none", "english"] = Field(
+        "none", description="none = Weaviate's word tokenisation (a tuned alpha transfers to Weaviate); english = "
+        "Snowball (Porter 2) stems, as the BM25 of most RAG toolkits")
+    stopwords: Literal["en", "none"] = Field("en", description="English stopwords left out of queries and chunks")
+    k1: float = Field(1.2, gt=0, description="term-frequency saturation (Weaviate: 1.2)")
+    b: float = Field(0.75, ge=0, le=1, description="length normalisation (Weaviate: 0.75)")
+
+
 class BackendConfig(_Strict):
     type: Literal["embedded"] = "embedded"
     candidates: int = Field(100, ge=1, description="candidates fetched per side before fusion (Weaviate: 100)")
+    bm25: Bm25Config = Bm25Config()
 
 
 class GraphConfig(_Strict):
@@ -131,7 +145,11 @@ class PipelineConfig(_Strict):
 
     top_k: int = Field(5, ge=1, le=100)
     alpha: float = Field(0.5, ge=0, le=1, description="1 = pure vector, 0 = pure BM25 (Weaviate)")
-    fusion: FusionType = "relative_score"
+    fusion: FusionType = Field(
+        "relative_score", description="relative_score and ranked as Weaviate's hybrid; zscore and dbsf (normalised "
+        "by mean and deviation) are tuner's own and do not exist in Weaviate")
+    rank_constant: int = Field(60, ge=1, le=1000, description="ranked fusion: k in weight / (rank + k); Weaviate "
+                               "fixes it at 60")
     hops: int = Field(0, ge=0, le=3, description="graph-expansion hops over shared entities")
     hop_decay: float = Field(0.5, gt=0, le=1, description="score multiplier per hop for expanded chunks")
     reranker: Literal["none", "embedding", "cross-encoder", "llm"] = "none"

@@ -3,20 +3,27 @@
 Entities are capitalised spans ("Ilsa Marrow", "Port Ardent"), a deterministic extractor that needs no model.
 Chunks and entities form a bipartite networkx graph; one hop is chunk -> shared entity -> chunk. Entities found in
 a large share of the corpus ("Normans" in a corpus about the Normans) link everything and so are left out.
+A chunk that names another document's title also links to that document's first chunk (a Wikipedia article's
+lead defines its subject): the bridge of a two-hop question ("the engineer who designed the bridge") is usually
+named in the first document and described in the second.
+
+A hop adds other documents: chunks of a document already among the seeds add nothing a document ranking counts,
+and in a window they would displace documents retrieval found.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import networkx as nx
 
 from tuner.pipeline.candidate import Candidate
 from tuner.pipeline.chunking import Chunk
 
-_SPAN = re.compile(r"\b[A-Z][\w'\u2019-]*(?:\s+(?:of\s+|the\s+|de\s+|von\s+|van\s+)?[A-Z][\w'\u2019-]*)*")
+# a span never crosses a line break: a chunk's title line is not part of its first sentence's subject
+_SPAN = re.compile(r"\b[A-Z][\w'\u2019-]*(?:[^\S\n]+(?:(?:of|the|de|von|van)[^\S\n]+)?[A-Z][\w'\u2019-]*)*")
 # capitalised only because they start a sentence, or too generic to link anything
 _STOP = frozenset(
     """a an and as at but by for from he her his however i if in into it its many most much no not of on one or our
@@ -27,6 +34,8 @@ _STOP = frozenset(
 
 
 MIN_ENTITY_LIMIT = 5
+#: a title link joins one chunk to one lead (no clique), so a title may be named more widely than a span
+TITLE_SHARE = 0.5
 
 
 def extract_entities(text: str) -> set[str]:
@@ -42,7 +51,9 @@ def extract_entities(text: str) -> set[str]:
 
 
 class EntityGraph:
-    def __init__(self, chunks: Sequence[Chunk], max_entity_share: float = 0.05):
+    def __init__(self, chunks: Sequence[Chunk], max_entity_share: float = 0.05,
+                 titles: Mapping[str, str] | None = None):
+        """`titles`: document id -> title, for the links from a chunk naming a title to that document's lead."""
         self.max_entity_share = max_entity_share
         per_chunk = [extract_entities(chunk.text) for chunk in chunks]
         frequency = Counter(entity for entities in per_chunk for entity in entities)
@@ -54,22 +65,45 @@ class EntityGraph:
             for entity in entities:
                 if 2 <= frequency[entity] <= limit:  # an entity in one chunk links nothing
                     self.graph.add_edge(position, ("entity", entity))
+        leads: dict[str, int] = {}
+        for position, chunk in enumerate(chunks):
+            leads.setdefault(chunk.doc_id, position)
+        named = {title.lower(): doc for doc, title in (titles or {}).items() if doc in leads and len(title) > 2}
+        for title, doc in named.items():
+            mentions = [p for p, entities in enumerate(per_chunk) if title in entities and chunks[p].doc_id != doc]
+            if 1 <= len(mentions) <= TITLE_SHARE * len(chunks):
+                for p in mentions:  # one node per link: the mentions of a title do not link to each other
+                    self.graph.add_edges_from([(p, ("title", doc, p)), (("title", doc, p), leads[doc])])
         self.entity_count = sum(1 for node in self.graph if isinstance(node, tuple))
 
     def expand(self, seeds: Sequence[Candidate], chunks: Sequence[Chunk], hops: int, decay: float,
-               limit: int) -> list[Candidate]:
-        """Chunks within `hops` entity hops of the seeds, scored seed score x decay^hop, best `limit` of them."""
+               limit: int, retrieved: Mapping[int, float] | None = None) -> list[Candidate]:
+        """The seeds and chunks of other documents within `hops` entity hops of a seed, rescored by their links.
+
+        A linked chunk keeps its own retrieval score (`retrieved`, 0 outside the window) and moves towards a
+        better seed that links it by decay^hop of the gap: it ranks above chunks as relevant as itself that
+        nothing links, never above that seed, and a chunk the question does not match stays low. Seeds linked to
+        a better seed rise the same way (both documents of a two-hop question retrieved, the second one low).
+        Returns every seed a link lifted, and the best `limit` other chunks."""
         if hops <= 0 or limit <= 0:
             return []
-        taken = {seed.position for seed in seeds}
+        retrieved = retrieved or {}
+        seeded = {seed.position for seed in seeds}
+        seed_docs = {seed.chunk.doc_id for seed in seeds}
         best: dict[int, Candidate] = {}
         for seed in seeds:
             distances = nx.single_source_shortest_path_length(self.graph, seed.position, cutoff=2 * hops)
             for node, distance in distances.items():
-                if isinstance(node, tuple) or node in taken or distance == 0:
+                if isinstance(node, tuple) or chunks[node].doc_id == seed.chunk.doc_id:
                     continue
-                hop = distance // 2
-                score = seed.score * decay**hop
+                if node not in seeded and chunks[node].doc_id in seed_docs:  # its document is already in
+                    continue
+                hop, own = distance // 2, retrieved.get(node, 0.0)
+                if seed.score <= own:
+                    continue
+                score = own + decay**hop * (seed.score - own)
                 if node not in best or score > best[node].score:
                     best[node] = Candidate(node, chunks[node], score, hop)
-        return sorted(best.values(), key=lambda c: (-c.score, c.position))[:limit]
+        lifted = [c for c in best.values() if c.position in seeded]
+        others = sorted((c for c in best.values() if c.position not in seeded), key=lambda c: (-c.score, c.position))
+        return lifted + others[:limit]

@@ -45,14 +45,15 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder) -> 
 
         started = time.perf_counter()
         task = bar.add_task("BM25 + vector index", total=1)
-        backend = make_backend(config.backend.type)
+        backend = make_backend(config.backend)
         backend.add([c.text for c in chunks], vectors)
         bar.advance(task)
         timings["index"] = time.perf_counter() - started
 
         started = time.perf_counter()
         task = bar.add_task("entity graph", total=1)
-        graph = EntityGraph(chunks, config.graph.max_entity_share)
+        graph = EntityGraph(chunks, config.graph.max_entity_share,
+                            {doc.id: doc.title for doc in dataset.documents if doc.title})
         bar.advance(task)
         timings["graph"] = time.perf_counter() - started
     return Index(chunks, vectors, backend, graph, timings, computed)

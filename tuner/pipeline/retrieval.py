@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tuner.models.embedders import Embedder
 from tuner.pipeline.backends import Hits, RetrievalBackend
-from tuner.pipeline.fusion import hybrid
+from tuner.pipeline.fusion import RANK_CONSTANT, hybrid
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,6 @@ class HybridRetriever:
             self._cache[question] = cached
         return cached
 
-    def search(self, question: str, alpha: float, fusion: str, limit: int) -> Hits:
+    def search(self, question: str, alpha: float, fusion: str, limit: int, rank_constant: int = RANK_CONSTANT) -> Hits:
         found = self.candidates(question, limit)
-        return hybrid(found.bm25, found.dense, alpha, fusion, limit)
+        return hybrid(found.bm25, found.dense, alpha, fusion, limit, rank_constant)

@@ -25,12 +25,19 @@ class RetrievalResult:
     reranked: list[Candidate]
     # what reaches the generator
     selected: list[Candidate]
+    # the reranker put its own order on the pool (False: the pool is in retrieval-score order)
+    reordered: bool = True
 
     @property
     def ranking(self) -> list[Candidate]:
-        """Every candidate the pipeline ranked: the reranked pool first, then the rest of the fused window."""
+        """Every candidate the pipeline ranked. A reranker's pool first, then the rest of the fused window; without
+        one, the pool and the window merged by score, so a hop's chunk ranks where its score puts it and never
+        ahead of a retrieved chunk that scored higher."""
         in_pool = {c.position for c in self.pool}
-        return self.reranked + [c for c in self.retrieved if c.position not in in_pool]
+        rest = [c for c in self.retrieved if c.position not in in_pool]
+        if self.reordered:
+            return self.reranked + rest
+        return sorted(self.reranked + rest, key=lambda c: -c.score)  # stable: ties keep the pool first
 
 
 class RetrievalPipeline:
@@ -57,13 +64,15 @@ class RetrievalPipeline:
 
     def run(self, question: str, config: PipelineConfig) -> RetrievalResult:
         chunks = self.index.chunks
-        fused = self.retriever.search(question, config.alpha, config.fusion, limit=self.retriever.window)
+        fused = self.retriever.search(question, config.alpha, config.fusion, self.retriever.window, config.rank_constant)
         retrieved = [Candidate(int(p), chunks[p], float(s)) for p, s in zip(fused.ids, fused.scores)]
         seeds = retrieved[: config.top_k]
-        expanded = self.index.graph.expand(seeds, chunks, config.hops, config.hop_decay, limit=config.top_k)
-        pool = sorted(seeds + expanded, key=lambda c: -c.score)
+        linked = {c.position: c for c in self.index.graph.expand(
+            seeds, chunks, config.hops, config.hop_decay, config.top_k, dict(zip(fused.ids.tolist(), fused.scores.tolist())))}
+        pool = sorted([linked.pop(s.position, s) for s in seeds] + list(linked.values()), key=lambda c: -c.score)
 
-        confidences = self.reranker(config.reranker).confidences(question, pool)
+        reranker = self.reranker(config.reranker)
+        confidences = reranker.confidences(question, pool)
         reranked = [replace(c, confidence=float(v)) for c, v in zip(pool, confidences)]
         reranked.sort(key=lambda c: -(c.confidence or 0.0))  # stable: ties keep retrieval order
 
@@ -71,4 +80,4 @@ class RetrievalPipeline:
             selected = reranked[: config.top_k]
         else:
             selected = select_dynamic_k(reranked, config.confidence_threshold, config.min_docs, config.max_docs)
-        return RetrievalResult(retrieved, pool, reranked, selected)
+        return RetrievalResult(retrieved, pool, reranked, selected, reordered=reranker.reorders)

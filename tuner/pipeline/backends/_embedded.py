@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import bm25s
+import Stemmer
 import numpy as np
 
 from tuner.pipeline.backends._base import Hits, RetrievalBackend
@@ -12,10 +13,11 @@ from tuner.pipeline.backends._base import Hits, RetrievalBackend
 
 class EmbeddedBackend(RetrievalBackend):
     # Weaviate's BM25 defaults, so scores rank the same way on both backends
-    def __init__(self, k1: float = 1.2, b: float = 0.75, stopwords: str = "en"):
+    def __init__(self, k1: float = 1.2, b: float = 0.75, stopwords: str = "en", stemmer: str = "none"):
         self.k1 = k1
         self.b = b
-        self.stopwords = stopwords
+        self.stopwords = stopwords if stopwords != "none" else None
+        self.stemmer = None if stemmer == "none" else Stemmer.Stemmer(stemmer)
         self._vectors = np.zeros((0, 0), dtype=np.float32)
         self._bm25: bm25s.BM25 | None = None
 
@@ -45,7 +47,8 @@ class EmbeddedBackend(RetrievalBackend):
         return len(self._vectors)
 
     def _tokenize(self, texts: list[str]) -> list[list[str]]:
-        return bm25s.tokenize(texts, stopwords=self.stopwords, return_ids=False, show_progress=False)
+        return bm25s.tokenize(texts, stopwords=self.stopwords, stemmer=self.stemmer, return_ids=False,
+                              show_progress=False)
 
 
 def _top(scores: np.ndarray, limit: int, keep: np.ndarray | None = None) -> Hits:

@@ -18,6 +18,8 @@ class Reranker(ABC):
     name: str
     #: False when the confidence depends on more than (question, chunk text), e.g. on retrieval scores
     cacheable: bool = True
+    #: False when the confidences keep the retrieval scores' order (so the pool still merges with the window)
+    reorders: bool = True
 
     def __init__(self) -> None:
         self._memo: dict[tuple[str, str], float] = {}

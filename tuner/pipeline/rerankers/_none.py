@@ -13,6 +13,7 @@ from tuner.pipeline.rerankers._base import Reranker
 class NoReranker(Reranker):
     name = "none"
     cacheable = False  # depends on alpha and fusion through the retrieval scores
+    reorders = False
 
     def _score(self, question: str, candidates: Sequence[Candidate]) -> np.ndarray:
         scores = np.array([c.score for c in candidates], dtype=np.float64)
