@@ -44,6 +44,8 @@ def test_wrong_type_names_the_key_and_what_was_expected(tmp_path):
     [
         ("pipeline:\n  alpha: 1.5\n", "pipeline.alpha: Input should be less than or equal to 1"),
         ("pipeline:\n  top_k: true\n", "top_k: expected a number, got true"),  # YAML booleans are not ints
+        ("pipeline:\n  autocut: 1\n  confidence_threshold: 0.5\n", "autocut and confidence_threshold both choose K"),
+        ("backend:\n  bm25:\n    stemmer: porter\n", "backend.bm25.stemmer: Input should be 'none' or 'english'"),
         ("pipeline:\n  fusion: borda\n", "pipeline.fusion: Input should be 'relative_score', 'ranked', 'zscore' or 'dbsf'"),
         ("pipline:\n  top_k: 3\n", "pipline: unknown key"),
         ("chunking:\n  size: 50\n  overlap: 50\n", "overlap (50) must be smaller than size (50)"),

@@ -4,6 +4,7 @@ import pytest
 
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.evaluation.retrieval_eval import evaluate_retrieval
+from tuner.pipeline.selection import autocut
 from tuner.workspace import open_workspace
 
 
@@ -74,6 +75,16 @@ def test_without_a_reranker_hops_merge_into_the_window_by_score(demo):
             assert scores == sorted(scores, reverse=True)  # no hop's chunk jumps a retrieved chunk that scored higher
             assert len({c.position for c in result.ranking}) == len(result.ranking)
             assert result.selected == result.ranking[:5]
+
+
+def test_autocut_keeps_what_weaviate_would_of_the_top_k(demo):
+    cut_somewhere = 0
+    for question in demo.dataset.questions:
+        whole = demo.pipeline.run(question.text, PipelineConfig(top_k=10))
+        cut = demo.pipeline.run(question.text, PipelineConfig(top_k=10, autocut=1))
+        assert cut.selected == whole.selected[: autocut([c.score for c in whole.selected], 1)]
+        cut_somewhere += len(cut.selected) < 10
+    assert cut_somewhere > len(demo.dataset.questions) / 2
 
 
 def test_dynamic_k_with_a_reranker_raises_precision(demo):

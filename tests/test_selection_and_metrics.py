@@ -5,7 +5,7 @@ import pytest
 from tuner.evaluation.retrieval_metrics import aggregate, question_metrics
 from tuner.pipeline.candidate import Candidate
 from tuner.pipeline.chunking import Chunk
-from tuner.pipeline.selection import select_dynamic_k
+from tuner.pipeline.selection import autocut, select_autocut, select_dynamic_k
 
 
 def ranked(*confidences):
@@ -20,6 +20,26 @@ def test_dynamic_k_keeps_the_best_then_the_confident():
     assert len(select_dynamic_k(ranked(0.9, 0.1, 0.1, 0.1), 0.5, 3, 5)) == 3  # floored in rank order
     assert select_dynamic_k([], 0.5, 1, 5) == []
     assert len(select_dynamic_k(ranked(0.9, 0.1), 0.5, 3, 5)) == 2  # never more than there is
+
+
+GROUPS = [0.9, 0.88, 0.87, 0.5, 0.48, 0.47, 0.2]  # three groups of scores, as in Weaviate's autocut docs
+
+
+def test_autocut_cuts_before_the_nth_jump():
+    # normalised minus the line: 0, -.14, -.29, +.07, -.07, -.22, 0 -> maxima at 3 and at the last point
+    assert autocut(GROUPS, 1) == 3
+    assert autocut(GROUPS, 2) == 6
+    assert autocut(GROUPS, 3) == 7  # fewer jumps than asked: everything
+    assert autocut([0.5, 0.5, 0.5], 1) == 3 and autocut([0.7], 1) == 1 and autocut([], 1) == 0
+    assert autocut([1.0, 0.2], 1) == 2  # two points: no jump to cut at (Weaviate would index before the list)
+    assert autocut([0.9, 0.2, 0.19, 0.18], 1) == 1  # one strong result, then the rest
+
+
+def test_select_autocut_reads_the_first_top_k_confidences():
+    pool = ranked(*GROUPS)
+    assert [c.confidence for c in select_autocut(pool, top_k=7, jumps=1)] == GROUPS[:3]
+    assert len(select_autocut(pool, top_k=5, jumps=1)) == 3
+    assert len(select_autocut(pool, top_k=3, jumps=1)) == 1  # 0.9, 0.88, 0.87: normalised, 0.02 is the jump
 
 
 def test_question_metrics_count_documents_once():

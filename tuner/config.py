@@ -158,12 +158,17 @@ class PipelineConfig(_Strict):
     )
     min_docs: int = Field(1, ge=1)
     max_docs: int = Field(8, ge=1)
+    autocut: int | None = Field(
+        None, ge=1, description="Weaviate's autocut (auto_limit): cut the top_k before the Nth jump in their scores; "
+        "none = keep top_k")
     program: str = Field("default", description="answer program: default, strict, or a saved DSPy program JSON")
 
     @model_validator(mode="after")
     def _docs_range(self) -> PipelineConfig:
         if self.min_docs > self.max_docs:
             raise ValueError(f"min_docs ({self.min_docs}) must not exceed max_docs ({self.max_docs})")
+        if self.autocut is not None and self.confidence_threshold is not None:
+            raise ValueError("autocut and confidence_threshold both choose K: set one of them")
         return self
 
 

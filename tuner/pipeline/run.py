@@ -12,7 +12,7 @@ from tuner.pipeline.candidate import Candidate
 from tuner.pipeline.index import Index
 from tuner.pipeline.rerankers import Reranker, make_reranker
 from tuner.pipeline.retrieval import HybridRetriever
-from tuner.pipeline.selection import select_dynamic_k
+from tuner.pipeline.selection import select_autocut, select_dynamic_k
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,10 @@ class RetrievalPipeline:
         reranked = [replace(c, confidence=float(v)) for c, v in zip(pool, confidences)]
         reranked.sort(key=lambda c: -(c.confidence or 0.0))  # stable: ties keep retrieval order
 
-        if config.confidence_threshold is None:
-            selected = reranked[: config.top_k]
-        else:
+        if config.confidence_threshold is not None:
             selected = select_dynamic_k(reranked, config.confidence_threshold, config.min_docs, config.max_docs)
+        elif config.autocut is not None:
+            selected = select_autocut(reranked, config.top_k, config.autocut)
+        else:
+            selected = reranked[: config.top_k]
         return RetrievalResult(retrieved, pool, reranked, selected, reordered=reranker.reorders)
