@@ -2,8 +2,10 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,30 @@ def test_knobs_are_shown_short_and_unset_ones_left_out():
 
     assert knobs({"top_k": 6, "alpha": 0.7000000000000001, "reranker": "llm", "confidence_threshold": None}) == \
         "top_k=6, alpha=0.7, reranker=llm"
+
+
+def test_search_spaces_ship_with_an_install(tmp_path, monkeypatch):
+    """A wheel carries the bundled spaces, and `--search-space NAME` finds them where the install puts them."""
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "src").mkdir()
+    for part in ("pyproject.toml", "README.md", "tuner", "search_spaces"):
+        source = root / part
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / "src" / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, tmp_path / "src" / part)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path / "dist"), str(tmp_path / "src")], check=True, capture_output=True)
+    wheel = next((tmp_path / "dist").glob("*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {Path(n).name for n in names if "/data/share/tuner/search_spaces/" in n}
+    assert shipped == {p.name for p in (root / "search_spaces").glob("*.yaml")}
+
+    from tuner.cli import resolve_space
+
+    prefix = tmp_path / "prefix" / "share" / "tuner" / "search_spaces"
+    prefix.mkdir(parents=True)
+    (prefix / "only-installed.yaml").write_text("params: {}\n")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+    monkeypatch.chdir(tmp_path)
+    assert resolve_space("only-installed") == prefix / "only-installed.yaml"

@@ -585,11 +585,12 @@ def spaces_show(space: Annotated[str, typer.Argument(help="YAML file, or a name 
 
 
 def resolve_space(name: str) -> Path:
-    """A path as given, else search_spaces/<name>.yaml here or in the tuner checkout."""
+    """A path as given, else search_spaces/<name>.yaml here, in the tuner checkout, or where an install put them."""
     path = Path(name)
     if path.suffix in (".yaml", ".yml") or path.exists():
         return path
-    for folder in (Path("search_spaces"), Path(__file__).resolve().parents[1] / "search_spaces"):
+    for folder in (Path("search_spaces"), Path(__file__).resolve().parents[1] / "search_spaces",
+                   Path(sys.prefix) / "share" / "tuner" / "search_spaces"):
         if (folder / f"{name}.yaml").is_file():
             return folder / f"{name}.yaml"
     raise ConfigError(f"search space {name!r}: no file {name} or search_spaces/{name}.yaml")

@@ -26,9 +26,9 @@ class ProgramCompiler(ABC):
         self.calls_per_score = max(1, calls_per_score)
         self.seed = seed
 
-    def scores_affordable(self) -> int:
-        """How many examples the budget can answer and judge."""
-        return self.budget // self.calls_per_score
+    def scores_affordable(self, reserved: float = 0.0) -> int:
+        """How many examples the budget can answer and judge, `reserved` of it kept for other calls."""
+        return int(self.budget * (1 - reserved)) // self.calls_per_score
 
     @abstractmethod
     def compile(self, program: RAGAnswer, trainset: list[dspy.Example], metric: CompileMetric) -> RAGAnswer:

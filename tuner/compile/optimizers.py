@@ -17,6 +17,9 @@ from tuner.prompts.programs import RAGAnswer
 DEMO_THRESHOLD = 1.0
 #: demos carry their contexts: more than two crowd a small model's window
 MAX_DEMOS = 2
+#: GEPA's reflections are paid calls its metric-call limit does not count: about one per six scores, so a tenth of
+#: the budget is kept for them
+REFLECTION_SHARE = 0.1
 
 
 class Bootstrap(ProgramCompiler):
@@ -65,7 +68,7 @@ class Gepa(ProgramCompiler):
 
     def compile(self, program: RAGAnswer, trainset: list[dspy.Example], metric: CompileMetric) -> RAGAnswer:
         optimizer = dspy.GEPA(metric=metric.with_feedback(), reflection_lm=dspy.settings.lm,
-                              max_metric_calls=max(2 * len(trainset), self.scores_affordable()),
+                              max_metric_calls=max(2 * len(trainset), self.scores_affordable(REFLECTION_SHARE)),
                               reflection_minibatch_size=min(3, len(trainset)), num_threads=1, seed=self.seed,
                               use_merge=False, track_stats=False)
         return optimizer.compile(program.deepcopy(), trainset=trainset, valset=trainset)
