@@ -84,18 +84,27 @@ def test_a_chunk_naming_a_title_links_to_that_documents_lead():
     assert [(c.chunk.doc_id, c.hop) for c in titled.expand(seed, chunks, 2, 0.5, 10)] == [("marrow", 1), ("tower", 2)]
 
 
-def test_a_link_moves_a_chunk_towards_the_better_seed_by_decay_of_the_gap():
+def test_a_link_moves_a_chunk_towards_its_seed_but_never_above_the_weakest_seed():
     chunks, graph = _graph()  # a -(Ilsa Marrow)- b -(Dunmore Institute)- c -(Halvard)- d; e unlinked
-    seeds = [Candidate(0, chunks[0], 0.8), Candidate(1, chunks[1], 0.4)]
+    seeds = [Candidate(0, chunks[0], 0.8), Candidate(4, chunks[4], 0.5)]
     found = {c.chunk.doc_id: c for c in graph.expand(seeds, chunks, hops=2, decay=0.5, limit=10,
-                                                       retrieved={0: 0.8, 1: 0.4, 2: 0.3, 4: 0.35})}
-    assert found["b"].score == pytest.approx(0.4 + 0.5 * (0.8 - 0.4))  # a seed linked to a better seed rises
-    assert found["c"].score == pytest.approx(0.3 + 0.5 * (0.8 - 0.3) * 0.5)  # two hops from a, one from b: the best
-    assert found["c"].score < 0.8 and "e" not in found and "a" not in found  # never above its seed; unlinked stays
-    assert found["d"].score == pytest.approx(0.5**2 * 0.4)  # two hops from b; outside the window its own is 0
+                                                       retrieved={0: 0.8, 4: 0.5, 1: 0.3, 2: 0.2})}
+    assert found["b"].score == 0.5  # 0.3 + 0.5 * (0.8 - 0.3) = 0.55, held at the weakest seed
+    assert found["c"].score == pytest.approx(0.2 + 0.5**2 * (0.8 - 0.2))  # two hops from a
+    assert set(found) == {"b", "c"}  # seeds are not expansions; d is three hops away
 
 
-def test_a_better_chunk_is_not_lowered_by_a_weaker_seeds_link():
-    chunks, graph = _graph()
-    found = graph.expand([Candidate(1, chunks[1], 0.4)], chunks, hops=1, decay=0.5, limit=10, retrieved={0: 0.9})
-    assert "a" not in {c.chunk.doc_id for c in found}
+def test_without_links_nothing_is_added_and_link_kinds_can_be_chosen():
+    docs = [Document("bridge", "The Greywater Bridge was designed by Ilsa Marrow."),
+            Document("marrow", "Ilsa Marrow was born in Kestrel Bay.", title="Ilsa Marrow"),
+            Document("bay", "Kestrel Bay has smokehouses. Ilsa Marrow was born in Kestrel Bay.")]
+    docs += [Document(f"x{i}", f"Unrelated text {i}.") for i in range(3)]  # a title named in half the chunks links
+    chunks = chunk_documents(docs, 50, 5)
+    seed = [Candidate(0, chunks[0], 1.0)]
+    titles = {"marrow": "Ilsa Marrow"}
+    reached = {links: {c.chunk.doc_id for c in EntityGraph(chunks, 1.0, titles, links).expand(seed, chunks, 1, 0.5, 10)}
+               for links in ("titles", "entities", "both", "auto")}
+    assert reached == {"titles": {"marrow"}, "entities": {"marrow", "bay"}, "both": {"marrow", "bay"},
+                       "auto": {"marrow"}}
+    untitled = EntityGraph(chunks, 1.0, {}, "auto")  # no title links to make: auto falls back to entities
+    assert {c.chunk.doc_id for c in untitled.expand(seed, chunks, 1, 0.5, 10)} == {"marrow", "bay"}

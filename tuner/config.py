@@ -85,6 +85,10 @@ class BackendConfig(_Strict):
 
 
 class GraphConfig(_Strict):
+    links: Literal["auto", "titles", "entities", "both"] = Field(
+        "auto", description="what a hop follows: a chunk naming another document's title to that document's lead "
+        "(titles), capitalised names shared by chunks (entities), or both; auto = titles when the corpus has any "
+        "such link, else entities")
     max_entity_share: float = Field(
         0.05, gt=0, le=1, description="entities in more than this share of chunks are too common to link"
     )
@@ -151,7 +155,8 @@ class PipelineConfig(_Strict):
     rank_constant: int = Field(60, ge=1, le=1000, description="ranked fusion: k in weight / (rank + k); Weaviate "
                                "fixes it at 60")
     hops: int = Field(0, ge=0, le=3, description="graph-expansion hops over shared entities")
-    hop_decay: float = Field(0.5, gt=0, le=1, description="score multiplier per hop for expanded chunks")
+    hop_decay: float = Field(0.3, gt=0, le=1, description="a linked chunk moves from its own score towards its "
+                             "seed's by hop_decay^hop of the gap")
     reranker: Literal["none", "embedding", "cross-encoder", "llm"] = "none"
     confidence_threshold: float | None = Field(
         None, ge=0, le=1, description="dynamic K: keep chunks at or above this confidence; none = keep top_k"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import networkx as nx
 
@@ -52,58 +53,68 @@ def extract_entities(text: str) -> set[str]:
 
 class EntityGraph:
     def __init__(self, chunks: Sequence[Chunk], max_entity_share: float = 0.05,
-                 titles: Mapping[str, str] | None = None):
-        """`titles`: document id -> title, for the links from a chunk naming a title to that document's lead."""
+                 titles: Mapping[str, str] | None = None, links: str = "both"):
+        """`titles`: document id -> title, for the links from a chunk naming a title to that document's lead;
+        `links`: titles, entities, both, or auto (titles when there is any such link, else entities)."""
         self.max_entity_share = max_entity_share
         per_chunk = [extract_entities(chunk.text) for chunk in chunks]
-        frequency = Counter(entity for entities in per_chunk for entity in entities)
-        # small corpora still link an entity shared by a handful of chunks
-        limit = max(MIN_ENTITY_LIMIT, int(max_entity_share * len(chunks)))
         self.graph = nx.Graph()
         self.graph.add_nodes_from(range(len(chunks)))
-        for position, entities in enumerate(per_chunk):
-            for entity in entities:
-                if 2 <= frequency[entity] <= limit:  # an entity in one chunk links nothing
-                    self.graph.add_edge(position, ("entity", entity))
-        leads: dict[str, int] = {}
-        for position, chunk in enumerate(chunks):
-            leads.setdefault(chunk.doc_id, position)
-        named = {title.lower(): doc for doc, title in (titles or {}).items() if doc in leads and len(title) > 2}
-        for title, doc in named.items():
-            mentions = [p for p, entities in enumerate(per_chunk) if title in entities and chunks[p].doc_id != doc]
-            if 1 <= len(mentions) <= TITLE_SHARE * len(chunks):
-                for p in mentions:  # one node per link: the mentions of a title do not link to each other
-                    self.graph.add_edges_from([(p, ("title", doc, p)), (("title", doc, p), leads[doc])])
+        if links in ("titles", "both", "auto"):
+            self.graph.add_edges_from(_title_links(chunks, per_chunk, titles or {}))
+        if links in ("entities", "both") or (links == "auto" and self.graph.number_of_edges() == 0):
+            self.graph.add_edges_from(_entity_links(per_chunk, max_entity_share))
         self.entity_count = sum(1 for node in self.graph if isinstance(node, tuple))
 
     def expand(self, seeds: Sequence[Candidate], chunks: Sequence[Chunk], hops: int, decay: float,
                limit: int, retrieved: Mapping[int, float] | None = None) -> list[Candidate]:
-        """The seeds and chunks of other documents within `hops` entity hops of a seed, rescored by their links.
+        """Chunks of other documents within `hops` entity hops of the seeds, rescored by their links; the best
+        `limit` of them.
 
-        A linked chunk keeps its own retrieval score (`retrieved`, 0 outside the window) and moves towards a
-        better seed that links it by decay^hop of the gap: it ranks above chunks as relevant as itself that
-        nothing links, never above that seed, and a chunk the question does not match stays low. Seeds linked to
-        a better seed rise the same way (both documents of a two-hop question retrieved, the second one low).
-        Returns every seed a link lifted, and the best `limit` other chunks."""
-        if hops <= 0 or limit <= 0:
+        A linked chunk keeps its own retrieval score (`retrieved`, 0 outside the window) and moves towards the
+        seed that links it by decay^hop of the gap, but never above the weakest seed: it ranks above chunks as
+        relevant as itself that nothing links, a chunk the question does not match stays low, and no seed is
+        pushed out of the top_k by a chunk retrieval ranked below it (a reranker, given seeds and expansions,
+        decides between them)."""
+        if hops <= 0 or limit <= 0 or not seeds:
             return []
         retrieved = retrieved or {}
-        seeded = {seed.position for seed in seeds}
-        seed_docs = {seed.chunk.doc_id for seed in seeds}
+        taken = {seed.chunk.doc_id for seed in seeds}
+        ceiling = min(seed.score for seed in seeds)
         best: dict[int, Candidate] = {}
         for seed in seeds:
             distances = nx.single_source_shortest_path_length(self.graph, seed.position, cutoff=2 * hops)
             for node, distance in distances.items():
-                if isinstance(node, tuple) or chunks[node].doc_id == seed.chunk.doc_id:
-                    continue
-                if node not in seeded and chunks[node].doc_id in seed_docs:  # its document is already in
+                if isinstance(node, tuple) or chunks[node].doc_id in taken:
                     continue
                 hop, own = distance // 2, retrieved.get(node, 0.0)
-                if seed.score <= own:
-                    continue
-                score = own + decay**hop * (seed.score - own)
+                score = min(ceiling, own + decay**hop * max(0.0, seed.score - own))
                 if node not in best or score > best[node].score:
                     best[node] = Candidate(node, chunks[node], score, hop)
-        lifted = [c for c in best.values() if c.position in seeded]
-        others = sorted((c for c in best.values() if c.position not in seeded), key=lambda c: (-c.score, c.position))
-        return lifted + others[:limit]
+        return sorted(best.values(), key=lambda c: (-c.score, c.position))[:limit]
+
+
+def _entity_links(per_chunk: Sequence[set[str]], max_entity_share: float) -> list[tuple[int, tuple]]:
+    """Chunk -- shared capitalised name: an entity in 2 to `max_entity_share` of the chunks links them all."""
+    frequency = Counter(entity for entities in per_chunk for entity in entities)
+    # small corpora still link an entity shared by a handful of chunks
+    limit = max(MIN_ENTITY_LIMIT, int(max_entity_share * len(per_chunk)))
+    return [(position, ("entity", entity)) for position, entities in enumerate(per_chunk) for entity in entities
+            if 2 <= frequency[entity] <= limit]  # an entity in one chunk links nothing
+
+
+def _title_links(chunks: Sequence[Chunk], per_chunk: Sequence[set[str]],
+                 titles: Mapping[str, str]) -> list[tuple[Any, Any]]:
+    """Chunk naming a title -- that document's first chunk, one node per link, so the chunks naming a title do not
+    link to each other directly. A title named in more than TITLE_SHARE of the chunks links nothing."""
+    leads: dict[str, int] = {}
+    for position, chunk in enumerate(chunks):
+        leads.setdefault(chunk.doc_id, position)
+    named = {title.lower(): doc for doc, title in titles.items() if doc in leads and len(title) > 2}
+    edges: list[tuple[Any, Any]] = []
+    for title, doc in named.items():
+        mentions = [p for p, entities in enumerate(per_chunk) if title in entities and chunks[p].doc_id != doc]
+        if len(mentions) <= TITLE_SHARE * len(chunks):
+            for p in mentions:
+                edges += [(p, ("title", doc, p)), (("title", doc, p), leads[doc])]
+    return edges

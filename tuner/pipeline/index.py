@@ -53,7 +53,7 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder) -> 
         started = time.perf_counter()
         task = bar.add_task("entity graph", total=1)
         graph = EntityGraph(chunks, config.graph.max_entity_share,
-                            {doc.id: doc.title for doc in dataset.documents if doc.title})
+                            {doc.id: doc.title for doc in dataset.documents if doc.title}, config.graph.links)
         bar.advance(task)
         timings["graph"] = time.perf_counter() - started
     return Index(chunks, vectors, backend, graph, timings, computed)

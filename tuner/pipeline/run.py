@@ -67,9 +67,9 @@ class RetrievalPipeline:
         fused = self.retriever.search(question, config.alpha, config.fusion, self.retriever.window, config.rank_constant)
         retrieved = [Candidate(int(p), chunks[p], float(s)) for p, s in zip(fused.ids, fused.scores)]
         seeds = retrieved[: config.top_k]
-        linked = {c.position: c for c in self.index.graph.expand(
-            seeds, chunks, config.hops, config.hop_decay, config.top_k, dict(zip(fused.ids.tolist(), fused.scores.tolist())))}
-        pool = sorted([linked.pop(s.position, s) for s in seeds] + list(linked.values()), key=lambda c: -c.score)
+        expanded = self.index.graph.expand(seeds, chunks, config.hops, config.hop_decay, config.top_k,
+                                           dict(zip(fused.ids.tolist(), fused.scores.tolist())))
+        pool = sorted(seeds + expanded, key=lambda c: -c.score)  # stable: a seed stays ahead of a tied expansion
 
         reranker = self.reranker(config.reranker)
         confidences = reranker.confidences(question, pool)
