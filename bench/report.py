@@ -42,7 +42,7 @@ def build(root: Path, trials: int, seed: int) -> Path:
     workspace = open_workspace(project)
     folder = study_folder(root / "studies", "bench")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(study_name="bench", storage=make_storage(folder, None), direction="maximize",
+    study = optuna.create_study(study_name="bench", storage=make_storage(folder), direction="maximize",
                                 sampler=optuna.samplers.TPESampler(seed=seed))
     rng = random.Random(seed)
     for number in range(trials):

@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.cache import DiskCache
+from tuner.cache import SqliteStore
 from tuner.config import LLMConfig, ProjectConfig
 from tuner.study.optimize import StudySettings
 from tuner.study.results import DUPLICATE
@@ -80,14 +80,14 @@ def resume_repeats(root: Path, questions: int) -> tuple[int, int, int]:
     process = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while not (root / "studies" / "killed" / "trials" / "0000.json").is_file():
         time.sleep(0.5)
-    baseline = len(DiskCache(cache_file))
-    while len(DiskCache(cache_file)) < baseline + 2:  # mid-trial: the second trial has paid for two calls
+    baseline = len(SqliteStore(cache_file))
+    while len(SqliteStore(cache_file)) < baseline + 2:  # mid-trial: the second trial has paid for two calls
         time.sleep(0.2)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    before = len(DiskCache(cache_file))
+    before = len(SqliteStore(cache_file))
     subprocess.run(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    cache = DiskCache(cache_file)
+    cache = SqliteStore(cache_file)
     return before, len(cache) - before, cache.repeated()
 
 

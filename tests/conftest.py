@@ -110,3 +110,31 @@ def small_llm(small_gguf):
     from tuner.models.llms import make_llm
 
     return make_llm(LLMConfig(model="qwen2.5-0.5b", path=small_gguf, n_ctx=4096))
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """The URL of the throwaway PostgreSQL server `.ci/postgres` started (TUNER_TEST_POSTGRES). CI must have it
+    (TUNER_REQUIRE_POSTGRES); elsewhere the tests that need it skip with that reason."""
+    url = os.environ.get("TUNER_TEST_POSTGRES")
+    if url:
+        return url
+    reason = "no PostgreSQL server: run `eval \"$(.ci/postgres)\"` to start a throwaway one (TUNER_TEST_POSTGRES)"
+    if os.environ.get("TUNER_REQUIRE_POSTGRES"):
+        pytest.fail(f"PostgreSQL required in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def postgres_url(postgres_server, request) -> str:
+    """A fresh, empty database on the test server for one test."""
+    import re
+    import uuid
+
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    name = "t_" + re.sub(r"\W", "_", request.node.name.lower())[:40] + "_" + uuid.uuid4().hex[:8]
+    admin = sqlalchemy.create_engine(postgres_server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as db:
+        db.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    admin.dispose()
+    return postgres_server.rsplit("/", 1)[0] + "/" + name

@@ -84,31 +84,39 @@ SCRIPTED_JSON = {
 
 
 class FakeEndpoint:
-    """An OpenAI-compatible server on a free local port that misbehaves on purpose: `mode` is "ok" (a short
-    chat completion), "500", "html" (a 200 that is not JSON) or "slow" (answers after `delay` seconds).
-    Records each request's Authorization header. Use as a context manager."""
+    """An OpenAI-compatible server on a free local port: `mode` is "ok" (a short chat completion), "scripted"
+    (answers as ScriptedLLM does, after `delay` seconds: a model other processes can use), or misbehaves on
+    purpose: "500", "html" (a 200 that is not JSON), "slow" (answers after `delay` seconds). Records each
+    request's Authorization header and body. Use as a context manager."""
 
     def __init__(self, mode: str = "ok", delay: float = 30.0):
         import http.server
         import threading
 
-        self.mode, self.delay, self.requests = mode, delay, []
+        self.mode, self.delay, self.requests, self.bodies = mode, delay, [], []
         endpoint = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 (the stdlib's name)
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 endpoint.requests.append(self.headers.get("Authorization"))
-                if endpoint.mode == "slow":
+                endpoint.bodies.append(body)
+                if endpoint.mode in ("slow", "scripted"):
                     import time
                     time.sleep(endpoint.delay)
+                content = "Ilsa Marrow."
+                if endpoint.mode == "scripted":
+                    request = json.loads(body)
+                    schema = (request.get("response_format") or {}).get("json_schema", {}).get("schema")
+                    content = ScriptedLLM()._chat(request["messages"], max_tokens=0, temperature=0, seed=0,
+                                                  json_schema=schema).text
                 status, kind, body = {
                     "500": (500, "application/json", b'{"error": {"message": "model crashed"}}'),
                     "html": (200, "text/html", b"<html><body>Welcome to nginx!</body></html>"),
                 }.get(endpoint.mode, (200, "application/json", json.dumps({
                     "id": "x", "object": "chat.completion", "created": 0, "model": "m",
                     "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": "Ilsa Marrow."}}],
+                                 "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}).encode()))
                 try:
                     self.send_response(status)

@@ -4,23 +4,21 @@ before sharing keep their own folder's cache, and `tuner cache info|prune` shows
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import time
 
 import numpy as np
 
 from tests.fakes import HashingEmbedder, ScriptedLLM
-from tuner.cache import DiskCache, today
+from tuner.cache import SqliteStore, today
 from tuner.models.embedders import CachedEmbedder
-from tuner.models.embedders._cache import describe_shards, prune_shards
+from tuner.models.embedders._cache import text_key
 
 STUDY = ["optimize", "--trials", "1", "--search-space", "quick", "--limit", "3", "--holdout", "0",
          "--judge-check", "off"]
 
 
 def test_entries_are_tagged_with_their_model_and_pruned_by_model_or_age(tmp_path):
-    cache = DiskCache(tmp_path / "calls.sqlite")
+    cache = SqliteStore(tmp_path / "calls.sqlite")
     cache.put("a", {"text": "x"}, tag="gguf:qwen-0.5b:1")
     cache.put("b", {"text": "y"}, tag="gguf:qwen-1.5b:2")
     cache.put("c", {"text": "z"}, tag="gguf:qwen-1.5b:2")
@@ -42,31 +40,42 @@ def test_a_cache_written_before_tags_opens_and_keeps_its_entries(tmp_path):
         db.execute("CREATE TABLE entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, writes INTEGER NOT NULL "
                    "DEFAULT 1)")
         db.execute("INSERT INTO entries (key, value) VALUES ('old', '{\"text\": \"kept\"}')")
-    cache = DiskCache(path)
+    cache = SqliteStore(path)
     assert cache.get("old") == {"text": "kept"}
     assert [(g.tag, g.entries) for g in cache.summary()] == [(None, 1)]
     assert cache.prune(tag="qwen") == 0  # untagged entries match no model
 
 
-def test_embedding_shards_are_merged_and_unused_ones_dropped(tmp_path):
+def test_embeddings_are_pruned_by_model_or_age(tmp_path):
     inner = HashingEmbedder()
     cached = CachedEmbedder(inner, tmp_path)
-    for text in ("a", "b", "c"):
-        cached.encode([text])  # one shard per call
-    folder = cached.folder
-    assert describe_shards(folder)[:2] == (3, 3)
-    old = sorted(folder.glob("shard-*.npz"), key=lambda p: p.stat().st_mtime)[0]
-    os.utime(old, (time.time() - 40 * 86400,) * 2)
-    with np.load(old) as data:
-        forgotten = data["keys"].tolist()
-    assert prune_shards(folder, unused_days=30) == (1, 2)
-    assert describe_shards(folder)[:2] == (1, 2)  # the rest in one shard
+    first = cached.encode(["a", "b", "c"])
+    store = SqliteStore(tmp_path / "embeddings.sqlite")
+    assert [(g.tag, g.entries) for g in store.summary()] == [(inner.name, 3)]
+    store._run("UPDATE entries SET used = ? WHERE key = ?", (today() - 40, cached.key("a")))
+    assert store.prune(unused_days=30) == 1
 
     reopened_inner = HashingEmbedder()
-    reopened = CachedEmbedder(reopened_inner, tmp_path)
-    vectors = reopened.encode(["a", "b", "c"])
-    assert reopened_inner.texts_encoded == 1 and len(forgotten) == 1  # only the dropped text is embedded again
-    np.testing.assert_array_equal(vectors, inner.encode(["a", "b", "c"]))
+    vectors = CachedEmbedder(reopened_inner, tmp_path).encode(["a", "b", "c"])
+    assert reopened_inner.texts_encoded == 1  # only the dropped text is embedded again
+    np.testing.assert_array_equal(vectors, first)
+    assert store.prune(tag=inner.name) == 3 and len(store) == 0
+
+
+def test_shards_of_an_older_cache_move_into_the_store(tmp_path):
+    inner = HashingEmbedder()
+    vectors = inner.encode(["a", "b"])
+    folder = tmp_path / "embeddings" / inner.name
+    folder.mkdir(parents=True)
+    keys = np.array([text_key("a"), text_key("b")])
+    np.savez(folder / "shard-0a.npz", keys=keys[:1], vectors=vectors[:1])
+    np.savez(folder / "shard-0b.npz", keys=keys[1:], vectors=vectors[1:])
+    (folder / "shard-0c.npz").write_bytes(b"half-written")  # a damaged shard: its texts are embedded again
+    fresh = HashingEmbedder()
+    cached = CachedEmbedder(fresh, tmp_path)
+    np.testing.assert_array_equal(cached.encode(["b", "a"]), vectors[[1, 0]])
+    assert fresh.calls == 0 and not folder.exists()
+    assert len(SqliteStore(tmp_path / "embeddings.sqlite")) == 2
 
 
 def test_studies_of_a_project_share_one_cache_unless_one_asks_for_its_own(cli_with, tmp_path):
@@ -88,7 +97,7 @@ def test_studies_of_a_project_share_one_cache_unless_one_asks_for_its_own(cli_wi
     assert len(llm.calls) == 2 * paid and (tmp_path / "studies" / "c" / "cache" / "llm_calls.sqlite").is_file()
     resumed = tuner(*STUDY[:2], "2", *STUDY[3:], "--study", "c")  # a resume keeps the study's own cache
     assert resumed.exit_code == 0, resumed.output
-    assert len(DiskCache(tmp_path / "studies" / "c" / "cache" / "llm_calls.sqlite")) > 0
+    assert len(SqliteStore(tmp_path / "studies" / "c" / "cache" / "llm_calls.sqlite")) > 0
     assert json.loads((tmp_path / "studies" / "c" / "study.json").read_text())["cache"] == "own"
     own_listing, shared_listing = (tuner("cache", "info", "--study", name).output for name in ("c", "b"))
     assert "scripted" in own_listing and f"cache: {tmp_path / 'studies' / 'c' / 'cache'}\n" in own_listing
@@ -114,7 +123,7 @@ def test_cache_info_and_prune(cli_with, tmp_path):
     llm = ScriptedLLM()
     tuner = cli_with(llm)
     assert tuner(*STUDY, "--study", "a").exit_code == 0
-    calls = DiskCache(tmp_path / "studies" / ".cache" / "llm_calls.sqlite")
+    calls = SqliteStore(tmp_path / "studies" / ".cache" / "llm_calls.sqlite")
     entries = len(calls)
     shown = tuner("cache", "info")
     assert shown.exit_code == 0, shown.output

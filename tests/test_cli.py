@@ -23,7 +23,7 @@ def test_help_lists_every_command(tmp_path):
     result = tuner("--help", cwd=tmp_path)
     assert result.returncode == 0
     for command in ("eval", "index", "data", "models", "optimize", "studies", "best", "trials", "spaces", "report",
-                    "analyze", "judge"):
+                    "analyze", "judge", "export"):
         assert command in result.stdout
         assert tuner(command, "--help", cwd=tmp_path).returncode == 0
 
@@ -37,7 +37,7 @@ def test_eval_retrieval_only_on_the_demo_writes_the_results_json(tmp_path):
     assert data["retrieval"]["mean_k"] == 4
     assert len(data["per_question"]) == data["dataset"]["questions"] == 22
     assert "recall@k" in result.stdout  # the table
-    assert (tmp_path / "studies" / ".cache" / "embeddings").is_dir()  # default cache location
+    assert (tmp_path / "studies" / ".cache" / "embeddings.sqlite").is_file()  # default cache location
 
 
 def test_eval_on_squad_normans_with_a_config_file(tmp_path):

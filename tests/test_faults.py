@@ -19,7 +19,7 @@ import yaml
 from tests.fakes import FakeEndpoint, ScriptedLLM
 from tests.test_cli import tuner
 from tests.test_study import PROGRAMS, open_session
-from tuner.cache import DiskCache
+from tuner.cache import SqliteStore
 from tuner.evaluation.rag_eval import Models
 from tuner.errors import ConfigError
 from tuner.study.optimize import recover_interrupted
@@ -101,11 +101,11 @@ def test_tuner_studies_in_a_missing_folder_says_so(tmp_path):
     result = tuner("studies", "--studies-dir", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert result.returncode == 0 and result.stdout == ""  # not an empty table, as if the folder held no study
     assert result.stderr.strip() == f"no studies: {tmp_path / 'nowhere'} does not exist (no study has run here yet, " \
-                                    f"or pass --studies-dir)"
+                                    f"or pass --studies-dir or --storage)"
 
 
 def filled_cache(path, n=300):
-    cache = DiskCache(path)
+    cache = SqliteStore(path)
     for i in range(n):
         cache.put(f"k{i}", {"text": f"answer {i} " + "x" * 1000})
     cache._db.close()  # checkpoints the write-ahead log into the file, as a finished run leaves it
@@ -121,7 +121,7 @@ def test_a_damaged_llm_cache_is_moved_aside_and_rebuilt_from_what_is_readable(tm
     else:  # not a database at all (a truncated copy, another file)
         data[:] = b"not a database" * 100
     path.write_bytes(bytes(data))
-    cache = DiskCache(path)
+    cache = SqliteStore(path)
     note = capsys.readouterr().err
     assert "damaged" in note and "llm_calls.sqlite.corrupt" in note and len(note.strip().splitlines()) == 1
     assert (tmp_path / "llm_calls.sqlite.corrupt").is_file()
@@ -137,7 +137,7 @@ def test_a_damaged_llm_cache_is_moved_aside_and_rebuilt_from_what_is_readable(tm
 
 def test_a_sound_cache_is_left_alone(tmp_path, capsys):
     path = filled_cache(tmp_path / "llm_calls.sqlite", n=5)
-    assert len(DiskCache(path)) == 5 and capsys.readouterr().err == ""
+    assert len(SqliteStore(path)) == 5 and capsys.readouterr().err == ""
     assert not (tmp_path / "llm_calls.sqlite.corrupt").exists()
 
 

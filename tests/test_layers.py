@@ -18,7 +18,7 @@ FLOORS = {  # top-level module or package of tuner -> floor
     "compile": 6,
     "study": 7,
     "analysis": 8,
-    "reports": 9,
+    "reports": 9, "export": 9,
     "agent": 10,
     "cli": 11, "__main__": 11,
 }

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeEndpoint, ScriptedLLM
-from tuner.cache import DiskCache
+from tuner.cache import SqliteStore
 from tuner.config import LLMConfig
 from tuner.cost import CostMeter
 from tuner.models.llms import CachedLLM, LLMError, make_llm, yes_share
@@ -96,11 +96,11 @@ def test_contract_chat_json_and_yes_probability(llm):
 
 def test_cache_counts_hits_and_survives_reopening(tmp_path):
     inner, meter = ScriptedLLM(), CostMeter()
-    cached = CachedLLM(inner, DiskCache(tmp_path / "calls.sqlite"), meter)
+    cached = CachedLLM(inner, SqliteStore(tmp_path / "calls.sqlite"), meter)
     with meter.stage("q1", "faithfulness"):
         first = cached.chat(ASK, json_schema={"title": "ContextPrecisionOutput"})
         cached.chat(ASK, json_schema={"title": "ContextPrecisionOutput"})
-    reopened = CachedLLM(inner, DiskCache(tmp_path / "calls.sqlite"), meter)
+    reopened = CachedLLM(inner, SqliteStore(tmp_path / "calls.sqlite"), meter)
     with meter.stage("q2", "faithfulness"):
         again = reopened.chat(ASK, json_schema={"title": "ContextPrecisionOutput"})
         reopened.chat(ASK, json_schema={"title": "ContextPrecisionOutput"}, seed=1)  # another sample: a miss
@@ -120,7 +120,7 @@ def test_every_part_of_a_call_is_in_its_cache_key(tmp_path, change):
             "json_schema": {"title": "ContextPrecisionOutput"}}
     other = {"messages": ASK + [{"role": "user", "content": "And Spain?"}], "max_tokens": 65, "temperature": 0.7,
              "seed": 1, "json_schema": {"title": "StatementGeneratorOutput"}}
-    inner, cache = ScriptedLLM(), DiskCache(tmp_path / "calls.sqlite")
+    inner, cache = ScriptedLLM(), SqliteStore(tmp_path / "calls.sqlite")
     CachedLLM(inner, cache, CostMeter()).chat(**call)
     CachedLLM(inner, cache, CostMeter()).chat(**call)
     assert len(inner.calls) == 1  # the same call again is a hit

@@ -35,7 +35,7 @@ def result(scores, calls, hits, seconds, refusals=0, unscored=0) -> EvalResult:
 def study(tmp_path):
     folder = study_folder(tmp_path / "studies", "fake")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(study_name="fake", storage=make_storage(folder, None), direction="maximize")
+    study = optuna.create_study(study_name="fake", storage=make_storage(folder), direction="maximize")
     distributions = {n: p.distribution() for n, p in SPACE.params.items()}
     trials = [  # number, params, scores, state, calls, hits, seconds
         (0, {"top_k": 5, "program": "default"}, BASELINE, "complete", 12, 0, 400.0),
@@ -97,7 +97,7 @@ def test_report_sections_and_hand_computed_numbers(study, tmp_path):
 
 def test_judge_noise_section(study, tmp_path):
     save_noise(JudgeNoise("faithfulness", 2, {"q0": [1.0, 1.0, 0.0], "q1": [1.0, 1.0, 1.0], "q2": [0.5, 0.5, 0.5],
-                                             "q3": [1.0, 1.0, 1.0]}), study.root)
+                                             "q3": [1.0, 1.0, 1.0]}), study)
     text = write_report(read_study(study), tmp_path / "r").path.read_text()
     # run means 0.875, 0.875, 0.625: sd 0.144; 2·√2·sd = 0.408 > 0.25 → within the judge's fluctuation
     assert "re-judged 2 times" in text and "standard deviation of 0.144" in text

@@ -18,7 +18,7 @@ from tests.fakes import ScriptedLLM
 from tests.test_cli import tuner
 from tuner.agent import run_rounds
 from tuner.agent.rounds import round_name
-from tuner.cache import DiskCache
+from tuner.cache import SqliteStore
 from tuner.config import ProjectConfig
 from tuner.evaluation.rag_eval import Models
 from tuner.study.optimize import StudySettings
@@ -100,7 +100,7 @@ def test_two_real_rounds_killed_and_resumed(tmp_path, small_gguf):
     assert len(finished(round1)) == 2 and len(finished(round2)) == 2  # round 1 was not run again
     assert round2.baseline.pipeline == round1.best.pipeline
     assert round2.project.cache_dir == round1.project.cache_dir
-    assert DiskCache(round1.project.cache_dir / "llm_calls.sqlite").repeated() == 0  # no call paid twice
+    assert SqliteStore(round1.project.cache_dir / "llm_calls.sqlite").repeated() == 0  # no call paid twice
     journey = (tmp_path / "reports" / "ci" / "journey.md").read_text()
     assert "## Round 2: study `ci.r2`" in journey and "95 % CI" in journey
     report = (tmp_path / "reports" / "ci.r2" / "report.md").read_text()

@@ -15,7 +15,7 @@ from tuner.study.display import describe_trial, trial_values
 from tuner.evaluation.records import Constraint
 from tuner.study.optimize import (REPEATS_TO_STOP, StudySettings, enqueue_baseline, open_study,
                                   recover_interrupted)
-from tuner.study.results import DUPLICATE, best_config, best_trials, load_study, trial_states
+from tuner.study.results import DUPLICATE, best_config, best_trials, load_study, read_study, trial_states
 from tuner.study.session import Session, StudySpec
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import study_folder
@@ -142,7 +142,7 @@ def test_a_repeated_configuration_is_not_run_and_not_counted(setup, capsys):
     states = trial_states(study.trials)
     duplicates = [t for t, s in zip(study.trials, states) if s == "duplicate"]
     assert len(duplicates) == REPEATS_TO_STOP and states.count("complete") + states.count("pruned") == 2
-    ran = {t.user_attrs["pipeline"]["program"]: t.number for t in study.trials if "pipeline" in t.user_attrs}
+    ran = {t.user_attrs["pipeline"]["program"]: t.number for t in study.trials if DUPLICATE not in t.user_attrs}
     for trial in duplicates:
         assert trial.user_attrs[DUPLICATE] == ran[trial.params["program"]]
         assert not folder.trial_file(trial.number).is_file() and "cost" not in trial.user_attrs
@@ -172,7 +172,7 @@ def test_a_resumed_study_does_not_replay_its_first_draws(tmp_path, sampler):
     settings = StudySettings(["faithfulness"], [], sampler, 0)
 
     def draw_three(name: str) -> list[dict]:  # one `tuner optimize` process: open the study, sample three trials
-        study = open_study(study_folder(tmp_path / "studies", name), settings, space, None, {}, "default.yaml",
+        study = open_study(study_folder(tmp_path / "studies", name), settings, space, {}, "default.yaml",
                            Split(0.0, frozenset()))
         drawn = []
         for _ in range(3):
@@ -267,15 +267,17 @@ def test_rdb_storage_with_sqlite(tmp_path, fake_embedder):
     session = open_session(tmp_path, fake_embedder, PROGRAMS, name="rdb", limit=2, sampler="random",
                            llm=ScriptedLLM(), storage=url)
     session.run(2)
-    folder = session.folder
-    assert folder.read_meta()["storage_url"] == url and not folder.journal.exists()
-    reloaded = load_study(folder)  # found through the URL recorded in study.json
+    folder = study_folder(tmp_path / "elsewhere", "rdb", url)  # another worker: only the URL in common
+    assert folder.read_meta()["storage_url"] == url and folder.read_meta()["cache"] == "storage"
+    assert not (tmp_path / "studies" / "rdb").exists()  # settings, trial records and caches are in the database
+    reloaded = load_study(folder)
+    assert read_study(folder).trials[1].result is not None
     assert len(reloaded.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 2
     assert best_config(reloaded, folder)["pipeline"]["program"] in ("default", "strict")
 
 
 def test_storage_url_passwords_are_redacted():
-    from tuner.study.storage import redact
+    from tuner.cache import redact
 
     assert redact("postgresql://tuner:s3cret@db:5432/studies") == "postgresql://tuner:***@db:5432/studies"
 

@@ -22,14 +22,14 @@ import pytest
 import yaml
 
 from tests.test_cli import tuner
-from tuner.cache import DiskCache
+from tuner.cache import SqliteStore
 
 pytestmark = pytest.mark.slow
 QUICK = str(Path(__file__).resolve().parents[1] / "search_spaces" / "quick.yaml")
 
 
 def entries(cache_file: Path) -> int:
-    return len(DiskCache(cache_file)) if cache_file.is_file() else 0
+    return len(SqliteStore(cache_file)) if cache_file.is_file() else 0
 
 
 def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
@@ -70,7 +70,7 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     assert any(t.params == failed[0].params and t.user_attrs.get("rerun_of") == failed[0].number for t in finished)
     listing = tuner("trials", "--study", "ci", cwd=tmp_path).stdout
     assert "interrupted" in listing and f"(re-run of {failed[0].number})" in listing
-    cache = DiskCache(cache_file)
+    cache = SqliteStore(cache_file)
     assert cache.repeated() == 0, "a resumed study paid for an LLM call twice"
     assert len(cache) >= paid_before_kill
     for trial in finished:

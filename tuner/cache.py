@@ -1,22 +1,40 @@
-"""A durable key -> JSON store on disk (SQLite, one row per key).
+"""Durable key -> JSON stores behind one small contract, `KeyValue`, with two homes:
 
-Every LLM call (generation, judging, LLM reranking) is recorded here the moment it returns, so an
-interrupted run, a re-run or another trial asking the same thing pays nothing for it. SQLite's journal
-makes each write atomic: a kill -9 loses at most the call in flight, never the file.
+- `SqliteStore`: a file on this machine (the default cache folder, a study's own cache);
+- `DatabaseStore`: a table in a study's RDB storage (PostgreSQL), so workers on several machines share what
+  any of them paid for.
+
+Every LLM call (generation, judging, LLM reranking) and every embedded text is recorded the moment it returns, so
+an interrupted run, a re-run or another trial (or worker) asking the same thing pays nothing for it. Each write
+is atomic: a kill -9 loses at most the call in flight. Studies kept in a database store their settings and trial
+records the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import socket
 import sqlite3
 import threading
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import DataError
+from tuner.errors import ConfigError, DataError
+
+#: keys per query: SQLite binds at most 999 parameters
+BATCH = 500
+#: how long a lease outlives its last renewal (renewed every third of it): a dead worker's call is free again then
+LEASE_SECONDS = 30.0
+#: how often a process waiting for another's lease looks for the value
+POLL_SECONDS = 0.25
 
 
 def stable_hash(value: Any) -> str:
@@ -24,10 +42,102 @@ def stable_hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
 
 
-class DiskCache:
-    """Keys to JSON values. A damaged file (a disk fault, a copy taken mid-write) is moved aside and rebuilt from
-    the entries still readable, once, with a line saying so: the run goes on and pays again only for what was
-    lost."""
+def redact(url: str) -> str:
+    """A storage URL without its password, for messages and study.json."""
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def is_database(location: Path | str) -> bool:
+    """A database URL (a study's --storage), not a folder."""
+    return isinstance(location, str) and "://" in location
+
+
+def open_store(location: Path | str, name: str) -> KeyValue:
+    """The store `name` ("llm_calls", "embeddings", "records") in a cache folder or in the database at a URL."""
+    if is_database(location):
+        return DatabaseStore(location, f"tuner_{name}")
+    return SqliteStore(Path(location) / f"{name}.sqlite")
+
+
+class KeyValue(ABC):
+    """Keys to JSON values. Each entry has a tag (the model that produced it) and the day it was last used, which
+    `tuner cache prune` selects by, and counts its writes: more than one means something was paid for twice."""
+
+    def get(self, key: str) -> Any | None:
+        return self.get_many([key]).get(key)
+
+    def put(self, key: str, value: Any, tag: str | None = None) -> None:
+        self.put_many({key: value}, tag)
+
+    @abstractmethod
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The values of the keys present (reading marks them used today)."""
+
+    @abstractmethod
+    def put_many(self, items: Mapping[str, Any], tag: str | None = None) -> None:
+        """Write all in one transaction."""
+
+    @abstractmethod
+    def summary(self) -> list[Group]:
+        """Entries per tag: how many, their bytes, the day one was last used."""
+
+    @abstractmethod
+    def prune(self, unused_days: int | None = None, tag: str | None = None) -> int:
+        """Delete the entries unused for `unused_days` days and/or whose tag contains `tag`; returns how many.
+        Untagged entries (written before tags) match no tag; no selector deletes nothing."""
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def repeated(self) -> int:
+        """Keys written more than once (the same call paid for again)."""
+
+    @abstractmethod
+    def claim(self, key: str, owner: str, seconds: float) -> bool:
+        """Take (or renew) the lease on `key` for `seconds` unless another owner holds one that has not expired;
+        True when `owner` holds it now."""
+
+    @abstractmethod
+    def release(self, key: str, owner: str) -> None:
+        """Give up `owner`'s lease on `key`."""
+
+    @contextmanager
+    def lease(self, key: str) -> Iterator[Any | None]:
+        """Around paying for `key`: yields its value when another process (a worker on another machine, a study
+        beside this one) wrote it while this one waited for their lease, else None while this process holds the
+        lease — renewed in the background, so a worker that dies frees it within LEASE_SECONDS."""
+        owner = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        while not self.claim(key, owner, LEASE_SECONDS):
+            time.sleep(POLL_SECONDS)
+            if (value := self.get(key)) is not None:
+                yield value
+                return
+        done = threading.Event()
+
+        def renew() -> None:
+            while not done.wait(LEASE_SECONDS / 3):
+                self.claim(key, owner, LEASE_SECONDS)
+
+        renewer = threading.Thread(target=renew, daemon=True)
+        renewer.start()
+        try:
+            yield self.get(key)  # written between our miss and the lease
+        finally:
+            done.set()
+            renewer.join()
+            self.release(key, owner)
+
+
+def _batches(keys: Iterable[str]) -> Iterable[list[str]]:
+    keys = list(dict.fromkeys(keys))
+    for start in range(0, len(keys), BATCH):
+        yield keys[start:start + BATCH]
+
+
+class SqliteStore(KeyValue):
+    """A SQLite file. A damaged file (a disk fault, a copy taken mid-write) is moved aside and rebuilt from the
+    entries still readable, once, with a line saying so: the run goes on and pays again only for what was lost."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -48,12 +158,13 @@ class DiskCache:
         db.execute("PRAGMA journal_mode=WAL")
         # `writes` > 1 means a call was paid for twice: the resume guarantee is that this never happens.
         # `tag` (the model) and `used` (day last read or written) are what `tuner cache prune` selects by.
-        db.execute("CREATE TABLE IF NOT EXISTS entries "
-                   "(key TEXT PRIMARY KEY, value TEXT NOT NULL, writes INTEGER NOT NULL DEFAULT 1)")
+        db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                   "writes INTEGER NOT NULL DEFAULT 1, tag TEXT, used INTEGER NOT NULL DEFAULT 0)")
         columns = {row[1] for row in db.execute("PRAGMA table_info(entries)")}
         for column, kind in (("tag", "TEXT"), ("used", "INTEGER NOT NULL DEFAULT 0")):
             if column not in columns:  # a cache written before these columns: entries keep working untagged
                 db.execute(f"ALTER TABLE entries ADD COLUMN {column} {kind}")
+        db.execute("CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, until REAL NOT NULL)")
         db.commit()
         return db
 
@@ -91,28 +202,37 @@ class DiskCache:
         self._db.commit()
         return rows
 
-    def get(self, key: str) -> Any | None:
-        rows = self._run("SELECT value, used FROM entries WHERE key = ?", (key,))
-        if not rows:
-            return None
-        if rows[0][1] < today():  # at most one write per entry and day
-            self._run("UPDATE entries SET used = ? WHERE key = ?", (today(), key))
-        return json.loads(rows[0][0])
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        found = {}
+        for batch in _batches(keys):
+            marks = ",".join("?" * len(batch))
+            rows = self._run(f"SELECT key, value, used FROM entries WHERE key IN ({marks})", tuple(batch))
+            stale = [key for key, _, used in rows if used < today()]
+            if stale:  # at most one write per entry and day
+                self._run(f"UPDATE entries SET used = ? WHERE key IN ({','.join('?' * len(stale))})",
+                          (today(), *stale))
+            found.update((key, json.loads(value)) for key, value, _ in rows)
+        return found
 
-    def put(self, key: str, value: Any, tag: str | None = None) -> None:
-        self._run("INSERT INTO entries (key, value, tag, used) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
-                  "value = excluded.value, writes = writes + 1, used = excluded.used",
-                  (key, json.dumps(value), tag, today()))
+    def put_many(self, items: Mapping[str, Any], tag: str | None = None) -> None:
+        rows = [(key, json.dumps(value), tag, today()) for key, value in items.items()]
+        with self._lock:
+            try:
+                self._db.executemany(UPSERT, rows)
+                self._db.commit()
+            except sqlite3.OperationalError:
+                raise
+            except sqlite3.DatabaseError as exc:  # damage found mid-run: rebuild once, then go on
+                self._rebuild(exc)
+                self._db.executemany(UPSERT, rows)
+                self._db.commit()
 
     def summary(self) -> list[Group]:
-        """Entries per tag: how many, their bytes, the day one was last used."""
         rows = self._run("SELECT tag, COUNT(*), SUM(LENGTH(key) + LENGTH(value)), MAX(used) FROM entries "
                          "GROUP BY tag ORDER BY tag")
         return [Group(tag, count, size or 0, used) for tag, count, size, used in rows]
 
     def prune(self, unused_days: int | None = None, tag: str | None = None) -> int:
-        """Delete the entries unused for `unused_days` days and/or whose tag contains `tag`; returns how many.
-        Untagged entries (written before tags) match no tag."""
         where, args = [], []
         if unused_days is not None:
             where.append("used < ?")
@@ -132,8 +252,125 @@ class DiskCache:
         return self._run("SELECT COUNT(*) FROM entries")[0][0]
 
     def repeated(self) -> int:
-        """Keys written more than once (the same call paid for again)."""
         return self._run("SELECT COUNT(*) FROM entries WHERE writes > 1")[0][0]
+
+    def claim(self, key: str, owner: str, seconds: float) -> bool:
+        now = time.time()
+        with self._lock:
+            taken = self._db.execute(CLAIM, (key, owner, now + seconds, now)).rowcount
+            self._db.commit()
+        return taken == 1
+
+    def release(self, key: str, owner: str) -> None:
+        self._run("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
+
+
+CLAIM = ("INSERT INTO leases (key, owner, until) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+         "owner = excluded.owner, until = excluded.until WHERE leases.owner = excluded.owner OR leases.until < ?")
+UPSERT = ("INSERT INTO entries (key, value, tag, used) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+          "value = excluded.value, writes = entries.writes + 1, used = excluded.used")
+
+
+class DatabaseStore(KeyValue):
+    """A table in an RDB (PostgreSQL; any SQLAlchemy URL works) that several workers read and write at once. An
+    upsert counts writes exactly as the SQLite store does, so a call two workers both paid for shows up."""
+
+    def __init__(self, url: str, table: str):
+        import sqlalchemy as sa
+
+        self._sa = sa
+        self.where = f"{redact(url)} table {table}"
+        self.table = sa.Table(table, sa.MetaData(), sa.Column("key", sa.Text, primary_key=True),
+                              sa.Column("value", sa.Text, nullable=False),
+                              sa.Column("writes", sa.Integer, nullable=False, server_default="1"),
+                              sa.Column("tag", sa.Text), sa.Column("used", sa.Integer, nullable=False,
+                                                                   server_default="0"))
+        self.leases = sa.Table(f"{table}_leases", self.table.metadata, sa.Column("key", sa.Text, primary_key=True),
+                               sa.Column("owner", sa.Text, nullable=False), sa.Column("until", sa.Float, nullable=False))
+        try:
+            self.engine = sa.create_engine(url, pool_pre_ping=True)
+            for created in (self.table, self.leases):
+                try:
+                    created.create(self.engine, checkfirst=True)
+                except sa.exc.DBAPIError:  # another worker created it between the check and the create
+                    if not sa.inspect(self.engine).has_table(created.name):
+                        raise
+        except (sa.exc.SQLAlchemyError, ImportError) as exc:  # a bad URL, no driver, an unreachable server
+            raise ConfigError(f"{self.where}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        elif self.engine.dialect.name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            raise ConfigError(f"{self.where}: tuner keeps caches in PostgreSQL or SQLite, not "
+                              f"{self.engine.dialect.name}")
+        self._insert = insert
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        t, found = self.table, {}
+        with self.engine.begin() as db:
+            for batch in _batches(keys):
+                rows = db.execute(self._sa.select(t.c.key, t.c.value, t.c.used).where(t.c.key.in_(batch))).all()
+                stale = [key for key, _, used in rows if used < today()]
+                if stale:
+                    db.execute(t.update().where(t.c.key.in_(stale)).values(used=today()))
+                found.update((key, json.loads(value)) for key, value, _ in rows)
+        return found
+
+    def put_many(self, items: Mapping[str, Any], tag: str | None = None) -> None:
+        if not items:
+            return
+        rows = [{"key": k, "value": json.dumps(v), "tag": tag, "used": today()} for k, v in items.items()]
+        statement = self._insert(self.table)
+        statement = statement.on_conflict_do_update(index_elements=["key"], set_={
+            "value": statement.excluded.value, "used": statement.excluded.used, "writes": self.table.c.writes + 1})
+        with self.engine.begin() as db:
+            db.execute(statement, rows)
+
+    def _selected(self, unused_days: int | None, tag: str | None):
+        conditions = []
+        if unused_days is not None:
+            conditions.append(self.table.c.used < today() - unused_days)
+        if tag is not None:
+            conditions.append(self.table.c.tag.contains(tag, autoescape=True))
+        return conditions
+
+    def summary(self) -> list[Group]:
+        sa, t = self._sa, self.table
+        query = sa.select(t.c.tag, sa.func.count(), sa.func.sum(sa.func.length(t.c.key) + sa.func.length(t.c.value)),
+                          sa.func.max(t.c.used)).group_by(t.c.tag).order_by(t.c.tag)
+        with self.engine.begin() as db:
+            return [Group(tag, count, int(size or 0), used) for tag, count, size, used in db.execute(query)]
+
+    def prune(self, unused_days: int | None = None, tag: str | None = None) -> int:
+        conditions = self._selected(unused_days, tag)
+        if not conditions:
+            return 0
+        with self.engine.begin() as db:
+            return db.execute(self.table.delete().where(*conditions)).rowcount
+
+    def _count(self, *conditions) -> int:
+        with self.engine.begin() as db:
+            return db.execute(self._sa.select(self._sa.func.count()).select_from(self.table).where(*conditions)).scalar()
+
+    def __len__(self) -> int:
+        return self._count()
+
+    def repeated(self) -> int:
+        return self._count(self.table.c.writes > 1)
+
+    def claim(self, key: str, owner: str, seconds: float) -> bool:
+        now, leases = time.time(), self.leases
+        statement = self._insert(leases).values(key=key, owner=owner, until=now + seconds)
+        statement = statement.on_conflict_do_update(
+            index_elements=["key"], set_={"owner": statement.excluded.owner, "until": statement.excluded.until},
+            where=(leases.c.owner == statement.excluded.owner) | (leases.c.until < now)).returning(leases.c.key)
+        with self.engine.begin() as db:
+            return db.execute(statement).first() is not None
+
+    def release(self, key: str, owner: str) -> None:
+        with self.engine.begin() as db:
+            db.execute(self.leases.delete().where(self.leases.c.key == key, self.leases.c.owner == owner))
 
 
 @dataclass(frozen=True)

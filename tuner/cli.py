@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 import tuner  # noqa: F401  (sets offline environment defaults first)
+from tuner.cache import redact
 from tuner.config import PipelineConfig, ProjectConfig, describe_validation_error, load_config
 from tuner.errors import ConfigError, DataError, TunerError
 from tuner.ui import console, err_console, knobs, progress
@@ -223,6 +224,9 @@ def optimize_command(
     own_cache: Annotated[bool, typer.Option(
         "--own-cache", help="a new study keeps its LLM calls and embeddings in its own folder instead of the "
         "project's shared cache_dir (a resume keeps what the study was created with)")] = False,
+    heartbeat: Annotated[int, typer.Option(
+        "--heartbeat", min=1, help="with --storage: seconds between a running trial's heartbeats; a worker silent "
+        "for three has its trial failed and retried by another")] = 60,
     reports_dir: ReportsDirOption = Path("reports"),
 ) -> None:
     """Search the pipeline's knobs with Optuna, then judge the best on held-out questions; run again to resume."""
@@ -235,7 +239,7 @@ def optimize_command(
     if judge_check not in ("warn", "strict", "off"):
         raise ConfigError(f"--judge-check {judge_check!r}: choose warn, strict or off")
     # a resume takes the study's own targets, constraints and space for what the command leaves out
-    recorded = study_folder(studies_dir, study).read_meta()
+    recorded = study_folder(studies_dir, study, storage).read_meta()
     resumed = bool(recorded)
     settings = StudySettings(targets=list(target or recorded.get("targets", ["faithfulness"])),
                              constraints=[Constraint.parse(c) for c in
@@ -245,7 +249,7 @@ def optimize_command(
     space_file = resolve_space(search_space or recorded.get("search_space") or "default")
     project = None if resumed and not config else load_config(config)  # a resumed study keeps its project
     spec = StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir, holdout=holdout,
-                     before_first_trial=judge_guard(judge_check), own_cache=own_cache)
+                     before_first_trial=judge_guard(judge_check), own_cache=own_cache, heartbeat=heartbeat)
     if rounds > 1:
         return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir)
     session = Session.open(spec)
@@ -253,10 +257,10 @@ def optimize_command(
         run_with_display(session, trials, timeout_seconds)
         print_trials(session.study, settings.targets, last=10)
         require_a_complete_trial(session.study)
-        verdict_with_display(read_study(session.folder, storage), session.runner)
+        verdict_with_display(read_study(session.folder), session.runner)
     finally:  # also after Ctrl-C: the morning's report shows whatever finished
         cleaning_up.set()
-        write_study_report(session.folder, storage, reports_dir)
+        write_study_report(session.folder, reports_dir)
 
 
 def require_a_complete_trial(study) -> None:
@@ -319,7 +323,8 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
     questions = len(session.search_questions)
     held = len(session.split.holdout_ids)
     targets = session.spec.settings.targets
-    err_console.print(f"study [bold]{session.folder.name}[/] in {session.folder.root}: {', '.join(targets)} over "
+    where = redact(session.folder.storage) if session.folder.storage else session.folder.root
+    err_console.print(f"study [bold]{session.folder.name}[/] in {where}: {', '.join(targets)} over "
                       f"{questions} questions of {runner.workspace.dataset.name}"
                       + (f" ({held} more held out for the verdict)" if held else " (none held out)")
                       + f", sampler {session.spec.settings.sampler}", highlight=False)
@@ -373,17 +378,17 @@ def write_current_round_report(spec, reports_dir: Path) -> None:
     from tuner.study.storage import study_folder
 
     number = 1
-    while study_folder(spec.studies_dir, round_name(spec.name, number + 1)).meta.is_file():
+    while study_folder(spec.studies_dir, round_name(spec.name, number + 1), spec.storage).read_meta():
         number += 1
-    write_study_report(study_folder(spec.studies_dir, round_name(spec.name, number)), spec.storage, reports_dir)
+    write_study_report(study_folder(spec.studies_dir, round_name(spec.name, number), spec.storage), reports_dir)
 
 
-def write_study_report(folder, storage: str | None, reports_dir: Path):
+def write_study_report(folder, reports_dir: Path):
     from tuner.reports import write_report
     from tuner.study.results import read_study
 
     try:
-        report = write_report(read_study(folder, storage), reports_dir / folder.name)
+        report = write_report(read_study(folder), reports_dir / folder.name)
     except TunerError as exc:
         err_console.print(f"[yellow]note:[/] no report written: {exc}", highlight=False)
         return None
@@ -402,9 +407,9 @@ def report_command(study: StudyOption = "default", out: Annotated[Optional[Path]
     from tuner.study.results import read_study
     from tuner.study.storage import study_folder
 
-    folder = study_folder(studies_dir, study)
+    folder = study_folder(studies_dir, study, storage)
     started = time.perf_counter()
-    report = write_report(read_study(folder, storage), out or reports_dir / folder.name)
+    report = write_report(read_study(folder), out or reports_dir / folder.name)
     head = report.analysis.headline
     if head is not None and report.analysis.view.best is not None:
         console.print(head.sentence(f"Trial {report.analysis.view.best.number}", "the baseline"), highlight=False)
@@ -421,11 +426,11 @@ def analyze_command(study: StudyOption = "default",
     from tuner.study.results import read_study
     from tuner.study.storage import study_folder
 
-    folder = study_folder(studies_dir, study)
-    view = read_study(folder, storage)
+    folder = study_folder(studies_dir, study, storage)
+    view = read_study(folder)
     if noise:
         measure_judge_noise(view, noise)
-    report = write_study_report(folder, storage, reports_dir)
+    report = write_study_report(folder, reports_dir)
     if report is None:
         return
     analysis = report.analysis
@@ -467,7 +472,7 @@ def study_runner(view):
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
 
-    return RagRunner(open_workspace(view.project))
+    return RagRunner(open_workspace(view.project, cache=view.folder.cache_in_use(view.meta)))
 
 
 def measure_judge_noise(view, repeats: int) -> None:
@@ -483,26 +488,26 @@ def measure_judge_noise(view, repeats: int) -> None:
         task = bar.add_task(f"re-judging trial {best.number}", total=repeats * len(best.result.questions))
         measured = rejudge(runner.scorer, best.result.questions, view.target, best.number, repeats,
                            lambda done, total: bar.update(task, completed=done))
-    save_noise(measured, view.folder.root)
+    save_noise(measured, view.folder)
     sd = measured.mean_sd
     err_console.print(f"judge noise: {view.target} mean per judging {', '.join(f'{m:.3f}' for m in measured.run_means)}"
                       f" (sd {sd:.3f})" if sd is not None else "judge noise: too few scored judgings", highlight=False)
 
 
 @app.command("studies")
-def studies_command(studies_dir: StudiesDirOption = Path("studies")) -> None:
+def studies_command(storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies")) -> None:
     """List studies: targets, trials by state, best value."""
     from tuner.study.results import best_trials, list_studies, load_study, trial_states
 
-    table = Table(title=f"studies in {studies_dir}")
+    table = Table(title=f"studies in {redact(storage) if storage else studies_dir}")
     states = ("complete", "pruned", "duplicate", "fail", "interrupted", "running")
     for column in ("study", "targets", *states, "best", "best trial"):
         table.add_column(column)
-    if not studies_dir.is_dir():
+    if storage is None and not studies_dir.is_dir():
         err_console.print(f"no studies: {studies_dir} does not exist (no study has run here yet, or pass "
-                          f"--studies-dir)", highlight=False, soft_wrap=True)
+                          f"--studies-dir or --storage)", highlight=False, soft_wrap=True)
         return
-    for folder in list_studies(studies_dir):
+    for folder in list_studies(studies_dir, storage):
         try:
             meta = folder.read_meta()
             study = load_study(folder)
@@ -530,17 +535,17 @@ def best_command(study: StudyOption = "default", out: Annotated[Optional[Path], 
     from tuner.study.results import best_config, best_trials, load_study, read_study, write_config
     from tuner.study.storage import study_folder
 
-    folder = study_folder(studies_dir, study)
+    folder = study_folder(studies_dir, study, storage)
     if verdict:
-        view = read_study(folder, storage)
+        view = read_study(folder)
         if not view.split.active:
             raise ConfigError(f"study {folder.name} holds out no question (it ran with --holdout 0, on fewer than 20 "
                               f"questions, or before held-out splits): there is nothing unseen to judge on")
         if view.best is None:
             raise ConfigError(f"study {folder.name} has no complete single-target best trial to judge yet")
         verdict_with_display(view, lambda: study_runner(view))
-        write_study_report(folder, storage, reports_dir)
-    optuna_study = load_study(folder, storage)
+        write_study_report(folder, reports_dir)
+    optuna_study = load_study(folder)
     data = best_config(optuna_study, folder)
     trial = best_trials(optuna_study)[0]
     meta = folder.read_meta()
@@ -553,6 +558,49 @@ def best_command(study: StudyOption = "default", out: Annotated[Optional[Path], 
         console.print(f"# {comment}\n" + yaml.safe_dump(data, sort_keys=False), highlight=False)
 
 
+@app.command("export")
+def export_command(
+    study: StudyOption = "default",
+    to: Annotated[str, typer.Option("--to", help="where the tuned retrieval goes: weaviate")] = "weaviate",
+    trial: Annotated[Optional[int], typer.Option("--trial", help="export this trial (default: the best)")] = None,
+    collection: Annotated[str, typer.Option("--collection", help="the Weaviate collection holding the chunks")]
+    = "Chunk",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="also write the snippet to this .py file")] = None,
+    storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies"),
+) -> None:
+    """The winning retrieval as a Weaviate hybrid query: alpha, fusion, limit, autocut, and a runnable snippet."""
+    from tuner.config import PipelineConfig
+    from tuner.export import weaviate_export
+    from tuner.study.results import read_study
+    from tuner.study.storage import study_folder
+
+    if to != "weaviate":
+        raise ConfigError(f"--to {to!r}: tuner exports to weaviate")
+    view = read_study(study_folder(studies_dir, study, storage))
+    chosen = view.best if trial is None else next((t for t in view.trials if t.number == trial), None)
+    if chosen is None or not chosen.pipeline:
+        raise ConfigError(f"study {study} has no complete best trial yet" if trial is None else
+                          f"study {study} has no trial {trial} that ran (see `tuner trials --study {study}`)")
+    exported = weaviate_export(PipelineConfig.model_validate(dict(chosen.pipeline)), view.project, collection)
+    values = ", ".join(f"{t}={v:.4f}" for t, v in zip(view.targets, chosen.values or ()))
+    console.print(f"{study} trial {chosen.number} ({values or 'no value'}) as a Weaviate hybrid query:",
+                  highlight=False, soft_wrap=True)
+    table = Table()
+    table.add_column("parameter")
+    table.add_column("value")
+    for name, value in exported.params.items():
+        table.add_row(name, str(value))
+    console.print(table)
+    for lost in exported.not_transferred:
+        err_console.print(f"[yellow]not in Weaviate:[/] {lost}", highlight=False, soft_wrap=True)
+    console.print(exported.snippet, highlight=False, soft_wrap=True)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(f"# {study} trial {chosen.number} ({values}), exported by `tuner export --to weaviate`\n"
+                       + exported.snippet, encoding="utf-8")
+        err_console.print(f"snippet written to {out}", highlight=False)
+
+
 @app.command("trials")
 def trials_command(study: StudyOption = "default", storage: StorageOption = None,
                    studies_dir: StudiesDirOption = Path("studies")) -> None:
@@ -560,8 +608,8 @@ def trials_command(study: StudyOption = "default", storage: StorageOption = None
     from tuner.study.results import load_study
     from tuner.study.storage import study_folder
 
-    folder = study_folder(studies_dir, study)
-    print_trials(load_study(folder, storage), folder.read_meta()["targets"])
+    folder = study_folder(studies_dir, study, storage)
+    print_trials(load_study(folder), folder.read_meta()["targets"])
 
 
 spaces_app = typer.Typer(help="Search spaces: show and check them.", no_args_is_help=True)
@@ -656,6 +704,7 @@ def compile_command(
     dataset: DatasetOption = None,
     limit: LimitOption = None,
     seed: Annotated[int, typer.Option(help="optimizer seed")] = 0,
+    storage: StorageOption = None,
     studies_dir: StudiesDirOption = Path("studies"),
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="folder for the program and its sidecar "
                                                 "(default: the study's programs/, else studies/programs)")] = None,
@@ -666,25 +715,26 @@ def compile_command(
     from tuner.evaluation.records import Constraint
 
     settings = CompileSettings(optimizer, target, Constraint.parse(guard) if guard else None, budget, seed)
-    project, pipeline, recorded = load_config(config), None, None
+    project, pipeline, recorded, cache = load_config(config), None, None, None
     if study is not None:
         from tuner.study.results import read_study
         from tuner.study.storage import study_folder
 
-        folder = study_folder(studies_dir, study)
+        folder = study_folder(studies_dir, study, storage)
         if not folder.read_meta():
             raise ConfigError(f"study {study} does not exist in {studies_dir}")
-        view = read_study(folder, None)
+        view = read_study(folder)
         project = project if config else view.project
         recorded = view.split
         best = view.best
         pipeline = PipelineConfig.model_validate(dict(best.pipeline)) if best else None
         out = out or folder.root / "programs"
+        cache = folder.cache_in_use(view.meta)
     with err_console.status("loading data"):
         from tuner.evaluation.rag_eval import RagRunner
         from tuner.workspace import open_workspace
 
-        workspace = open_workspace(project, dataset, limit)
+        workspace = open_workspace(project, dataset, limit, cache=cache)
         runner = RagRunner(workspace)
     pipeline = pipeline or project.pipeline
     questions = workspace.dataset.questions
@@ -762,36 +812,36 @@ def judge_check_command(
     study: Annotated[Optional[str], typer.Option(
         "--study", "-s", help="check on a study's search questions with its project; saved in the study, shown in "
         "its report")] = None,
+    storage: StorageOption = None,
     studies_dir: StudiesDirOption = Path("studies"),
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="where the results JSON goes (default: "
                                                 "reports/judge-check.json, or the study's folder)")] = None,
 ) -> None:
     """Score labelled supported / unsupported cases built from your data with the judge: AUC, accuracy, NaN rates."""
     from tuner.data.split import Split
-    from tuner.evaluation.judge_check import CHECK_FILE, KINDS, check_judge, make_cases, save_checks
+    from tuner.evaluation.judge_check import CHECK_FILE, KINDS, check_judge, checks_json, make_cases, save_checks
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
 
     projects = [load_config(c) for c in config] if config else [load_config(None)]
-    questions_from = None
+    questions_from, cache, folder = None, None, None
     if study is not None:
         from tuner.study.storage import study_folder
 
-        folder = study_folder(studies_dir, study)
+        folder = study_folder(studies_dir, study, storage)
         meta = folder.read_meta()
         if not meta:
             raise ConfigError(f"study {study} does not exist in {studies_dir}")
         if not config:
             projects = [ProjectConfig.model_validate(meta["project"])]
         questions_from = Split.from_json(meta.get("split"))
-        out = out or folder.root / CHECK_FILE
-    out = out or Path("reports") / "judge-check.json"
+        cache = folder.cache_in_use(meta)
     requested = metric_list(metrics)
 
     checks, cases = [], None
     for project in projects:
         with err_console.status("loading data and models"):
-            workspace = open_workspace(project, dataset)
+            workspace = open_workspace(project, dataset, cache=cache)
             runner = RagRunner(workspace)
         if cases is None:  # one set of cases for every judge compared
             data = workspace.dataset
@@ -808,8 +858,13 @@ def judge_check_command(
             checks.append(check_judge(runner, cases, agreement, on_progress))
             bar.update(task, completed=len(cases))
     print_judge_checks(checks)
-    save_checks(out, checks)
-    err_console.print(f"results written to {out}")
+    if out is None and folder is not None:  # the study's own: its report shows it
+        folder.write_doc(CHECK_FILE, checks_json(checks))
+        err_console.print(f"results saved with study {folder.name}")
+    else:
+        out = out or Path("reports") / "judge-check.json"
+        save_checks(out, checks)
+        err_console.print(f"results written to {out}")
 
 
 def print_judge_checks(checks) -> None:
@@ -842,7 +897,7 @@ def judge_guard(mode: str):
         return None
 
     def check(session) -> None:
-        from tuner.evaluation.judge_check import CHECK_FILE, quick_check, save_checks
+        from tuner.evaluation.judge_check import CHECK_FILE, checks_json, quick_check
         from tuner.evaluation.records import RETRIEVAL_METRICS
 
         settings = session.spec.settings
@@ -858,7 +913,7 @@ def judge_guard(mode: str):
                     raise ConfigError(f"judge check (--judge-check strict) could not run: {exc}") from None
                 err_console.print(f"[yellow]warning:[/] judge check skipped: {exc}", highlight=False)
                 return
-        save_checks(session.folder.root / CHECK_FILE, [checked])
+        session.folder.write_doc(CHECK_FILE, checks_json([checked]))
         for problem in checked.problems:
             if mode == "strict":
                 raise ConfigError(f"judge check failed (--judge-check strict): {problem}; see `tuner judge check "
@@ -877,42 +932,56 @@ CacheStudyOption = Annotated[Optional[str], typer.Option(
     "--study", "-s", help="the cache this study uses (its own with --own-cache) instead of the config's")]
 
 
-def cache_folder(config: Optional[Path], study: Optional[str], studies_dir: Path) -> Path:
+def cache_location(config: Optional[Path], study: Optional[str], storage: Optional[str],
+                   studies_dir: Path) -> Path | str:
+    """The cache a command reads: the config's cache_dir, or the one a study uses (its folder's, the project's
+    or its database's)."""
     from tuner.study.storage import study_folder
 
     if study is None:
+        if storage is not None:
+            raise ConfigError("--storage: give the --study whose database cache you mean")
         return load_config(config).cache_dir
-    folder = study_folder(studies_dir, study)
+    folder = study_folder(studies_dir, study, storage)
     meta = folder.read_meta()
     if not meta:
-        raise ConfigError(f"no study named {study!r} in {studies_dir}")
+        raise ConfigError(f"no study named {study!r} in {storage and redact(storage) or studies_dir}")
     return folder.cache_in_use(meta)
 
 
+def cache_stores(location: Path | str) -> dict[str, object]:
+    """The cache's stores that exist: "LLM calls" and "embeddings" (an absent file is not created to say so)."""
+    from tuner.cache import is_database, open_store
+    from tuner.models.embedders._cache import adopt_shards
+
+    stores = {}
+    for kind, name in (("LLM calls", "llm_calls"), ("embeddings", "embeddings")):
+        if is_database(location) or (Path(location) / f"{name}.sqlite").is_file() or \
+                (name == "embeddings" and (Path(location) / "embeddings").is_dir()):
+            stores[kind] = open_store(location, name)
+    if "embeddings" in stores and not is_database(location):  # shards of a cache from before: into the store
+        for model in sorted(p.name for p in (Path(location) / "embeddings").glob("*") if p.is_dir()):
+            adopt_shards(Path(location), stores["embeddings"], model)
+    return stores
+
+
 @cache_app.command("info")
-def cache_info(config: ConfigOption = None, study: CacheStudyOption = None,
+def cache_info(config: ConfigOption = None, study: CacheStudyOption = None, storage: StorageOption = None,
                studies_dir: StudiesDirOption = Path("studies")) -> None:
     """What the cache holds per model: LLM calls and embedded texts, their size and when they were last used."""
     import datetime
 
-    from tuner.cache import DiskCache
-    from tuner.models.embedders._cache import describe_shards, embedding_models
-
-    folder = cache_folder(config, study, studies_dir)
-    console.print(f"cache: {folder}", highlight=False, soft_wrap=True)  # a long path: never cut like a title
+    location = cache_location(config, study, storage, studies_dir)
+    shown = redact(location) if isinstance(location, str) else location
+    console.print(f"cache: {shown}", highlight=False, soft_wrap=True)  # a long path: never cut like a title
     table = Table()
     for column in ("kind", "model", "entries", "MB", "last used"):
         table.add_column(column, justify="right" if column in ("entries", "MB") else "left")
     day = lambda days: datetime.date.fromtimestamp(days * 86400).isoformat() if days else "not recorded"  # noqa: E731
-    calls = folder / "llm_calls.sqlite"
-    if calls.is_file():
-        for group in DiskCache(calls).summary():
-            table.add_row("LLM calls", group.tag or "(untagged)", str(group.entries), f"{group.bytes / 1e6:.1f}",
+    for kind, store in cache_stores(location).items():
+        for group in store.summary():
+            table.add_row(kind, group.tag or "(untagged)", str(group.entries), f"{group.bytes / 1e6:.1f}",
                           day(group.last_used))
-    for model in embedding_models(folder):
-        shards, vectors, size, last = describe_shards(model)
-        table.add_row("embeddings", model.name, str(vectors), f"{size / 1e6:.1f}",
-                      f"{day(int(last // 86400))} ({shards} shard{'s' * (shards != 1)})")
     if not table.rows:
         table.caption = "empty"
     console.print(table)
@@ -928,30 +997,18 @@ def cache_prune(
         "--unused-days", min=0, help="drop LLM calls and embeddings not used for this many days")] = None,
     model: Annotated[Optional[str], typer.Option(
         "--model", help="drop what a model produced: LLM calls and embeddings whose model name contains this")] = None,
-    config: ConfigOption = None, study: CacheStudyOption = None, studies_dir: StudiesDirOption = Path("studies"),
+    config: ConfigOption = None, study: CacheStudyOption = None, storage: StorageOption = None,
+    studies_dir: StudiesDirOption = Path("studies"),
 ) -> None:
-    """Trim the cache (what is dropped is paid again if needed), then merge embedding shards and compact the file.
-    Run it while no study uses the cache."""
-    import shutil
-
-    from tuner.cache import DiskCache
-    from tuner.models.embedders._cache import describe_shards, embedding_models, prune_shards
-
+    """Trim the cache (what is dropped is paid again if needed) and compact its files. Run it while no study uses
+    the cache."""
     if model is not None and not model.strip():
         raise ConfigError("--model: give part of a model name (tuner cache info lists them)")
-    folder = cache_folder(config, study, studies_dir)
-    calls = folder / "llm_calls.sqlite"
-    dropped_calls = DiskCache(calls).prune(unused_days, model) if calls.is_file() else 0
-    dropped_vectors = kept = 0
-    for embedder in embedding_models(folder):
-        if model is not None and model in embedder.name:
-            dropped_vectors += describe_shards(embedder)[1]
-            shutil.rmtree(embedder)
-            continue
-        dropped, left = prune_shards(embedder, unused_days)
-        dropped_vectors, kept = dropped_vectors + dropped, kept + left
-    console.print(f"{folder}: dropped {dropped_calls} LLM calls and {dropped_vectors} embeddings; "
-                  f"{kept} embeddings kept in one shard per model", highlight=False)
+    location = cache_location(config, study, storage, studies_dir)
+    dropped = {kind: store.prune(unused_days, model) for kind, store in cache_stores(location).items()}
+    shown = redact(location) if isinstance(location, str) else location
+    console.print(f"{shown}: dropped {dropped.get('LLM calls', 0)} LLM calls and {dropped.get('embeddings', 0)} "
+                  f"embeddings", highlight=False)
 
 
 models_app = typer.Typer(help="Local GGUF models: list, install, verify, serve.", no_args_is_help=True)

@@ -19,18 +19,22 @@ class Workspace:
     embedder: Embedder
     index: Index
     pipeline: RetrievalPipeline
+    #: where LLM calls and embeddings are cached: a folder, or the database of a study kept in one
+    cache: Path | str
 
 
 def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limit: int | None = None,
-                   embedder: Embedder | None = None, dataset: Dataset | None = None) -> Workspace:
+                   embedder: Embedder | None = None, dataset: Dataset | None = None,
+                   cache: Path | str | None = None) -> Workspace:
     """Load data (unless given, already loaded) and build the index; `dataset_path` and `limit` override the
-    config's."""
+    config's, `cache` its cache_dir."""
+    cache = cache if cache is not None else config.cache_dir
     dataset = dataset or load_dataset(
         dataset_path if dataset_path is not None else config.dataset.path,
         config.dataset.format if dataset_path is None else "auto",
         limit if limit is not None else config.dataset.limit,
     )
-    embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, config.cache_dir)
+    embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, cache)
     index = build_index(dataset, config, embedder)
     pipeline = RetrievalPipeline(index, embedder, config.rerankers, window=config.backend.candidates)
-    return Workspace(config, dataset, embedder, index, pipeline)
+    return Workspace(config, dataset, embedder, index, pipeline, cache)

@@ -93,7 +93,7 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
         if prepare:
             prepare(session)
         run(session, trials, timeout)
-        report = write_report(judge(read_study(session.folder, spec.storage), session), reports_dir / name)
+        report = write_report(judge(read_study(session.folder), session), reports_dir / name)
         outcome = _outcome(number, session, space_file, changes, reasons, report)
         outcomes.append(outcome)
         if on_round:

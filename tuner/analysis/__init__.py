@@ -18,7 +18,7 @@ from tuner.analysis.propose import Proposal, next_space, propose
 from tuner.analysis.stages import StageShares, attribute
 from tuner.analysis.stats import Comparison, compare_results
 from tuner.analysis.verdict import Verdict, verdict
-from tuner.evaluation.judge_check import CHECK_FILE, JudgeCheck, load_checks
+from tuner.evaluation.judge_check import CHECK_FILE, JudgeCheck, parse_checks
 from tuner.study.results import StudyView
 from tuner.study.space import SearchSpace
 
@@ -47,7 +47,7 @@ def analyze(view: StudyView) -> Analysis:
     best, baseline = view.best, view.baseline
     comparisons: list[Comparison] = []
     shares = None
-    noise = load_noise(view.folder.root)
+    noise = load_noise(view.folder)
     if best is not None and best.result is not None:
         if baseline is not None and baseline.result is not None:
             comparisons = list(compare_results(view.compared, baseline.result, best.result))
@@ -58,6 +58,6 @@ def analyze(view: StudyView) -> Analysis:
     space = None
     if view.space is not None and best is not None:
         space = next_space(view.space, proposals, dict(best.params), view.name)
-    checks = load_checks(view.folder.root / CHECK_FILE)
+    checks = parse_checks(view.folder.read_doc(CHECK_FILE))
     return Analysis(view, verdict(view), tuple(comparisons), shares, tuple(effects), noise,
                     checks[0] if checks else None, tuple(proposals), space)

@@ -8,14 +8,15 @@ again for the same N costs nothing.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.evaluation.records import QuestionResult
+
+if TYPE_CHECKING:
+    from tuner.study.storage import StudyFolder
 
 NOISE_FILE = "judge_noise.json"
 
@@ -92,17 +93,15 @@ def rejudge(scorer, questions: Sequence[QuestionResult], metric: str, trial: int
     return JudgeNoise(metric, trial, scores)
 
 
-def save_noise(noise: JudgeNoise, folder: Path) -> Path:
-    path = Path(folder) / NOISE_FILE
-    path.write_text(json.dumps(noise.to_json(), indent=1) + "\n", encoding="utf-8")
-    return path
+def save_noise(noise: JudgeNoise, folder: StudyFolder) -> None:
+    folder.write_doc(NOISE_FILE, noise.to_json())
 
 
-def load_noise(folder: Path) -> JudgeNoise | None:
-    path = Path(folder) / NOISE_FILE
-    if not path.is_file():
+def load_noise(folder: StudyFolder) -> JudgeNoise | None:
+    data = folder.read_doc(NOISE_FILE)
+    if data is None:
         return None
     try:
-        return JudgeNoise.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-        return None  # a damaged noise file is as good as none: the report says noise was not measured
+        return JudgeNoise.from_json(data)
+    except (KeyError, TypeError, ValueError):
+        return None  # a damaged noise record is as good as none: the report says noise was not measured

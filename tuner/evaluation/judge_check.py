@@ -409,16 +409,27 @@ def paraphrase(runner, text: str) -> str:
     return reply.text.strip()
 
 
+def checks_json(checks: Sequence[JudgeCheck]) -> dict[str, Any]:
+    return {"judges": [c.to_json() for c in checks]}
+
+
+def parse_checks(data: Any) -> list[JudgeCheck]:
+    """The checks in a saved document; [] when there is none or it cannot be read (a report never fails on it)."""
+    try:
+        return [JudgeCheck.from_json(c) for c in data["judges"]]
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
 def save_checks(path: Path, checks: Sequence[JudgeCheck]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"judges": [c.to_json() for c in checks]}, indent=1))
+    path.write_text(json.dumps(checks_json(checks), indent=1))
 
 
 def load_checks(path: Path) -> list[JudgeCheck]:
-    """The checks saved at `path`; [] when there is none or it cannot be read (a report never fails on it)."""
     try:
-        return [JudgeCheck.from_json(c) for c in json.loads(path.read_text())["judges"]]
-    except (OSError, ValueError, KeyError, TypeError):
+        return parse_checks(json.loads(path.read_text()))
+    except (OSError, ValueError):
         return []
 
 

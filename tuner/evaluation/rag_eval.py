@@ -14,7 +14,7 @@ from functools import cached_property
 
 import dspy
 
-from tuner.cache import DiskCache
+from tuner.cache import open_store
 from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
@@ -44,7 +44,7 @@ class RagRunner:
     def __init__(self, workspace: Workspace, use_cache: bool = True, models: Models | None = None):
         self.workspace = workspace
         self.meter = CostMeter()
-        self.cache = DiskCache(workspace.config.cache_dir / "llm_calls.sqlite") if use_cache else None
+        self.cache = open_store(workspace.cache, "llm_calls") if use_cache else None
         self._models = models
         workspace.pipeline.attach_llm(lambda: self.judge, workspace.config.evaluation.llm_rerank_top_n)
         self._programs: dict[str, RAGAnswer] = {}

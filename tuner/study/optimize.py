@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import TrialState
 
-from tuner.cache import stable_hash
+from tuner.cache import redact, stable_hash
 from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.data import Question
 from tuner.data.split import Split
@@ -28,7 +29,7 @@ from tuner.models.llms._base import LLMError
 from tuner.study.results import DUPLICATE, INTERRUPTED
 from tuner.study.running import running
 from tuner.study.space import SearchSpace, pipeline_for
-from tuner.study.storage import StudyFolder
+from tuner.study.storage import HEARTBEAT, StudyFolder
 
 if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for importing DSPy and RAGAS
     from tuner.evaluation.rag_eval import RagRunner
@@ -144,7 +145,10 @@ class Objective:
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
         config = pipeline_for(self.base, params)
-        tried = tried_before(trial.study, config, self.project)
+        # what this trial runs, visible at once to workers sharing the study: they never run it beside it
+        trial.set_user_attr("pipeline", config.model_dump())
+        trial.set_user_attr(PROJECT, self.project)
+        tried = tried_before(trial.study, config, self.project, trial.number)
         if tried is not None:  # the same answers and scores again: spend no trial of the budget on it
             self.repeats += 1
             trial.set_user_attr(DUPLICATE, tried)
@@ -227,11 +231,11 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
     warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range", category=UserWarning)
 
     def after_trial(s: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if DUPLICATE in trial.user_attrs:
-            if objective.repeats >= REPEATS_TO_STOP:
-                s.stop()
-            return
-        objective.hook("done", trial)
+        if DUPLICATE not in trial.user_attrs:
+            objective.hook("done", trial)
+        # workers sharing the study stop together: it counts everyone's trials (one in flight elsewhere may finish)
+        if objective.repeats >= REPEATS_TO_STOP or counted(s) >= trials:
+            s.stop()
 
     remaining = trials - counted(study)
     while remaining > 0 and objective.repeats < REPEATS_TO_STOP:
@@ -243,7 +247,8 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
                        callbacks=[after_trial])
         # only repeats are given back: a failed trial used its place, as in Optuna (else a study whose every
         # trial fails would never end)
-        remaining = sum(DUPLICATE in t.user_attrs for t in study.get_trials(deepcopy=False)[ran:])
+        given_back = sum(DUPLICATE in t.user_attrs for t in study.get_trials(deepcopy=False)[ran:])
+        remaining = min(given_back, trials - counted(study))  # workers sharing the study may have filled it
     if objective.repeats >= REPEATS_TO_STOP:
         from tuner.ui import err_console
 
@@ -259,40 +264,45 @@ def counted(study: optuna.Study) -> int:
     return sum(DUPLICATE not in t.user_attrs for t in study.get_trials(deepcopy=False, states=DONE))
 
 
-def tried_before(study: optuna.Study, config: PipelineConfig, project: str) -> int | None:
-    """The finished trial that already ran this pipeline configuration with the same project, if any (compared as
-    the storage keeps it: JSON)."""
+def tried_before(study: optuna.Study, config: PipelineConfig, project: str, number: int) -> int | None:
+    """The trial that already ran this pipeline configuration with the same project, if any: a finished one, or
+    one that started before trial `number` and is running (on another worker). Compared as the storage keeps it:
+    JSON."""
     wanted = json.dumps(config.model_dump(mode="json"), sort_keys=True)
-    for trial in study.get_trials(deepcopy=False, states=DONE):
+    for trial in study.get_trials(deepcopy=False, states=(*DONE, TrialState.RUNNING)):
+        if trial.state == TrialState.RUNNING and trial.number >= number:
+            continue
         if trial.user_attrs.get(PROJECT) == project and DUPLICATE not in trial.user_attrs and \
                 json.dumps(trial.user_attrs.get("pipeline"), sort_keys=True, default=str) == wanted:
             return trial.number
     return None
 
 
-def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, storage_url: str | None,
-               project: dict[str, Any], space_file: str, split: Split, programs: list[str] = (),
-               cache: str = "shared") -> optuna.Study:
+def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, project: dict[str, Any],
+               space_file: str, split: Split, programs: list[str] = (), cache: str = "shared",
+               heartbeat: int = HEARTBEAT) -> optuna.Study:
     """Create the study, or load it to resume. A resume keeps what the trials so far were measured by: other
-    targets, constraints or a different search space are refused. The settings live in study.json and, as a copy
-    that outlives it, in the storage's study attributes. `cache`: "shared" (the project's cache_dir) or "own" (the
-    study folder's)."""
-    from tuner.study.storage import META_ATTR, make_storage, redact
+    targets, constraints or a different search space are refused. The settings live in study.json (a study kept in
+    a database: its records) and, as a copy that outlives it, in the storage's study attributes. `cache`: "shared"
+    (the project's cache_dir), "own" (the study folder's) or "storage" (the study's database)."""
+    from tuner.study.storage import META_ATTR, make_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for handler in logging.getLogger("optuna").handlers:  # a handler's filter sees its child loggers' records
         handler.addFilter(_said_in_one_line)
-    storage = make_storage(folder, storage_url)
+    storage = make_storage(folder, heartbeat)
     meta = folder.read_meta() or stored_meta(storage, folder.name)
     if meta:
         refuse_changes(folder.name, meta, settings, space)
     study = optuna.create_study(study_name=folder.name, storage=storage, load_if_exists=True,
                                 directions=["maximize"] * len(settings.targets), pruner=make_pruner(settings))
-    study.sampler = make_sampler(settings, space, trials_so_far=len(study.trials))
+    # workers sharing a study draw their own proposals: one seed everywhere would have them propose the same ones
+    worker = os.getpid() if folder.storage else 0
+    study.sampler = make_sampler(settings, space, trials_so_far=len(study.trials) + worker)
     fresh = {"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
              "metrics": settings.metrics_needed(), "sampler": settings.sampler, "seed": settings.seed,
              "search_space": space_file, "space": space.model_dump(mode="json", exclude_defaults=True),
-             "storage_url": redact(storage_url) if storage_url else None, "project": project, "split": split.to_json(),
+             "storage_url": redact(folder.storage) if folder.storage else None, "project": project, "split": split.to_json(),
              "programs": list(programs), "cache": cache}
     updated = {**meta, "project": project} if meta else fresh  # resumed with --config/--limit: record what now runs
     if updated != folder.read_meta():

@@ -18,7 +18,7 @@ from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile
 from tuner.study.space import SearchSpace, load_space
-from tuner.study.storage import StudyFolder, make_storage
+from tuner.study.storage import StudyFolder, make_storage, study_folder
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,9 @@ class StudyView:
         return counts
 
 
-def read_study(folder: StudyFolder, storage_url: str | None = None) -> StudyView:
-    """Everything a report needs, from the study's storage and trial files alone (no model is loaded)."""
-    study = load_study(folder, storage_url)
+def read_study(folder: StudyFolder) -> StudyView:
+    """Everything a report needs, from the study's storage and trial records alone (no model is loaded)."""
+    study = load_study(folder)
     meta = folder.read_meta()
     space = None
     if meta.get("space"):
@@ -170,24 +170,22 @@ DUPLICATE = "duplicate_of"
 
 
 def trial_states(trials: list[optuna.trial.FrozenTrial]) -> list[str]:
-    """Each trial's state for people: a failed trial that a resume re-ran is "interrupted", not a failure; a
-    proposal that repeated a tried configuration is a "duplicate" (it ran nothing)."""
+    """Each trial's state for people: a failed trial that a resume (or, for a worker that died, another worker) re-ran
+    is "interrupted", not a failure; a proposal that repeated a tried configuration is a "duplicate" (it ran
+    nothing)."""
     rerun = {t.user_attrs["rerun_of"] for t in trials if "rerun_of" in t.user_attrs}
+    rerun |= {t.system_attrs["retry_history"][-1] for t in trials if t.system_attrs.get("retry_history")}
     return ["interrupted" if t.state == TrialState.FAIL and (t.number in rerun or INTERRUPTED in t.user_attrs)
             else "duplicate" if DUPLICATE in t.user_attrs else t.state.name.lower() for t in trials]
 
 
-def load_study(folder: StudyFolder, storage_url: str | None = None) -> optuna.Study:
-    meta = folder.read_meta()
-    if not meta and storage_url is None:
+def load_study(folder: StudyFolder) -> optuna.Study:
+    if folder.storage is None and not folder.read_meta():
         raise ConfigError(f"no study named {folder.name!r} in {folder.root.parent} (see `tuner studies`)")
-    url = storage_url or meta.get("storage_url")
-    if url and "***" in url:
-        raise ConfigError(f"study {folder.name} uses an RDB storage with a password: pass --storage URL")
     try:
-        return optuna.load_study(study_name=folder.name, storage=make_storage(folder, url))
+        return optuna.load_study(study_name=folder.name, storage=make_storage(folder))
     except KeyError:
-        raise ConfigError(f"storage has no study named {folder.name!r}") from None
+        raise ConfigError(f"storage has no study named {folder.name!r} (see `tuner studies --storage URL`)") from None
 
 
 def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:
@@ -212,7 +210,11 @@ def write_config(path: Path, data: dict[str, Any], comment: str) -> None:
     path.write_text(f"# {comment}\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
-def list_studies(studies_dir: Path) -> list[StudyFolder]:
+def list_studies(studies_dir: Path, storage: str | None = None) -> list[StudyFolder]:
+    """The studies in a folder, or in the database at `storage`."""
+    if storage is not None:
+        names = optuna.get_all_study_names(make_storage(study_folder(studies_dir, "any", storage)))
+        return [study_folder(studies_dir, name, storage) for name in sorted(names)]
     if not studies_dir.is_dir():
         return []
     folders = (StudyFolder(p) for p in studies_dir.iterdir() if p.is_dir())

@@ -28,7 +28,7 @@ from tuner.models.embedders import Embedder
 from tuner.study.optimize import (Objective, StudyHook, StudySettings, counted, enqueue_baseline, open_study,
                                   recover_interrupted, run_study)
 from tuner.study.space import SearchSpace, load_space, pipeline_for
-from tuner.study.storage import StudyFolder, study_folder
+from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
 from tuner.ui import err_console
 
 
@@ -58,6 +58,8 @@ class StudySpec:
     #: folders whose compiled programs (`tuner compile`) a new study offers as `program` choices, beside
     #: studies/programs/ and its own programs/ (rounds add round 1's)
     programs_from: tuple[Path, ...] = ()
+    #: seconds between heartbeats of a trial in an RDB storage (a worker silent for three is retried elsewhere)
+    heartbeat: int = HEARTBEAT
 
 
 @dataclass
@@ -70,11 +72,13 @@ class Session:
     dataset: Dataset
     split: Split
     recovered: list[int]
+    #: where LLM calls and embeddings are cached: a folder, or the study's database
+    cache: Path | str
     _runner: RagRunner | None = None
 
     @classmethod
     def open(cls, spec: StudySpec) -> Session:
-        folder = study_folder(spec.studies_dir, spec.name)
+        folder = study_folder(spec.studies_dir, spec.name, spec.storage)
         meta = folder.read_meta()
         # a new study offers the compiled programs there are now; a resumed one the ones it was created with
         programs = meta.get("programs", []) if meta else [str(p.resolve()) for d in (
@@ -89,25 +93,28 @@ class Session:
         if spec.limit is not None:
             dataset = dataset.model_copy(update={"limit": spec.limit})
         pipeline = pipeline_for(project.pipeline, dict(spec.baseline))
-        if spec.cache_dir is not None:  # rounds: round 1's
-            cache, cache_dir = "shared", spec.cache_dir
-        elif meta:  # a resume keeps the cache its calls were paid into
-            cache, cache_dir = meta.get("cache", "own"), folder.cache_in_use(meta)
+        if meta:  # a resume keeps the cache its calls were paid into
+            cache, location = meta.get("cache", "own"), folder.cache_in_use(meta)
+        elif spec.storage is not None:  # every worker, on any machine, shares the database's
+            cache, location = "storage", spec.storage
+        elif spec.cache_dir is not None:  # rounds: round 1's
+            cache, location = "shared", spec.cache_dir
         else:
             cache = "own" if spec.own_cache else "shared"
-            cache_dir = folder.cache if spec.own_cache else project.cache_dir
-        project = project.model_copy(update={"dataset": dataset, "pipeline": pipeline,
-                                             "cache_dir": cache_dir.resolve()})
+            location = folder.cache if spec.own_cache else project.cache_dir
+        project = project.model_copy(update={"dataset": dataset, "pipeline": pipeline})
+        if not isinstance(location, str):  # a folder; a database URL stays out of the project (passwords)
+            project = project.model_copy(update={"cache_dir": location.resolve()})
         data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)
         holdout = spec.holdout if spec.holdout is not None else project.dataset.holdout
         split = study_split(meta, holdout, [q.id for q in data.questions], folder.name)
         # recorded in the project too, so `tuner best` writes a config whose `eval --split` finds the same split
         project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"holdout": split.fraction})})
-        session = cls(spec, folder, None, space, project, data, split, [])
+        session = cls(spec, folder, None, space, project, data, split, [], location)
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
-        session.study = open_study(folder, spec.settings, space, spec.storage, project.model_dump(mode="json"),
-                                   str(spec.search_space), split, programs, cache)
+        session.study = open_study(folder, spec.settings, space, project.model_dump(mode="json"),
+                                   str(spec.search_space), split, programs, cache, spec.heartbeat)
         session.recovered = recover_interrupted(session.study) if spec.storage is None else []
         enqueue_baseline(session.study, space, project.pipeline)
         return session
@@ -130,10 +137,11 @@ class Session:
         if self._runner is None:
             from tuner.workspace import open_workspace
 
-            workspace = open_workspace(self.project, embedder=embedder, dataset=self.dataset)
+            workspace = open_workspace(self.project, embedder=embedder, dataset=self.dataset, cache=self.cache)
             index = workspace.index
+            where = "the study's database" if isinstance(self.cache, str) else self.cache
             err_console.print(f"index: {len(index.chunks)} chunks, {index.embedded} embedded now, "
-                              f"{len(index.chunks) - index.embedded} from the cache ({self.project.cache_dir})",
+                              f"{len(index.chunks) - index.embedded} from the cache ({where})",
                               highlight=False, soft_wrap=True)
             self._runner = RagRunner(workspace, use_cache, models)
         return self._runner

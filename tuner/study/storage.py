@@ -1,10 +1,12 @@
-"""Where a study lives: studies/<name>/ holds the Optuna journal (and, with --own-cache or from before caches were
-shared, the LLM + embedding caches), one JSON per trial (on the search questions) and one per trial the verdict scored on the held-out questions (holdout/), so
-reports read results instead of re-running anything.
+"""Where a study lives. On one machine, studies/<name>/ holds the Optuna journal (append-only: a kill -9 loses no
+completed trial; optuna-dashboard reads it as is), study.json (its settings), one JSON per trial (on the search
+questions) and one per trial the verdict scored on the held-out questions (holdout/), so reports read results
+instead of re-running anything; with --own-cache (or from before caches were shared) also its caches.
 
-One machine uses Optuna's journal file (append-only: a kill -9 loses no completed trial; optuna-dashboard
-reads it as is). `--storage URL` takes an RDB URL (PostgreSQL for several workers, SQLite) with heartbeats so
-crashed workers' trials are retried by Optuna itself.
+`--storage URL` keeps all of it in an RDB instead (PostgreSQL for workers on several machines; SQLite): Optuna's
+tables, plus tuner's `tuner_records` (settings, trial records) and the shared caches (`tuner_llm_calls`,
+`tuner_embeddings`), so any worker given the URL runs, resumes and reports the study. Heartbeats let Optuna
+fail and retry the trial of a worker that died.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import optuna
 
+from tuner.cache import KeyValue, open_store, redact
 from tuner.errors import ConfigError, DataError
 from tuner.evaluation.records import TrialFile
 from tuner.ui import err_console
@@ -29,10 +33,17 @@ META_ATTR = "tuner"
 @dataclass(frozen=True)
 class StudyFolder:
     root: Path
+    #: the RDB URL of a study kept in a database (then settings and trial records live there too), else None
+    storage: str | None = None
 
     @property
     def name(self) -> str:
         return self.root.name
+
+    @cached_property
+    def records(self) -> KeyValue | None:
+        """The database's store of settings and trial records (None: they are files in the folder)."""
+        return open_store(self.storage, "records") if self.storage else None
 
     @property
     def journal(self) -> Path:
@@ -54,15 +65,26 @@ class StudyFolder:
     def holdout(self) -> Path:
         return self.root / "holdout"
 
-    def cache_in_use(self, meta: dict[str, Any]) -> Path:
-        """Where the study's LLM calls and embeddings are cached: its own cache/ (--own-cache, or made before caches
-        were shared), else the project cache it recorded."""
-        return self.cache.resolve() if meta.get("cache", "own") == "own" else Path(meta["project"]["cache_dir"])
+    def cache_in_use(self, meta: dict[str, Any]) -> Path | str:
+        """Where the study's LLM calls and embeddings are cached: its database (a study kept in one), its own
+        cache/ (--own-cache, or made before caches were shared), else the project cache it recorded."""
+        kind = meta.get("cache", "own")
+        if kind == "storage":
+            if not self.storage:
+                raise ConfigError(f"study {self.name} keeps its cache in its database: pass --storage URL")
+            return self.storage
+        return self.cache.resolve() if kind == "own" else Path(meta["project"]["cache_dir"])
+
+    def _key(self, kind: str, number: int | None = None) -> str:
+        return f"{self.name}/{kind}" if number is None else f"{self.name}/{kind}/{number:04d}"
 
     def trial_file(self, number: int, held_out: bool = False) -> Path:
         return (self.holdout if held_out else self.trials) / f"{number:04d}.json"
 
     def write_trial(self, record: TrialFile, held_out: bool = False) -> None:
+        if self.records is not None:
+            self.records.put(self._key("holdout" if held_out else "trials", record.number), record.to_json())
+            return
         path = self.trial_file(record.number, held_out)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
@@ -72,6 +94,9 @@ class StudyFolder:
     def read_trial(self, number: int, held_out: bool = False) -> TrialFile | None:
         """The trial's file (or its held-out evaluation's), or None when it has none (a trial that failed before
         finishing its first question; a trial the verdict did not score)."""
+        if self.records is not None:
+            data = self.records.get(self._key("holdout" if held_out else "trials", number))
+            return None if data is None else TrialFile.from_json(data, source=f"{self.name} trial {number}")
         path = self.trial_file(number, held_out)
         if not path.is_file():
             return None
@@ -81,8 +106,30 @@ class StudyFolder:
             raise DataError(f"{path}: unreadable trial file ({exc})") from None
         return TrialFile.from_json(data, source=str(path))
 
+    def write_doc(self, name: str, data: Any) -> None:
+        """A study's named JSON document (its judge check, its judge noise): a file in the folder, or a record."""
+        if self.records is not None:
+            self.records.put(self._key(name), data)
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        partial = self.root / f"{name}.partial"
+        partial.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        partial.replace(self.root / name)
+
+    def read_doc(self, name: str) -> Any | None:
+        """The document `name`, or None when there is none or it cannot be read (a report never fails on it)."""
+        if self.records is not None:
+            return self.records.get(self._key(name))
+        try:
+            return json.loads((self.root / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
     def read_meta(self) -> dict[str, Any]:
-        """study.json; when it is gone but the journal holds the study, rebuilt from the journal's copy."""
+        """study.json (or its record in the database); when it is gone but the storage holds the study, rebuilt
+        from the storage's copy."""
+        if self.records is not None:
+            return self.records.get(self._key("meta")) or self._restore_meta()
         if not self.meta.is_file():
             return self._restore_meta()
         try:
@@ -94,29 +141,42 @@ class StudyFolder:
         return data
 
     def _restore_meta(self) -> dict[str, Any]:
-        if not self.journal.is_file() or not self.journal.stat().st_size:
+        if self.storage is None and (not self.journal.is_file() or not self.journal.stat().st_size):
             return {}
         from tuner.study.optimize import stored_meta
 
-        data = stored_meta(make_storage(self, None), self.name)
+        data = stored_meta(make_storage(self), self.name)
         if data:
             self.write_meta(data)
-            err_console.print(f"{self.meta} was missing: rebuilt from the copy in {self.journal.name}",
-                              highlight=False, soft_wrap=True)
+            if self.storage is None:
+                err_console.print(f"{self.meta} was missing: rebuilt from the copy in {self.journal.name}",
+                                  highlight=False, soft_wrap=True)
         return data
 
     def write_meta(self, data: dict[str, Any]) -> None:
+        if self.records is not None:
+            self.records.put(self._key("meta"), data)
+            return
         self.root.mkdir(parents=True, exist_ok=True)
         self.meta.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def study_folder(studies_dir: Path, name: str) -> StudyFolder:
+def study_folder(studies_dir: Path, name: str, storage: str | None = None) -> StudyFolder:
+    """The study `name`: in studies_dir, or in the database at `storage` (an RDB URL)."""
     if not NAME.match(name):
         raise ConfigError(f"study name {name!r}: use letters, digits, '.', '_' or '-' (up to 100)")
-    return StudyFolder(Path(studies_dir) / name)
+    if storage is not None and "://" not in storage:
+        raise ConfigError(f"--storage {storage!r}: give an RDB URL (postgresql://user@host/db, sqlite:///file.db)")
+    return StudyFolder(Path(studies_dir) / name, storage)
 
 
-def make_storage(folder: StudyFolder, url: str | None) -> optuna.storages.BaseStorage:
+#: seconds between a running trial's heartbeats in an RDB storage; a trial silent for 3 of them is failed and
+#: retried by another worker
+HEARTBEAT = 60
+
+
+def make_storage(folder: StudyFolder, heartbeat: int = HEARTBEAT) -> optuna.storages.BaseStorage:
+    url = folder.storage
     if url is None:
         from optuna.storages.journal import JournalFileBackend
 
@@ -136,7 +196,7 @@ def make_storage(folder: StudyFolder, url: str | None) -> optuna.storages.BaseSt
     try:
         with warnings.catch_warnings():  # heartbeats are marked experimental, yet they are what multi-worker needs
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(url, heartbeat_interval=60, grace_period=180,
+            return RDBStorage(url, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
                               heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3))
     except Exception as exc:  # sqlalchemy raises many kinds for a bad URL or an unreachable server
         raise ConfigError(f"--storage {redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
@@ -199,8 +259,3 @@ def _split_torn(data: bytes) -> tuple[list[bytes], list[bytes]]:
         else:
             torn.append(line)
     return kept, torn
-
-
-def redact(url: str) -> str:
-    """A storage URL without its password, for messages and study.json."""
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)

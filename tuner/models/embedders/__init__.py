@@ -1,4 +1,4 @@
-"""Embedders: a small contract, the sentence-transformers implementation, and the on-disk cache."""
+"""Embedders: a small contract, the sentence-transformers implementation, and the cache."""
 
 from __future__ import annotations
 
@@ -12,6 +12,6 @@ __all__ = ["Embedder", "CachedEmbedder", "SentenceTransformerEmbedder", "normali
            "make_embedder"]
 
 
-def make_embedder(model: str, batch_size: int, cache_dir: Path) -> Embedder:
-    """The project's embedder, behind the disk cache."""
-    return CachedEmbedder(SentenceTransformerEmbedder(model, batch_size=batch_size), cache_dir)
+def make_embedder(model: str, batch_size: int, cache: Path | str) -> Embedder:
+    """The project's embedder, behind the cache (a folder, or a study's database)."""
+    return CachedEmbedder(SentenceTransformerEmbedder(model, batch_size=batch_size), cache)

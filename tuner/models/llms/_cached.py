@@ -1,17 +1,17 @@
-"""The one place LLM calls are cached on disk and counted: wraps any backend, is itself an LLM."""
+"""The one place LLM calls are cached and counted: wraps any backend, is itself an LLM."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from tuner.cache import DiskCache, stable_hash
+from tuner.cache import KeyValue, stable_hash
 from tuner.cost import CostMeter
 from tuner.models.llms._base import LLM, Completion, Messages
 
 
 class CachedLLM(LLM):
-    def __init__(self, inner: LLM, cache: DiskCache | None, meter: CostMeter):
+    def __init__(self, inner: LLM, cache: KeyValue | None, meter: CostMeter):
         self.inner = inner
         self.name = inner.name
         self.cache = cache  # None: every call reaches the model (benchmarks' naive mode)
@@ -27,17 +27,28 @@ class CachedLLM(LLM):
         return self._through_cache(["yes", self.name, messages], lambda: self.inner.yes_probability(messages))
 
     def _through_cache(self, key: list[Any], call) -> Completion:
+        if self.cache is None:
+            return self._pay(call)
         digest = stable_hash(key)
-        if self.cache is not None and (hit := self.cache.get(digest)) is not None:
-            completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"])
-            self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True)
+        if (hit := self.cache.get(digest)) is not None:
+            return self._hit(hit)
+        with self.cache.lease(digest) as hit:  # another worker may be paying for this very call: wait for it
+            if hit is not None:
+                return self._hit(hit)
+            completion = self._pay(call)
+            self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
+                                    "completion_tokens": completion.completion_tokens}, tag=self.name)
             return completion
+
+    def _hit(self, hit: dict[str, Any]) -> Completion:
+        completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"])
+        self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True)
+        return completion
+
+    def _pay(self, call) -> Completion:
         self.meter.before_paid_call()
         started = time.perf_counter()
         completion = call()
         self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=False,
                                seconds=time.perf_counter() - started)
-        if self.cache is not None:
-            self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
-                                    "completion_tokens": completion.completion_tokens}, tag=self.name)
         return completion

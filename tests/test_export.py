@@ -1,0 +1,46 @@
+"""`tuner export --to weaviate`: the tuned retrieval as Weaviate hybrid parameters and a snippet that compiles,
+with every knob Weaviate cannot reproduce named."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from tests.fakes import ScriptedLLM
+from tuner.config import Bm25Config, PipelineConfig, ProjectConfig
+from tuner.errors import ConfigError
+from tuner.export import weaviate_export
+
+
+def test_weaviate_parameters_of_a_pipeline():
+    exported = weaviate_export(PipelineConfig(top_k=7, alpha=0.3, fusion="ranked", autocut=2), ProjectConfig())
+    assert exported.params == {"alpha": 0.3, "fusion_type": "RANKED", "limit": 7, "auto_limit": 2}
+    assert exported.not_transferred == []
+    assert "fusion_type=HybridFusion.RANKED," in exported.snippet and "auto_limit=2," in exported.snippet
+    ast.parse(exported.snippet)  # runnable Python (no server here to run it against)
+
+
+def test_what_does_not_transfer_is_named_and_a_foreign_fusion_refused():
+    project = ProjectConfig(backend={"bm25": Bm25Config(stemmer="english")})
+    pipeline = PipelineConfig(fusion="ranked", rank_constant=20, hops=1, reranker="embedding",
+                              confidence_threshold=0.4)
+    lost = " | ".join(weaviate_export(pipeline, project).not_transferred)
+    for knob in ("rank_constant 20", "hops 1", "reranker embedding", "confidence_threshold 0.4", "stemmer english"):
+        assert knob in lost
+    assert "auto_limit" not in weaviate_export(pipeline, project).params
+    with pytest.raises(ConfigError, match="'zscore', which Weaviate does not have"):
+        weaviate_export(PipelineConfig(fusion="zscore"), ProjectConfig())
+
+
+def test_export_a_finished_study(cli_with, tmp_path):
+    tuner = cli_with(ScriptedLLM())
+    ran = tuner("optimize", "--trials", "2", "--search-space", "quick", "--limit", "2", "--holdout", "0",
+                "--judge-check", "off", "--study", "s")
+    assert ran.exit_code == 0, ran.output
+    result = tuner("export", "--study", "s", "--to", "weaviate", "--out", "query.py")
+    assert result.exit_code == 0, result.output
+    assert "alpha" in result.output and "fusion_type" in result.output and "chunks.query.hybrid(" in result.output
+    ast.parse((tmp_path / "query.py").read_text())
+    assert "--to 'pinecone'" in str(tuner("export", "--study", "s", "--to", "pinecone").exception)
+    assert "no trial 99" in str(tuner("export", "--study", "s", "--trial", "99").exception)

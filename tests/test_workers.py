@@ -1,0 +1,100 @@
+"""One study, several workers, a real PostgreSQL server (started by `.ci/postgres`): `tuner optimize` processes in
+separate folders (as on separate machines) share trials, records and paid LLM calls through the database alone,
+and a worker killed mid-trial has its trial failed and retried by another after the heartbeat grace period."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.fakes import FakeEndpoint
+from tests.test_cli import tuner
+from tuner.cache import open_store
+from tuner.study.results import read_study
+from tuner.study.storage import study_folder
+
+pytest.importorskip("sentence_transformers", reason="workers embed with the real embedder (the embed extra)")
+
+
+def machine(tmp_path, name: str, endpoint: FakeEndpoint) -> os.PathLike:
+    """A worker's own folder (its own studies/, no shared file) with a config that uses the scripted endpoint."""
+    folder = tmp_path / name
+    folder.mkdir()
+    model = {"backend": "openai-compatible", "base_url": endpoint.url, "model": "m"}
+    (folder / "tuner.yaml").write_text(yaml.safe_dump({"generator": model, "judge": model}))
+    return folder
+
+
+def worker(folder, url: str, *extra: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--storage", url, "--study",
+               "shared", "--search-space", "quick", "--limit", "3", "--holdout", "0", "--judge-check", "off",
+               "--target", "faithfulness", *extra]
+    return subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+
+
+def finish(process: subprocess.Popen) -> str:
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0 and "Traceback" not in stderr, stderr
+    return stderr
+
+
+def paid_twice(endpoint: FakeEndpoint) -> list[bytes]:
+    return [body for body, n in collections.Counter(endpoint.bodies).items() if n > 1]
+
+
+def test_three_workers_share_one_study_without_duplicates_lost_trials_or_calls_paid_twice(tmp_path, postgres_url):
+    with FakeEndpoint("scripted", delay=0.05) as endpoint:
+        folders = [machine(tmp_path, f"machine{i}", endpoint) for i in range(3)]
+        for done in [finish(p) for p in [worker(f, postgres_url, "--trials", "6") for f in folders]]:
+            assert "report:" in done
+    assert paid_twice(endpoint) == []  # no LLM call reached the model twice, across all workers
+    assert endpoint.bodies and open_store(postgres_url, "llm_calls").repeated() == 0
+
+    folder = study_folder(tmp_path / "elsewhere", "shared", postgres_url)  # a fourth machine: the URL alone
+    view = read_study(folder)
+    states = [t.state for t in view.trials]
+    ran = [t for t in view.trials if t.state in ("complete", "pruned")]
+    assert 6 <= len(ran) <= 8, states  # the target, plus at most one trial in flight on each other worker
+    pipelines = [str(sorted(t.pipeline.items())) for t in ran]
+    assert len(set(pipelines)) == len(pipelines)  # no configuration ran twice
+    assert all(t.file is not None and len(t.result.questions) == 3 for t in ran)  # every record is in the database
+    assert not (tmp_path / "machine0" / "studies" / "shared").exists()  # nothing a worker keeps to itself
+
+    (tmp_path / "elsewhere").mkdir()
+    listing = tuner("studies", "--storage", postgres_url, cwd=tmp_path / "elsewhere")
+    assert listing.returncode == 0 and "shared" in listing.stdout, listing.stderr
+    for command in (("trials",), ("best",), ("report",)):
+        result = tuner(*command, "--study", "shared", "--storage", postgres_url, cwd=tmp_path / "elsewhere")
+        assert result.returncode == 0 and "Traceback" not in result.stderr, (command, result.stderr)
+    assert (tmp_path / "elsewhere" / "reports" / "shared" / "report.md").is_file()
+
+
+def test_a_worker_killed_mid_trial_has_its_trial_retried_by_another(tmp_path, postgres_url):
+    with FakeEndpoint("scripted", delay=0.3) as endpoint:
+        first, second = machine(tmp_path, "first", endpoint), machine(tmp_path, "second", endpoint)
+        doomed = worker(first, postgres_url, "--trials", "2", "--heartbeat", "1")
+        deadline = time.time() + 300
+        while len(endpoint.bodies) < 4:  # well into the baseline trial
+            assert doomed.poll() is None and time.time() < deadline, doomed.communicate()
+            time.sleep(0.1)
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+        paid_by_the_dead = len(endpoint.bodies)
+        time.sleep(4)  # past the grace period (3 heartbeats of 1 s): the trial is stale
+        finish(worker(second, postgres_url, "--trials", "2", "--heartbeat", "1"))
+    view = read_study(study_folder(tmp_path / "elsewhere", "shared", postgres_url))
+    states = [t.state for t in view.trials]
+    assert states[0] == "interrupted" and states.count("complete") + states.count("pruned") == 2, states
+    retry = next(t for t in view.trials if t.baseline and t.state in ("complete", "pruned"))
+    assert retry.number > 0 and retry.file is not None  # the dead worker's baseline ran again, elsewhere
+    # what the dead worker had paid for came back from the database: nothing reached the model twice (the call in
+    # flight when it died was never answered to it, so paying it again is not paying twice)
+    assert len(endpoint.bodies) > paid_by_the_dead and len(paid_twice(endpoint)) <= 1

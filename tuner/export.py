@@ -1,0 +1,80 @@
+"""A tuned pipeline as it transfers to a Weaviate deployment: the hybrid query's parameters, a runnable
+weaviate-client (v4) snippet, and the knobs that have no Weaviate counterpart, said out loud.
+
+tuner's relative_score and ranked fusions and its autocut are copies of Weaviate's, so alpha, fusion, limit and
+auto_limit carry over as they were measured. What Weaviate does not do (tuner's own fusions, a rank constant other
+than 60, graph hops, rerankers, the confidence threshold) does not transfer; the export names each one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.config import WEAVIATE_FUSIONS, Bm25Config, PipelineConfig, ProjectConfig
+from tuner.errors import ConfigError
+
+#: Weaviate's names for the fusions it shares with tuner
+FUSION_ENUM = {"relative_score": "RELATIVE_SCORE", "ranked": "RANKED"}
+#: Weaviate's fixed k in ranked fusion's weight / (rank + k)
+WEAVIATE_RANK_CONSTANT = 60
+
+
+@dataclass(frozen=True)
+class WeaviateExport:
+    params: dict[str, object]  # hybrid()'s keyword arguments
+    not_transferred: list[str]  # knobs of the tuned pipeline Weaviate cannot reproduce
+    snippet: str
+
+
+def weaviate_export(pipeline: PipelineConfig, project: ProjectConfig, collection: str = "Chunk") -> WeaviateExport:
+    """The hybrid query that reproduces `pipeline`'s retrieval in Weaviate. A fusion Weaviate lacks is refused
+    (its alpha would mean something else there)."""
+    if pipeline.fusion not in WEAVIATE_FUSIONS:
+        raise ConfigError(f"this configuration fuses with {pipeline.fusion!r}, which Weaviate does not have (only "
+                          f"{' and '.join(WEAVIATE_FUSIONS)}): export another trial (--trial N), or search a space "
+                          f"whose fusion choices are Weaviate's")
+    params: dict[str, object] = {"alpha": pipeline.alpha, "fusion_type": FUSION_ENUM[pipeline.fusion],
+                                 "limit": pipeline.top_k}
+    if pipeline.autocut is not None:
+        params["auto_limit"] = pipeline.autocut
+    lost = []
+    if pipeline.fusion == "ranked" and pipeline.rank_constant != WEAVIATE_RANK_CONSTANT:
+        lost.append(f"rank_constant {pipeline.rank_constant} (Weaviate's ranked fusion uses 60)")
+    if pipeline.hops:
+        lost.append(f"hops {pipeline.hops} (graph expansion: add linked chunks in your application)")
+    if pipeline.reranker != "none":
+        lost.append(f"reranker {pipeline.reranker} (rerank Weaviate's results in your application, or use a "
+                    f"Weaviate reranker module)")
+    if pipeline.confidence_threshold is not None:
+        lost.append(f"confidence_threshold {pipeline.confidence_threshold:g} (dynamic K from reranker scores)")
+    bm25 = project.backend.bm25
+    if bm25 != Bm25Config():
+        lost.append(f"BM25 stemmer {bm25.stemmer}, stopwords {bm25.stopwords}, k1 {bm25.k1:g}, b {bm25.b:g} (Weaviate's "
+                    f"are word tokens, en, 1.2, 0.75 unless its collection is configured alike; alpha was tuned "
+                    f"against these)")
+    if project.backend.candidates != 100:
+        lost.append(f"backend.candidates {project.backend.candidates} (Weaviate fetches 100 per side)")
+    return WeaviateExport(params, lost, _snippet(params, project.embedder.model, collection))
+
+
+def _snippet(params: dict[str, object], embedder: str, collection: str) -> str:
+    arguments = "".join(f"        {name}={f'HybridFusion.{value}' if name == 'fusion_type' else repr(value)},\n"
+                        for name, value in params.items())
+    return (
+        "import weaviate\n"
+        "from sentence_transformers import SentenceTransformer\n"
+        "from weaviate.classes.query import HybridFusion, MetadataQuery\n\n"
+        f"# the chunks were stored with tuner's vectors ({embedder}): embed the question the same way\n"
+        f"embedder = SentenceTransformer({embedder!r})\n"
+        'question = "your question"\n\n'
+        "with weaviate.connect_to_local() as client:  # or weaviate.connect_to_weaviate_cloud(...)\n"
+        f"    chunks = client.collections.get({collection!r})\n"
+        "    result = chunks.query.hybrid(\n"
+        "        query=question,\n"
+        "        vector=embedder.encode(question, normalize_embeddings=True).tolist(),\n"
+        f"{arguments}"
+        "        return_metadata=MetadataQuery(score=True),\n"
+        "    )\n"
+        "    for chunk in result.objects:\n"
+        "        print(round(chunk.metadata.score, 4), chunk.properties)\n"
+    )
