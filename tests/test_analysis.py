@@ -133,6 +133,12 @@ def test_edge_extension_rule_and_a_valid_next_space(tmp_path):
     # at the low edge of a range that can go lower: recentred, clipped at top_k's hard floor of 1
     low = propose(View(SPACE, {"top_k": 2, "alpha": 0.5, "hops": 1, "reranker": "none"}), [], None)
     assert [(p.param.low, p.param.high) for p in low if p.knob == "top_k"] == [(1, 6)]
+    # a stepped range clipped at that floor stays on its step grid (quick.yaml's top_k: 2, 5)
+    stepped = {**SPACE, "params": {**SPACE["params"], "top_k": {"type": "int", "low": 2, "high": 5, "step": 3}}}
+    view = View(stepped, {"top_k": 2, "alpha": 0.5, "hops": 1, "reranker": "none"})
+    proposals = propose(view, [effect("top_k", 0.6, 0.2)], None)
+    assert not [p for p in proposals if p.knob == "top_k" and p.kind == "extend"]  # no room on the grid below 2
+    next_space(view.space, proposals, view.best.params, "s")  # valid
 
 
 def test_negligible_knobs_are_fixed_with_their_dependents():

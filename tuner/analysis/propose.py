@@ -15,6 +15,7 @@ Rules, from the study's own evidence:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,9 +258,11 @@ def _extend(name: str, param: Param, value: float) -> Param | None:
         return None
     step = param.step or (1 if param.type == "int" else 0)
     half = max(step, _snap((param.high - param.low) / 2, step)) if step else (param.high - param.low) / 2
-    low, high = max(hard_low, value - half), min(hard_high, value + half)
+    low, high = _on_grid(value, max(hard_low, value - half), min(hard_high, value + half), step)
     if param.type == "int":
         low, high = float(int(round(low))), float(int(round(high)))
+    if (low, high) == (param.low, param.high):
+        return None  # a hard limit leaves no room on the step grid
     return param.model_copy(update={"low": round(low, 10), "high": round(high, 10)})
 
 
@@ -268,12 +271,21 @@ def _narrow(param: Param, value: float) -> Param | None:
     width = param.high - param.low
     step = param.step or (1 if param.type == "int" else 0)
     half = max(step * 2, _snap(width / 4, step) if step else width / 4)
-    low, high = max(param.low, value - half), min(param.high, value + half)
+    low, high = _on_grid(value, max(param.low, value - half), min(param.high, value + half), step)
     if param.type == "int":
         low, high = float(int(round(low))), float(int(round(high)))
     if high - low >= width or high <= low:
         return None
     return param.model_copy(update={"low": round(low, 10), "high": round(high, 10)})
+
+
+def _on_grid(value: float, low: float, high: float, step: float) -> tuple[float, float]:
+    """[low, high] shrunk to the step grid through `value`: a range clipped at a limit must still end on a step
+    (a space whose high a step from low never reaches is invalid)."""
+    if not step:
+        return low, high
+    return (value - math.floor((value - low) / step + 1e-9) * step,
+            value + math.floor((high - value) / step + 1e-9) * step)
 
 
 def _snap(amount: float, step: float) -> float:
