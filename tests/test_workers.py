@@ -74,6 +74,7 @@ def test_three_workers_share_one_study_without_duplicates_lost_trials_or_calls_p
     for command in (("trials",), ("best",), ("report",)):
         result = tuner(*command, "--study", "shared", "--storage", postgres_url, cwd=tmp_path / "elsewhere")
         assert result.returncode == 0 and "Traceback" not in result.stderr, (command, result.stderr)
+        assert "postgresql" not in result.stdout  # a database URL (it may hold a password) is never printed
     assert (tmp_path / "elsewhere" / "reports" / "shared" / "report.md").is_file()
 
 

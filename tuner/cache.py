@@ -47,6 +47,18 @@ def redact(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
+def while_others_create_tables(create, attempts: int = 5):
+    """`create()`, tried again while it fails because workers starting at once on an empty database are creating
+    the same tables (PostgreSQL says "already exists" or "duplicate key", and only one of them wins)."""
+    for attempt in range(attempts):
+        try:
+            return create()
+        except Exception as exc:
+            if attempt == attempts - 1 or not any(s in str(exc) for s in ("already exists", "duplicate key")):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
 def is_database(location: Path | str) -> bool:
     """A database URL (a study's --storage), not a folder."""
     return isinstance(location, str) and "://" in location
@@ -290,11 +302,7 @@ class DatabaseStore(KeyValue):
         try:
             self.engine = sa.create_engine(url, pool_pre_ping=True)
             for created in (self.table, self.leases):
-                try:
-                    created.create(self.engine, checkfirst=True)
-                except sa.exc.DBAPIError:  # another worker created it between the check and the create
-                    if not sa.inspect(self.engine).has_table(created.name):
-                        raise
+                while_others_create_tables(lambda: created.create(self.engine, checkfirst=True))
         except (sa.exc.SQLAlchemyError, ImportError) as exc:  # a bad URL, no driver, an unreachable server
             raise ConfigError(f"{self.where}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
         if self.engine.dialect.name == "postgresql":

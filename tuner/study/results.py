@@ -197,7 +197,9 @@ def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:
     project = ProjectConfig.model_validate(meta["project"])
     project = project.model_copy(update={"pipeline": project.pipeline.model_validate(best[0].user_attrs["pipeline"])})
     data = project.model_dump(mode="json", exclude_defaults=True)
-    data["cache_dir"] = str(folder.cache_in_use(meta))
+    cache = folder.cache_in_use(meta)
+    if not isinstance(cache, str):  # a study's database is never written into a file (its URL may hold a password)
+        data["cache_dir"] = str(cache)
     needed = [m for m in meta.get("metrics", []) if m]
     if needed:  # score what the study scored, so `tuner eval` re-scores it from the cache alone
         data.setdefault("evaluation", {})["metrics"] = needed

@@ -20,7 +20,7 @@ from typing import Any
 
 import optuna
 
-from tuner.cache import KeyValue, open_store, redact
+from tuner.cache import KeyValue, open_store, redact, while_others_create_tables
 from tuner.errors import ConfigError, DataError
 from tuner.evaluation.records import TrialFile
 from tuner.ui import err_console
@@ -193,11 +193,14 @@ def make_storage(folder: StudyFolder, heartbeat: int = HEARTBEAT) -> optuna.stor
 
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-    try:
+    def connect() -> RDBStorage:
         with warnings.catch_warnings():  # heartbeats are marked experimental, yet they are what multi-worker needs
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return RDBStorage(url, heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
                               heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3))
+
+    try:
+        return while_others_create_tables(connect)
     except Exception as exc:  # sqlalchemy raises many kinds for a bad URL or an unreachable server
         raise ConfigError(f"--storage {redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
 
