@@ -200,19 +200,20 @@ class SqliteStore(KeyValue):
 
 
     def _run(self, sql: str, args: tuple = ()) -> list[tuple]:
+        return self._committed(lambda: self._db.execute(sql, args).fetchall())
+
+    def _committed(self, work):
+        """`work()` then a commit, under the lock; damage found mid-run is rebuilt once and the work done again."""
         with self._lock:
             try:
-                return self._commit(sql, args)
+                result = work()
             except sqlite3.OperationalError:
                 raise
-            except sqlite3.DatabaseError as exc:  # damage found mid-run: rebuild once, then go on
+            except sqlite3.DatabaseError as exc:
                 self._rebuild(exc)
-                return self._commit(sql, args)
-
-    def _commit(self, sql: str, args: tuple) -> list[tuple]:
-        rows = self._db.execute(sql, args).fetchall()
-        self._db.commit()
-        return rows
+                result = work()
+            self._db.commit()
+            return result
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         found = {}
@@ -228,16 +229,7 @@ class SqliteStore(KeyValue):
 
     def put_many(self, items: Mapping[str, Any], tag: str | None = None) -> None:
         rows = [(key, json.dumps(value), tag, today()) for key, value in items.items()]
-        with self._lock:
-            try:
-                self._db.executemany(UPSERT, rows)
-                self._db.commit()
-            except sqlite3.OperationalError:
-                raise
-            except sqlite3.DatabaseError as exc:  # damage found mid-run: rebuild once, then go on
-                self._rebuild(exc)
-                self._db.executemany(UPSERT, rows)
-                self._db.commit()
+        self._committed(lambda: self._db.executemany(UPSERT, rows))
 
     def summary(self) -> list[Group]:
         rows = self._run("SELECT tag, COUNT(*), SUM(LENGTH(key) + LENGTH(value)), MAX(used) FROM entries "
@@ -268,10 +260,7 @@ class SqliteStore(KeyValue):
 
     def claim(self, key: str, owner: str, seconds: float) -> bool:
         now = time.time()
-        with self._lock:
-            taken = self._db.execute(CLAIM, (key, owner, now + seconds, now)).rowcount
-            self._db.commit()
-        return taken == 1
+        return self._committed(lambda: self._db.execute(CLAIM, (key, owner, now + seconds, now)).rowcount) == 1
 
     def release(self, key: str, owner: str) -> None:
         self._run("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))

@@ -13,6 +13,7 @@ import optuna
 import yaml
 from optuna.trial import TrialState
 
+from tuner.cache import is_database
 from tuner.config import ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError
@@ -198,7 +199,7 @@ def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:
     project = project.model_copy(update={"pipeline": project.pipeline.model_validate(best[0].user_attrs["pipeline"])})
     data = project.model_dump(mode="json", exclude_defaults=True)
     cache = folder.cache_in_use(meta)
-    if not isinstance(cache, str):  # a study's database is never written into a file (its URL may hold a password)
+    if not is_database(cache):  # a study's database is never written into a file (its URL may hold a password)
         data["cache_dir"] = str(cache)
     needed = [m for m in meta.get("metrics", []) if m]
     if needed:  # score what the study scored, so `tuner eval` re-scores it from the cache alone

@@ -18,6 +18,7 @@ from typing import Any
 
 import optuna
 
+from tuner.cache import is_database
 from tuner.compile.saved import compiled_programs
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.data import Dataset, Question, load_dataset
@@ -103,7 +104,7 @@ class Session:
             cache = "own" if spec.own_cache else "shared"
             location = folder.cache if spec.own_cache else project.cache_dir
         project = project.model_copy(update={"dataset": dataset, "pipeline": pipeline})
-        if not isinstance(location, str):  # a folder; a database URL stays out of the project (passwords)
+        if not is_database(location):  # a folder; a database URL stays out of the project (passwords)
             project = project.model_copy(update={"cache_dir": location.resolve()})
         data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)
         holdout = spec.holdout if spec.holdout is not None else project.dataset.holdout
@@ -139,7 +140,7 @@ class Session:
 
             workspace = open_workspace(self.project, embedder=embedder, dataset=self.dataset, cache=self.cache)
             index = workspace.index
-            where = "the study's database" if isinstance(self.cache, str) else self.cache
+            where = "the study's database" if is_database(self.cache) else self.cache
             err_console.print(f"index: {len(index.chunks)} chunks, {index.embedded} embedded now, "
                               f"{len(index.chunks) - index.embedded} from the cache ({where})",
                               highlight=False, soft_wrap=True)
