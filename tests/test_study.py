@@ -271,7 +271,8 @@ def test_rdb_storage_with_sqlite(tmp_path, fake_embedder):
     assert folder.read_meta()["storage_url"] == url and folder.read_meta()["cache"] == "storage"
     assert not (tmp_path / "studies" / "rdb").exists()  # settings, trial records and caches are in the database
     reloaded = load_study(folder)
-    assert read_study(folder).trials[1].result is not None
+    ran = [t for t in read_study(folder).trials if t.state == "complete"]
+    assert len(ran) == 2 and all(t.result is not None for t in ran)  # their records come from the database
     assert len(reloaded.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 2
     assert best_config(reloaded, folder)["pipeline"]["program"] in ("default", "strict")
 
@@ -289,3 +290,20 @@ def test_a_resume_with_other_settings_records_the_project_it_now_runs(setup):
     assert resumed.folder.read_meta()["project"]["dataset"]["limit"] == 3
     resumed.run(1)
     assert best_config(load_study(resumed.folder), resumed.folder)["dataset"]["limit"] == 3  # best.yaml agrees
+
+
+def test_a_shared_study_reruns_a_stopped_trial_but_leaves_running_ones_to_heartbeats(tmp_path):
+    """In a database other workers' trials are RUNNING: only trials stopped by Ctrl-C (or a lost model) are queued
+    again by a resume; a dead worker's RUNNING trial is the heartbeat's to retry."""
+    from tuner.study.optimize import recover_interrupted
+    from tuner.study.results import INTERRUPTED
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}")
+    running, stopped = study.ask({"x": optuna.distributions.IntDistribution(0, 9)}), study.ask()
+    stopped.suggest_int("x", 0, 9)
+    stopped.set_user_attr(INTERRUPTED, "Ctrl-C")
+    study.tell(stopped, state=optuna.trial.TrialState.FAIL)
+    assert recover_interrupted(study, running_too=False) == [stopped.number]
+    assert study.trials[running.number].state == optuna.trial.TrialState.RUNNING
+    assert study.trials[-1].user_attrs["rerun_of"] == stopped.number
+    assert recover_interrupted(study, running_too=False) == []  # once

@@ -100,15 +100,16 @@ def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
                                                                                    PAIRED_MINIMUM))
 
 
-def recover_interrupted(study: optuna.Study) -> list[int]:
-    """Queue again the parameters of trials a killed process left RUNNING (failing them first; journal storage
-    only) and of trials stopped by Ctrl-C or an unreachable model, each once."""
+def recover_interrupted(study: optuna.Study, running_too: bool = True) -> list[int]:
+    """Queue again the parameters of trials stopped by Ctrl-C or an unreachable model, and (`running_too`: one
+    process owns the study, as with the journal) of trials a killed process left RUNNING, failing them first; in a
+    shared database those may be another worker's, and heartbeats retry the dead ones. Each once."""
     trials = study.get_trials(deepcopy=False)
     rerun = {t.user_attrs["rerun_of"] for t in trials if "rerun_of" in t.user_attrs}
     recovered = []
     for trial in trials:
         stopped = trial.state == TrialState.FAIL and INTERRUPTED in trial.user_attrs
-        if trial.state != TrialState.RUNNING and not stopped or trial.number in rerun:
+        if not (stopped or running_too and trial.state == TrialState.RUNNING) or trial.number in rerun:
             continue
         if trial.state == TrialState.RUNNING:
             study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)

@@ -116,7 +116,7 @@ class Session:
             spec.before_first_trial(session)
         session.study = open_study(folder, spec.settings, space, project.model_dump(mode="json"),
                                    str(spec.search_space), split, programs, cache, spec.heartbeat)
-        session.recovered = recover_interrupted(session.study) if spec.storage is None else []
+        session.recovered = recover_interrupted(session.study, running_too=spec.storage is None)
         enqueue_baseline(session.study, space, project.pipeline)
         return session
 
