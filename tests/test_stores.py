@@ -82,6 +82,25 @@ def test_writers_in_several_processes_lose_nothing(shared):
     assert len(store) == 60 and store.repeated() == 40  # keys 30..49 and 0..19 were written by both
 
 
+def _open_at_once(location, barrier) -> None:
+    barrier.wait()
+    open_store(location, "fresh").put("k", 1)
+
+
+def test_processes_opening_a_new_sqlite_store_at_once_all_get_it(tmp_path):
+    """Switching a new file to WAL answers "locked" without waiting while another process does the same (seen in
+    CI as a worker failing to open its cache): opening waits instead. Racy by nature, so tried many times."""
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(8):
+        barrier = ctx.Barrier(6)
+        workers = [ctx.Process(target=_open_at_once, args=(tmp_path / str(attempt), barrier)) for _ in range(6)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+        assert [worker.exitcode for worker in workers] == [0] * 6
+
+
 def test_a_lease_is_held_by_one_owner_until_released_or_expired(store):
     assert store.claim("k", "a", 30) and store.claim("k", "a", 30)  # taken, then renewed by its owner
     assert not store.claim("k", "b", 30)

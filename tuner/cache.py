@@ -35,6 +35,8 @@ BATCH = 500
 LEASE_SECONDS = 30.0
 #: how often a process waiting for another's lease looks for the value
 POLL_SECONDS = 0.25
+#: how long opening a SQLite store waits while other processes hold it locked
+OPEN_SECONDS = 30.0
 
 
 def stable_hash(value: Any) -> str:
@@ -156,14 +158,25 @@ class SqliteStore(KeyValue):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
-        try:
-            self._db = self._open()
-            if self._db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-                raise sqlite3.DatabaseError("quick_check found damage")
-        except sqlite3.OperationalError as exc:  # locked, read-only, no space: not damage, nothing to rebuild
-            raise DataError(f"{self.path}: cannot open the cache ({exc})") from None
-        except sqlite3.DatabaseError as exc:
-            self._rebuild(exc)
+        deadline = time.monotonic() + OPEN_SECONDS
+        while True:
+            try:
+                self._db = self._open()
+                if self._db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                    raise sqlite3.DatabaseError("quick_check found damage")
+                return
+            except sqlite3.OperationalError as exc:  # locked, read-only, no space: not damage, nothing to rebuild
+                if self._db is not None:
+                    self._db.close()
+                    self._db = None
+                # Switching a new file to WAL answers "locked" at once, without waiting, while another process
+                # opening the same file does the same: wait for it rather than fail.
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise DataError(f"{self.path}: cannot open the cache ({exc})") from None
+                time.sleep(POLL_SECONDS)
+            except sqlite3.DatabaseError as exc:
+                self._rebuild(exc)
+                return
 
     def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
