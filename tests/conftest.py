@@ -138,3 +138,13 @@ def postgres_url(postgres_server, request) -> str:
         db.exec_driver_sql(f'CREATE DATABASE "{name}"')
     admin.dispose()
     return postgres_server.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(scope="session")
+def fake_weaviate():
+    """An in-process Weaviate (REST + gRPC) for weaviate-client v4: see tests/fake_weaviate.py."""
+    pytest.importorskip("weaviate", reason="needs the weaviate extra")
+    from tests.fake_weaviate import FakeWeaviate
+
+    with FakeWeaviate() as server:
+        yield server

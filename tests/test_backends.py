@@ -1,9 +1,11 @@
 """The contract every retrieval backend passes (the Weaviate backend joins the parametrisation)."""
 
+import os
+
 import numpy as np
 import pytest
 
-from tuner.config import BackendConfig, Bm25Config
+from tuner.config import BackendConfig, Bm25Config, WeaviateConfig
 from tuner.pipeline.backends import EmbeddedBackend, RetrievalBackend, make_backend
 from tests.fakes import HashingEmbedder
 
@@ -15,13 +17,30 @@ TEXTS = [
     "Puffins breed on the cliffs of Skerrin from May to August.",
 ]
 
-BACKENDS = {"embedded": EmbeddedBackend, "embedded-stemmed": lambda: EmbeddedBackend(stemmer="english")}
+NO_WEAVIATE = "WEAVIATE_URL is not set: the live Weaviate tests need a server, and none can run on this machine"
+
+
+def weaviate_backend(request, url: str, grpc_port: int) -> RetrievalBackend:
+    pytest.importorskip("weaviate", reason="needs the weaviate extra")
+    return make_backend(BackendConfig(type="weaviate", weaviate=WeaviateConfig(
+        url=url, grpc_port=grpc_port, collection_prefix="TunerContractTest")))
+
+
+BACKENDS = {
+    "embedded": lambda request: EmbeddedBackend(),
+    "embedded-stemmed": lambda request: EmbeddedBackend(stemmer="english"),
+    # the real client against an in-process server (tests/fake_weaviate.py): schema, ingestion, queries, mapping
+    "weaviate-fake": lambda request: weaviate_backend(request, (server := request.getfixturevalue("fake_weaviate")).url,
+                                                      server.grpc_port),
+    "weaviate-live": lambda request: weaviate_backend(request, os.environ.get("WEAVIATE_URL") or pytest.skip(NO_WEAVIATE),
+                                                      int(os.environ.get("WEAVIATE_GRPC_PORT", "50051"))),
+}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request) -> tuple[RetrievalBackend, np.ndarray]:
     vectors = HashingEmbedder().encode(TEXTS)
-    store = BACKENDS[request.param]()
+    store = BACKENDS[request.param](request)
     store.add(TEXTS, vectors)
     return store, vectors
 
@@ -54,6 +73,23 @@ def test_limits_and_empty_queries(backend):
     assert len(store.bm25("the of and", limit=10)) == 0  # stopwords only
     assert len(store.bm25("zzzz unknownword", limit=10)) == 0
     assert store.bm25("bridge", limit=10).ids.dtype == np.int64
+
+
+@pytest.mark.parametrize("name", ["weaviate-fake", "weaviate-live"])
+def test_weaviate_hits_equal_the_embedded_backends(name, request):
+    """Same chunks, same vectors: Weaviate ranks them as the embedded backend does, so a study's figures hold on
+    whichever backend serves them."""
+    vectors = HashingEmbedder().encode(TEXTS)
+    store, embedded = BACKENDS[name](request), EmbeddedBackend()
+    for each in (store, embedded):
+        each.add(TEXTS, vectors)
+    for query in ("smokehouses herring", "bridge river port", "highest point island", "ferry hours"):
+        assert store.bm25(query, 10).ids.tolist() == embedded.bm25(query, 10).ids.tolist()
+    for vector in (vectors[0], vectors[2] + vectors[4]):
+        unit = vector / np.linalg.norm(vector)
+        ours, theirs = store.dense(unit, 5), embedded.dense(unit, 5)
+        assert ours.ids.tolist() == theirs.ids.tolist()
+        assert ours.scores == pytest.approx(theirs.scores, abs=1e-5)
 
 
 def test_mismatched_texts_and_vectors_are_refused():

@@ -29,6 +29,8 @@ def test_what_does_not_transfer_is_named_and_a_foreign_fusion_refused():
     for knob in ("rank_constant 20", "hops 1", "reranker embedding", "confidence_threshold 0.4", "stemmer english"):
         assert knob in lost
     assert "auto_limit" not in weaviate_export(pipeline, project).params
+    on_weaviate = ProjectConfig(backend={"type": "weaviate", "bm25": Bm25Config(k1=1.5)})
+    assert not any("k1" in lost for lost in weaviate_export(PipelineConfig(), on_weaviate).not_transferred)  # in the collection
     with pytest.raises(ConfigError, match="'zscore', which Weaviate does not have"):
         weaviate_export(PipelineConfig(fusion="zscore"), ProjectConfig())
 

@@ -144,11 +144,20 @@ def run_rag_evaluation(workspace, pipeline_config: PipelineConfig, metrics: Opti
 
 
 @app.command("index")
-def index_command(config: ConfigOption = None, dataset: DatasetOption = None) -> None:
+def index_command(
+    config: ConfigOption = None, dataset: DatasetOption = None,
+    check_hybrid: Annotated[bool, typer.Option(
+        "--check-hybrid", help="weaviate backend: ask Weaviate's own hybrid query for each question and check that its "
+        "order equals tuner's fusion of the same candidates")] = False,
+    questions: Annotated[int, typer.Option("--questions", min=1, help="questions --check-hybrid asks")] = 20,
+) -> None:
     """Chunk, embed (cached) and index a dataset; prints sizes and timings."""
     from tuner.workspace import open_workspace
 
-    workspace = open_workspace(load_config(config), dataset)
+    project = load_config(config)
+    if check_hybrid and project.backend.type != "weaviate":
+        raise ConfigError("--check-hybrid compares Weaviate's fusion with tuner's: set backend.type: weaviate")
+    workspace = open_workspace(project, dataset)
     index = workspace.index
     table = Table(title=f"index of {workspace.dataset.name}")
     table.add_column("what")
@@ -158,9 +167,47 @@ def index_command(config: ConfigOption = None, dataset: DatasetOption = None) ->
     table.add_row("chunks embedded now", f"{index.embedded} (the rest from {workspace.config.cache_dir})")
     table.add_row("embedding dim", str(index.vectors.shape[1]))
     table.add_row("linking entities", str(index.graph.entity_count))
+    if project.backend.type == "weaviate":
+        table.add_row("Weaviate collection", index.backend.name)
     for step, seconds in index.timings.items():
         table.add_row(f"{step} seconds", f"{seconds:.2f}")
     console.print(table)
+    if check_hybrid:
+        check_weaviate_fusion(workspace, questions)
+
+
+def check_weaviate_fusion(workspace, count: int) -> None:
+    """Weaviate's hybrid vs tuner's fusion per fusion and alpha; exits 1 when an order differs beyond a near tie."""
+    from tuner.config import WEAVIATE_FUSIONS
+    from tuner.pipeline.backends._weaviate import check_fusion
+
+    asked = [q.text for q in workspace.dataset.questions[:count]]
+    vectors = workspace.embedder.encode(asked)
+    alphas = (0.0, 0.25, 0.5, 0.75, 1.0)
+    with progress() as bar:
+        task = bar.add_task(f"hybrid queries: Weaviate vs tuner ({len(asked)} questions)", total=len(asked))
+        checks = check_fusion(workspace.index.backend, vectors, asked, alphas, WEAVIATE_FUSIONS, limit=10,
+                              window=workspace.config.backend.candidates, on_question=lambda: bar.advance(task))
+    table = Table(title="Weaviate's hybrid order vs tuner's fusion (top 10)")
+    for column in ("fusion", "alpha", "same order", "near-tie swaps", "different", "largest score gap"):
+        table.add_column(column, justify="left" if column == "fusion" else "right")
+    for fusion in WEAVIATE_FUSIONS:
+        for alpha in alphas:
+            group = [c for c in checks if c.fusion == fusion and c.alpha == alpha]
+            table.add_row(fusion, f"{alpha:g}", f"{sum(c.same_order for c in group)}/{len(group)}",
+                          str(sum(c.near_tie for c in group)),
+                          str(sum(not c.same_order and not c.near_tie for c in group)),
+                          f"{max(c.score_gap for c in group):.1e}")
+    console.print(table)
+    different = [c for c in checks if not c.same_order and not c.near_tie]
+    if different:
+        first = different[0]
+        raise DataError(f"{len(different)} of {len(checks)} hybrid queries ordered differently, e.g. {first.fusion} "
+                        f"alpha {first.alpha:g} on {first.question!r}: Weaviate {first.weaviate.ids.tolist()} vs tuner "
+                        f"{first.tuner.ids.tolist()}")
+    console.print(f"Weaviate and tuner agree on all {len(checks)} hybrid queries"
+                  + (f" ({sum(c.near_tie for c in checks)} differ only among scores within 1e-6)"
+                     if any(c.near_tie for c in checks) else ""), highlight=False)
 
 
 @app.command("data")

@@ -78,10 +78,24 @@ class Bm25Config(_Strict):
     b: float = Field(0.75, ge=0, le=1, description="length normalisation (Weaviate: 0.75)")
 
 
+class WeaviateConfig(_Strict):
+    """Where the weaviate backend keeps the chunks. The API key is read from the environment only (never a file)."""
+
+    url: str | None = Field(None, description="http(s)://host[:port] of the REST API; unset: $WEAVIATE_URL")
+    grpc_port: int = Field(50051, ge=1, le=65535, description="the gRPC port (Weaviate Cloud: 443)")
+    grpc_host: str | None = Field(None, description="the gRPC host when it is not the URL's host")
+    api_key_env: str = Field("WEAVIATE_API_KEY", description="the environment variable holding the API key, if any")
+    collection_prefix: str = Field("Tuner", pattern=r"^[A-Z][A-Za-z0-9_]*$",
+                                   description="collections are named PREFIX_<corpus fingerprint>")
+
+
 class BackendConfig(_Strict):
-    type: Literal["embedded"] = "embedded"
+    type: Literal["embedded", "weaviate"] = Field(
+        "embedded", description="embedded = in-process (numpy + bm25s); weaviate = a Weaviate server (weaviate-client "
+        "v4), ingested with tuner's vectors")
     candidates: int = Field(100, ge=1, description="candidates fetched per side before fusion (Weaviate: 100)")
     bm25: Bm25Config = Bm25Config()
+    weaviate: WeaviateConfig = WeaviateConfig()
 
 
 class GraphConfig(_Strict):
