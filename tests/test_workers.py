@@ -99,3 +99,42 @@ def test_a_worker_killed_mid_trial_has_its_trial_retried_by_another(tmp_path, po
     # what the dead worker had paid for came back from the database: nothing reached the model twice (the call in
     # flight when it died was never answered to it, so paying it again is not paying twice)
     assert len(endpoint.bodies) > paid_by_the_dead and len(paid_twice(endpoint)) <= 1
+
+
+def _trial_of(study, config, number_of_trials: int = 2):
+    """Trials started at once on two workers, each having said what it runs (before looking for repeats)."""
+    from tuner.study.optimize import PROJECT
+
+    trials = [study.ask() for _ in range(number_of_trials)]
+    for trial in trials:
+        trial.set_user_attr("pipeline", config.model_dump())
+        trial.set_user_attr(PROJECT, "p")
+    return trials
+
+
+@pytest.mark.parametrize("later_decides", ["runs", "yields", "after a moment", "never (died)"])
+def test_two_trials_of_one_configuration_started_at_once_run_it_once(later_decides, monkeypatch):
+    """The earlier trial waits for the later one's decision: the later one may have looked before the earlier said
+    what it runs (then it runs it), or after (then it yields). Either way exactly one runs it."""
+    import threading
+
+    import optuna
+
+    from tuner.config import PipelineConfig
+    from tuner.study import optimize
+    from tuner.study.results import DUPLICATE
+
+    monkeypatch.setattr(optimize, "DECISION_SECONDS", 1.0)
+    study, config = optuna.create_study(), PipelineConfig()
+    earlier, later = _trial_of(study, config)
+    assert optimize.tried_before(study, config, "p", later.number) == earlier.number  # the later one yields at once
+    if later_decides == "runs":
+        later.set_user_attr(optimize.RUNS, True)
+    elif later_decides == "yields":
+        later.set_user_attr(DUPLICATE, earlier.number)
+    elif later_decides == "after a moment":
+        threading.Timer(0.3, lambda: later.set_user_attr(optimize.RUNS, True)).start()
+    started = time.monotonic()
+    found = optimize.tried_before(study, config, "p", earlier.number)
+    assert found == (later.number if later_decides in ("runs", "after a moment") else None)
+    assert (time.monotonic() - started >= 0.9) == (later_decides == "never (died)")  # waits only for the undecided

@@ -35,6 +35,10 @@ if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for i
     from tuner.evaluation.rag_eval import RagRunner
 
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+#: the user attr of a trial that looked for repeats of its configuration and runs it
+RUNS = "runs_configuration"
+#: how long a trial waits for another running the same configuration to say whether it runs it
+DECISION_SECONDS = 30.0
 #: proposals in a row that repeat a tried configuration before the study stops: the sampler has nothing new left
 REPEATS_TO_STOP = 25
 #: the user attr holding a hash of the project a trial ran with, less its pipeline (models, data, evaluation)
@@ -154,6 +158,7 @@ class Objective:
             self.repeats += 1
             trial.set_user_attr(DUPLICATE, tried)
             raise optuna.TrialPruned(f"the configuration of trial {tried}")
+        trial.set_user_attr(RUNS, True)  # decided: an earlier trial of this configuration on another worker yields
         self.repeats = 0
         self.hook("trial", trial.number, params)
         target = self.settings.targets[0]
@@ -267,16 +272,30 @@ def counted(study: optuna.Study) -> int:
 
 def tried_before(study: optuna.Study, config: PipelineConfig, project: str, number: int) -> int | None:
     """The trial that already ran this pipeline configuration with the same project, if any: a finished one, or
-    one that started before trial `number` and is running (on another worker). Compared as the storage keeps it:
-    JSON."""
+    one running on another worker. Of two running at once, the earlier (lower number) runs it, unless the later one
+    had looked before the earlier one said what it runs and so decided to run it: every trial says what it runs
+    before looking, so the later one's look saw the earlier one unless that happened, and the earlier one waits for
+    the later one's decision to find out. Compared as the storage keeps it: JSON."""
     wanted = json.dumps(config.model_dump(mode="json"), sort_keys=True)
     for trial in study.get_trials(deepcopy=False, states=(*DONE, TrialState.RUNNING)):
-        if trial.state == TrialState.RUNNING and trial.number >= number:
+        if trial.number == number or trial.user_attrs.get(PROJECT) != project or DUPLICATE in trial.user_attrs or \
+                json.dumps(trial.user_attrs.get("pipeline"), sort_keys=True, default=str) != wanted:
             continue
-        if trial.user_attrs.get(PROJECT) == project and DUPLICATE not in trial.user_attrs and \
-                json.dumps(trial.user_attrs.get("pipeline"), sort_keys=True, default=str) == wanted:
+        if trial.state != TrialState.RUNNING or trial.number < number or decided_to_run(study, trial, DECISION_SECONDS):
             return trial.number
     return None
+
+
+def decided_to_run(study: optuna.Study, trial: optuna.trial.FrozenTrial, patience: float) -> bool:
+    """Whether a trial that is looking for repeats of its configuration decides to run it (it says so at once, or
+    marks itself a duplicate); a worker that died before deciding decided nothing."""
+    deadline = time.monotonic() + patience
+    while True:
+        attrs = trial.user_attrs
+        if RUNS in attrs or DUPLICATE in attrs or trial.state != TrialState.RUNNING or time.monotonic() > deadline:
+            return RUNS in attrs and DUPLICATE not in attrs
+        time.sleep(0.1)
+        trial = study._storage.get_trial(trial._trial_id)
 
 
 def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, project: dict[str, Any],
