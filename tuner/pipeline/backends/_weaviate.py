@@ -26,6 +26,7 @@ import numpy as np
 
 from tuner.config import Bm25Config, WeaviateConfig
 from tuner.errors import ConfigError, DataError
+from tuner.export import FUSION_ENUM
 from tuner.pipeline.backends._base import Hits, RetrievalBackend
 from tuner.pipeline.fusion import hybrid
 
@@ -33,8 +34,6 @@ from tuner.pipeline.fusion import hybrid
 INGEST_BATCH = 500
 #: the property holding a chunk's text (the only one: positions live in the UUID)
 TEXT = "text"
-#: Weaviate's fusion names for the two fusions it shares with tuner
-FUSION_TYPES = {"relative_score": "RELATIVE_SCORE", "ranked": "RANKED"}
 
 
 def corpus_fingerprint(texts: Sequence[str], vectors: np.ndarray, bm25: Bm25Config) -> str:
@@ -98,12 +97,12 @@ def dense_query(vector: np.ndarray, limit: int) -> Query:
 
 
 def hybrid_query(query: str, vector: np.ndarray, alpha: float, fusion: str, limit: int) -> Query:
-    if fusion not in FUSION_TYPES:
-        raise ConfigError(f"Weaviate fuses with {' or '.join(FUSION_TYPES)}, not {fusion!r}")
+    if fusion not in FUSION_ENUM:
+        raise ConfigError(f"Weaviate fuses with {' or '.join(FUSION_ENUM)}, not {fusion!r}")
     from weaviate.classes.query import HybridFusion
 
     return Query("hybrid", {"query": query, "vector": _floats(vector), "alpha": alpha, "limit": limit,
-                            "fusion_type": getattr(HybridFusion, FUSION_TYPES[fusion]), "query_properties": [TEXT]})
+                            "fusion_type": getattr(HybridFusion, FUSION_ENUM[fusion]), "query_properties": [TEXT]})
 
 
 def _floats(vector: np.ndarray) -> list[float]:
