@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tuner.errors import ConfigError
 
 FusionType = Literal["relative_score", "ranked", "zscore", "dbsf"]
-#: the fusions a Weaviate hybrid query offers (relativeScoreFusion, rankedFusion); the others are tuner's own
-WEAVIATE_FUSIONS = ("relative_score", "ranked")
+#: the fusions a Weaviate hybrid query offers, by their HybridFusion names; the others are tuner's own
+WEAVIATE_FUSIONS = {"relative_score": "RELATIVE_SCORE", "ranked": "RANKED"}
 
 
 class _Strict(BaseModel):

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from tuner.config import WEAVIATE_FUSIONS, Bm25Config, PipelineConfig, ProjectConfig
 from tuner.errors import ConfigError
 
-#: Weaviate's names for the fusions it shares with tuner
-FUSION_ENUM = {"relative_score": "RELATIVE_SCORE", "ranked": "RANKED"}
 #: Weaviate's fixed k in ranked fusion's weight / (rank + k)
 WEAVIATE_RANK_CONSTANT = 60
 
@@ -33,7 +31,7 @@ def weaviate_export(pipeline: PipelineConfig, project: ProjectConfig, collection
         raise ConfigError(f"this configuration fuses with {pipeline.fusion!r}, which Weaviate does not have (only "
                           f"{' and '.join(WEAVIATE_FUSIONS)}): export another trial (--trial N), or search a space "
                           f"whose fusion choices are Weaviate's")
-    params: dict[str, object] = {"alpha": pipeline.alpha, "fusion_type": FUSION_ENUM[pipeline.fusion],
+    params: dict[str, object] = {"alpha": pipeline.alpha, "fusion_type": WEAVIATE_FUSIONS[pipeline.fusion],
                                  "limit": pipeline.top_k}
     if pipeline.autocut is not None:
         params["auto_limit"] = pipeline.autocut

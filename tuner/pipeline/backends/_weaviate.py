@@ -24,9 +24,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from tuner.config import Bm25Config, WeaviateConfig
+from tuner.config import WEAVIATE_FUSIONS, Bm25Config, WeaviateConfig
 from tuner.errors import ConfigError, DataError
-from tuner.export import FUSION_ENUM
 from tuner.pipeline.backends._base import Hits, RetrievalBackend
 from tuner.pipeline.fusion import hybrid
 
@@ -97,12 +96,12 @@ def dense_query(vector: np.ndarray, limit: int) -> Query:
 
 
 def hybrid_query(query: str, vector: np.ndarray, alpha: float, fusion: str, limit: int) -> Query:
-    if fusion not in FUSION_ENUM:
-        raise ConfigError(f"Weaviate fuses with {' or '.join(FUSION_ENUM)}, not {fusion!r}")
+    if fusion not in WEAVIATE_FUSIONS:
+        raise ConfigError(f"Weaviate fuses with {' or '.join(WEAVIATE_FUSIONS)}, not {fusion!r}")
     from weaviate.classes.query import HybridFusion
 
     return Query("hybrid", {"query": query, "vector": _floats(vector), "alpha": alpha, "limit": limit,
-                            "fusion_type": getattr(HybridFusion, FUSION_ENUM[fusion]), "query_properties": [TEXT]})
+                            "fusion_type": getattr(HybridFusion, WEAVIATE_FUSIONS[fusion]), "query_properties": [TEXT]})
 
 
 def _floats(vector: np.ndarray) -> list[float]:
