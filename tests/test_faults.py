@@ -86,6 +86,17 @@ def test_a_journal_an_old_resume_appended_to_after_a_torn_entry_is_repaired(stud
     assert repair_journal(journal) is None  # sound now: nothing more to do
 
 
+def test_a_report_that_cannot_be_written_is_a_note_and_the_study_is_kept(study_of_two, tmp_path, capsys):
+    from tuner.cli import write_study_report
+
+    reports = tmp_path / "reports-is-a-file"
+    reports.write_text("")
+    assert write_study_report(study_of_two, reports) is None
+    said = capsys.readouterr().err
+    assert said.startswith("note: no report written:") and str(reports) in said, said
+    assert complete(study_of_two) == 2
+
+
 def test_tuner_studies_lists_an_unreadable_study_and_the_others(study_of_two, tmp_path):
     broken = study_of_two.root.parent / "broken"
     broken.mkdir()

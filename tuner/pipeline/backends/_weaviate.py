@@ -57,10 +57,14 @@ def collection_name(prefix: str, fingerprint: str) -> str:
     return f"{prefix}_{fingerprint[:16]}"
 
 
+def server_url(settings: WeaviateConfig) -> str | None:
+    return settings.url or os.environ.get("WEAVIATE_URL")
+
+
 def connection_arguments(settings: WeaviateConfig) -> dict[str, object]:
     """weaviate.connect_to_custom's arguments for the configured URL (or WEAVIATE_URL); the API key is read from
     the environment only, so it is never part of a config or a study."""
-    url = settings.url or os.environ.get("WEAVIATE_URL")
+    url = server_url(settings)
     if not url:
         raise ConfigError("the weaviate backend needs a server: set backend.weaviate.url or WEAVIATE_URL "
                           "(e.g. http://localhost:8080)")
@@ -120,7 +124,7 @@ class WeaviateBackend(RetrievalBackend):
             raise ConfigError("the weaviate backend needs weaviate-client: pip install 'rag-tuner[weaviate]'") from None
         self.settings, self.bm25_settings = settings, bm25
         arguments = connection_arguments(settings)
-        self.where = f"Weaviate at {settings.url or os.environ.get('WEAVIATE_URL')}"
+        self.where = f"Weaviate at {server_url(settings)}"
         self._errors = (WeaviateBaseError,)
         try:
             self.client = weaviate.connect_to_custom(**arguments)
