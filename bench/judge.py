@@ -2,10 +2,11 @@
 the empty-judgement fix, side by side.
 
 For each dataset, the same labelled cases (built once; the paraphrases by one fixed model, so separate runs for
-separate judges score identical cases) are scored by each model as judge, twice: first with `evaluation.empty_judgement: exclude` (RAGAS as is: an empty statement list is NaN and
-drops out), then with the default `unsupported` (re-asked with minItems 1, then scored 0). Both runs share one
-cache per (dataset, model), so the second pays only for the re-asks; seconds per case come from the first (cold)
-run. Faithfulness and answer relevancy; one model process at a time.
+separate judges score identical cases) are scored by each model as judge, twice: first with
+`evaluation.empty_judgement: exclude` (RAGAS as is: an empty statement list is NaN and drops out, "unscored"), then
+with the default `unsupported` (re-asked with minItems 1; what is still empty is scored 0, "empty, scored 0"). Both
+runs share one cache per (dataset, model), so the second pays only for the re-asks; seconds per case come from the
+first (cold) run. Faithfulness and answer relevancy; one model process at a time.
 
     python bench/judge.py                                   # demo + amnesty_qa, 0.5B and 1.5B, 20 questions
     python bench/judge.py --models qwen2.5-0.5b --datasets demo --n 5
@@ -53,7 +54,7 @@ def main() -> None:
 
     table = Table(title=f"judge check: {args.n} questions per set, supported vs unsupported cases")
     for column in ("set", "judge", "rule", "metric", "cases", "AUC", "acc@0.5", "unscored sup/unsup",
-                   "empty sup/unsup", "seed agreement", "s/case (cold)", "calls paid"):
+                   "empty, scored 0 sup/unsup", "seed agreement", "s/case (cold)", "calls paid"):
         table.add_column(column)
     for name in args.datasets:
         path = DATASETS[name]
