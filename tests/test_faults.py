@@ -56,6 +56,13 @@ def study_of_two(tmp_path, fake_embedder):
     return session.folder
 
 
+def interruptible(command: list[str], cwd) -> subprocess.Popen:
+    """`command` started as from a terminal, where Ctrl-C is live: a shell's background job (nohup pytest &, some
+    CI runners) hands its children SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
 def complete(folder) -> int:
     return trial_states(load_study(folder).get_trials(deepcopy=False)).count("complete")
 
@@ -275,7 +282,7 @@ def test_ctrl_c_during_an_endpoint_call_stops_at_once_and_the_trial_runs_again(t
             "backend": "openai-compatible", "base_url": server.url, "model": "m", "timeout": 300}}))
         command = [sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--trials", "2", "--limit",
                    "2", "--study", "night", "--judge-check", "off", "--search-space", "quick"]
-        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = interruptible(command, tmp_path)
         deadline = time.time() + 300
         while not server.requests:  # the first trial is waiting for its first answer
             assert process.poll() is None and time.time() < deadline, process.communicate()
@@ -306,7 +313,7 @@ def test_ctrl_c_during_an_in_process_llama_cpp_call_stops_at_once(tmp_path, smal
     (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": model, "judge": model}))
     command = [sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--trials", "2", "--limit", "3",
                "--study", "local", "--judge-check", "off", "--search-space", "quick"]
-    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = interruptible(command, tmp_path)
     cache = tmp_path / "studies" / ".cache" / "llm_calls.sqlite"  # the shared cache
     deadline = time.time() + 600
     while not cache.exists():  # the model is loaded and its first answer is being written
