@@ -101,7 +101,7 @@ def test_a_worker_killed_mid_trial_has_its_trial_retried_by_another(tmp_path, po
     assert len(endpoint.bodies) > paid_by_the_dead and len(paid_twice(endpoint)) <= 1
 
 
-def _trial_of(study, config, number_of_trials: int = 2):
+def trials_started_at_once(study, config, number_of_trials: int = 2):
     """Trials started at once on two workers, each having said what it runs (before looking for repeats)."""
     from tuner.study.optimize import PROJECT
 
@@ -126,7 +126,7 @@ def test_two_trials_of_one_configuration_started_at_once_run_it_once(later_decid
 
     monkeypatch.setattr(optimize, "DECISION_SECONDS", 1.0)
     study, config = optuna.create_study(), PipelineConfig()
-    earlier, later = _trial_of(study, config)
+    earlier, later = trials_started_at_once(study, config)
     assert optimize.tried_before(study, config, "p", later.number) == earlier.number  # the later one yields at once
     if later_decides == "runs":
         later.set_user_attr(optimize.RUNS, True)
