@@ -436,7 +436,7 @@ def write_study_report(folder, reports_dir: Path):
 
     try:
         report = write_report(read_study(folder), reports_dir / folder.name)
-    except (TunerError, OSError) as exc:  # the study is safe; it runs as clean-up, so it must not hide an error
+    except TunerError as exc:
         err_console.print(f"[yellow]note:[/] no report written: {exc}", highlight=False)
         return None
     err_console.print(f"report: {report.path}" + (f"; next experiments: {report.next_space}" if report.next_space
