@@ -86,7 +86,7 @@ SCRIPTED_JSON = {
 class FakeEndpoint:
     """An OpenAI-compatible server on a free local port: `mode` is "ok" (a short chat completion), "scripted"
     (answers as ScriptedLLM does, after `delay` seconds: a model other processes can use), or misbehaves on
-    purpose: "500", "html" (a 200 that is not JSON), "slow" (answers after `delay` seconds). Records each
+    purpose: "500", "html" (a 200 that is not JSON), "broken json" (a 200 whose JSON is cut short), "slow" (answers after `delay` seconds). Records each
     request's Authorization header and body. Use as a context manager."""
 
     def __init__(self, mode: str = "ok", delay: float = 30.0):
@@ -113,6 +113,7 @@ class FakeEndpoint:
                 status, kind, body = {
                     "500": (500, "application/json", b'{"error": {"message": "model crashed"}}'),
                     "html": (200, "text/html", b"<html><body>Welcome to nginx!</body></html>"),
+                    "broken json": (200, "application/json", b'{"hello": [1,2'),
                 }.get(endpoint.mode, (200, "application/json", json.dumps({
                     "id": "x", "object": "chat.completion", "created": 0, "model": "m",
                     "choices": [{"index": 0, "finish_reason": "stop",

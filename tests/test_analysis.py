@@ -12,8 +12,9 @@ from tuner.analysis.importance import KnobEffect
 from tuner.analysis.propose import next_space, propose
 from tuner.analysis.stages import attribute
 from tuner.analysis.stats import compare, paired_bootstrap_ci, wilcoxon_p
+from tuner.config import PipelineConfig
 from tuner.cost import Cost
-from tuner.errors import DataError
+from tuner.errors import ConfigError, DataError
 from tuner.evaluation.records import (SCHEMA_VERSION, EvalResult, Failure, Passage, QuestionResult, RetrievalTrace,
                                       TrialFile)
 from tuner.study.space import SearchSpace, load_space
@@ -97,6 +98,10 @@ SPACE = {"params": {
 }}
 
 
+#: what knobs outside a space, or whose `when:` fails, take (the project's pipeline)
+BASE = PipelineConfig()
+
+
 class View:
     """The parts of a StudyView that propose() reads."""
 
@@ -150,9 +155,65 @@ def test_negligible_knobs_are_fixed_with_their_dependents():
     narrowed = next(p for p in proposals if p.knob == "top_k")
     assert narrowed.kind == "narrow" and narrowed.param.low >= 2 and narrowed.param.high <= 10
     space = next_space(view.space, proposals, view.best.params)
-    assert "reranker" not in space.params and "confidence_threshold" not in space.params  # its condition is gone
+    assert space.params["reranker"].choices == ["none"]  # fixed: one value, under its own `when:` if it had one
+    assert "confidence_threshold" not in space.params  # its condition can no longer hold
     # too few trials: no importance-based proposal at all
     assert not [p for p in propose(view, [effect("reranker", 0.01, 0.0, trials=4)], None) if p.kind == "fix"]
+
+
+def test_a_fixed_knob_keeps_its_condition_so_every_draw_of_the_next_space_runs():
+    """The rounds run that blocked: round 1's best confidence threshold fixed for round 2, whose sampler then drew
+    reranker none with autocut 2; the fixed threshold came along and no pipeline takes both."""
+    space = {"params": {"reranker": {"type": "categorical", "choices": ["none", "embedding"]},
+                        "autocut": {"type": "categorical", "choices": [None, 1, 2], "when": {"reranker": ["none"]}},
+                        "confidence_threshold": {"type": "float", "low": 0.3, "high": 0.9, "step": 0.05,
+                                                 "when": {"reranker": ["embedding"]}},
+                        "top_k": {"type": "int", "low": 2, "high": 10}}}
+    view = View(space, {"reranker": "embedding", "confidence_threshold": 0.65, "top_k": 5})
+    proposals = propose(view, [effect("confidence_threshold", 0.01), effect("top_k", 0.5, 0.2),
+                               effect("reranker", 0.3, 0.1)], None)
+    assert [p.knob for p in proposals if p.kind == "fix"] == ["confidence_threshold"]
+    proposed = next_space(view.space, proposals, view.best.params)
+    fixed = proposed.params["confidence_threshold"]
+    assert fixed.choices == [0.65] and fixed.when == {"reranker": ["embedding"]}
+    assert proposed.first_clash(BASE) is None
+    # the draw that failed: the fixed knob follows its condition and takes the base's (none) instead
+    from tuner.study.space import pipeline_for
+
+    class Draw:  # an Optuna trial that draws what it is told
+        def suggest_categorical(self, name, choices):
+            return {"reranker": "none", "autocut": 2}.get(name, choices[0])
+
+        def suggest_int(self, name, low, high, step=1, log=False):
+            return low
+
+    drawn = proposed.suggest(Draw())
+    assert drawn == {"reranker": "none", "autocut": 2, "top_k": drawn["top_k"]}
+    assert pipeline_for(BASE, drawn).confidence_threshold is None
+
+
+def test_a_proposal_that_would_make_draws_invalid_is_left_out():
+    """Siblings of the clash: min_docs extended past max_docs' low end, or a base with a threshold beside a
+    searched autocut; the space the tool writes must still run every draw."""
+    space = {"params": {"reranker": {"type": "categorical", "choices": ["embedding"]},
+                        "min_docs": {"type": "int", "low": 1, "high": 3},
+                        "max_docs": {"type": "int", "low": 3, "high": 8}}}
+    view = View(space, {"reranker": "embedding", "min_docs": 3, "max_docs": 6})
+    proposals = propose(view, [], None)
+    left_out = [p for p in proposals if p.kind == "advice" and p.change.startswith("min_docs")]
+    assert left_out and "min_docs=4, max_docs=3" in left_out[0].reason  # said, not silently dropped
+    proposed = next_space(view.space, proposals, view.best.params)
+    assert proposed is None or proposed.first_clash(BASE) is None
+    assert SearchSpace.model_validate(space).first_clash(BASE) is None
+    clashing = SearchSpace.model_validate({"params": {"min_docs": {"type": "int", "low": 1, "high": 5},
+                                                      "max_docs": {"type": "int", "low": 3, "high": 8}}})
+    clash = clashing.first_clash(BASE)
+    assert clash.knobs == ("min_docs", "max_docs") and clash.draw == "min_docs=5, max_docs=3"
+    with pytest.raises(ConfigError, match="a trial may draw min_docs=5, max_docs=3, which no pipeline takes"):
+        clashing.check_runnable(BASE, "space.yaml")
+    autocut = SearchSpace.model_validate({"params": {"autocut": {"type": "categorical", "choices": [None, 2]}}})
+    assert autocut.first_clash(BASE) is None
+    assert autocut.first_clash(PipelineConfig(confidence_threshold=0.5)).draw.startswith("autocut=2")
 
 
 def test_diagnosis_adds_the_knobs_a_stage_calls_for():

@@ -335,6 +335,7 @@ def test_ctrl_c_during_an_in_process_llama_cpp_call_stops_at_once(tmp_path, smal
     ("down", "cannot reach the LLM endpoint"),
     ("500", "answered HTTP 500"),
     ("html", "not a chat completion"),
+    ("broken json", "not a chat completion"),
     ("unset key", "TUNER_TEST_UNSET_KEY"),
     ("truncated gguf", "cannot load as a GGUF model"),
 ])
@@ -348,7 +349,7 @@ def test_a_model_fault_on_resume_is_one_line_and_keeps_the_finished_trials(study
             with FakeEndpoint() as gone:  # a port where nothing listens any more
                 model = {"backend": "openai-compatible", "base_url": gone.url, "model": "m"}
         else:
-            server = running.enter_context(FakeEndpoint(fault if fault in ("500", "html") else "ok"))
+            server = running.enter_context(FakeEndpoint(fault if fault in ("500", "html", "broken json") else "ok"))
             model = {"backend": "openai-compatible", "base_url": server.url, "model": "m"}
             if fault == "unset key":
                 model["api_key_env"] = "TUNER_TEST_UNSET_KEY"
@@ -417,3 +418,85 @@ def test_refusing_hard_questions_does_not_win_faithfulness(tmp_path, fake_embedd
     else:
         assert result.scored("faithfulness") == len(result.questions) - len(refused)
     assert result.metrics["faithfulness"] < 1.0 if counted else result.metrics["faithfulness"] == 1.0
+
+
+@pytest.mark.slow
+def test_rounds_killed_with_ctrl_c_in_round_2_resume_and_finish(tmp_path):
+    """A retrieval rounds run (real embedder) gets SIGINT in round 2: the trial it stopped says interrupted (a plain
+    FAIL was never run again), and the same command then finishes the rounds."""
+    command = [sys.executable, "-m", "tuner", "optimize", "--target", "ndcg@10", "--search-space", "retrieval",
+               "--trials", "12", "--rounds", "3", "--study", "rr", "--judge-check", "off"]
+    process = interruptible(command, tmp_path)
+    first_of_round_2 = tmp_path / "studies" / "rr.r2" / "trials" / "0000.json"
+    deadline = time.time() + 600
+    while not first_of_round_2.is_file():
+        assert process.poll() is None and time.time() < deadline, process.communicate()
+        time.sleep(0.1)
+    time.sleep(1.0)  # inside round 2: its trials take a second or two each
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr
+    studies = [f.name for f in (tmp_path / "studies").iterdir() if f.name.startswith("rr")]
+    for name in studies:  # wherever the Ctrl-C landed, no trial is a failure a resume would leave be
+        states = trial_states(load_study(study_folder(tmp_path / "studies", name)).trials)
+        assert set(states) <= {"complete", "pruned", "interrupted", "running"}, (name, states)
+    resumed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "rounds stopped:" in resumed.stderr and (tmp_path / "reports" / "rr" / "journey.md").is_file()
+    round_2 = load_study(study_folder(tmp_path / "studies", "rr.r2"))
+    assert trial_states(round_2.trials).count("complete") + trial_states(round_2.trials).count("pruned") >= 12
+
+
+def test_a_resume_with_another_limit_is_refused(tmp_path):
+    """Made with --limit 20 --holdout 0.3, resumed with --limit 22: later trials would score on other questions and
+    `eval --split holdout` would hold out one the search saw."""
+    first = ["optimize", "--target", "recall@5", "--search-space", "retrieval", "--trials", "1", "--study", "s",
+             "--holdout", "0.3", "--judge-check", "off"]
+    made = tuner(*first, "--limit", "20", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    refused = tuner("optimize", "--study", "s", "--trials", "2", "--limit", "22", cwd=tmp_path)
+    one_line_error(refused, "measured on 20 questions", "this run has 22 questions", "--limit")
+    assert complete(study_folder(tmp_path / "studies", "s")) == 1
+
+
+def test_a_utf8_byte_order_mark_is_read(tmp_path):
+    folder = beir(tmp_path / "set", b"\xef\xbb\xbf" + DOCS)
+    (folder / "queries.jsonl").write_bytes(b'\xef\xbb\xbf{"_id": "q1", "text": "Who built the bridge?"}\n')
+    (folder / "qrels.tsv").write_bytes(b"\xef\xbb\xbfq1\td1\t1\n")
+    from tuner.data import load_dataset
+
+    data = load_dataset(folder)
+    assert [d.id for d in data.documents] == ["d1", "d2"] and data.questions[0].relevant_ids == {"d1"}
+    rows = tmp_path / "rows.json"
+    rows.write_bytes(b"\xef\xbb\xbf" + json.dumps([{"question": "Who built it?", "answer": "Ilsa",
+                                                    "contexts": ["Ilsa Marrow built the bridge."]}]).encode())
+    from tuner.data._io import read_json
+
+    assert read_json(rows)[0]["answer"] == "Ilsa"
+
+
+def test_a_grid_too_large_to_run_is_refused_before_anything_starts(tmp_path):
+    """The bundled retrieval space's grid has over 10^8 points: Optuna built it whole and the kernel killed tuner
+    at 23.5 GB. Counted and refused in one line, on a new study and on a resume that switches to grid."""
+    grid = ["optimize", "--target", "recall@5", "--search-space", "retrieval", "--trials", "2", "--limit", "3",
+            "--judge-check", "off", "--study", "g"]
+    refused = tuner(*grid, "--sampler", "grid", cwd=tmp_path)
+    one_line_error(refused, "--sampler grid", "points", "more than a study could ever run", "tpe")
+    assert not (tmp_path / "studies" / "g").exists()
+    assert tuner(*grid, cwd=tmp_path).returncode == 0  # made with tpe, resumed with grid
+    one_line_error(tuner(*grid[:5], "--trials", "3", "--study", "g", "--sampler", "grid", cwd=tmp_path),
+                   "--sampler grid")
+    small = tmp_path / "small.yaml"
+    small.write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 2, "high": 4}}}))
+    ran = tuner("optimize", "--target", "recall@5", "--search-space", str(small), "--trials", "3", "--limit", "3",
+                "--sampler", "grid", "--study", "small", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_a_space_whose_draws_clash_is_refused_before_any_trial(tmp_path):
+    (tmp_path / "clash.yaml").write_text(yaml.safe_dump({"params": {
+        "min_docs": {"type": "int", "low": 1, "high": 5}, "max_docs": {"type": "int", "low": 3, "high": 8}}}, sort_keys=False))
+    refused = tuner("optimize", "--target", "recall@5", "--search-space", "clash.yaml", "--trials", "2",
+                    "--limit", "2", cwd=tmp_path)
+    one_line_error(refused, "clash.yaml", "min_docs=5, max_docs=3", "which no pipeline takes")
+    assert not (tmp_path / "studies" / "default").exists()

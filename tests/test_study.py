@@ -43,13 +43,13 @@ class StrictIsUnfaithful(ScriptedLLM):
 
 
 def open_session(tmp_path, fake_embedder, space: dict, name="s", targets=("faithfulness",), limit=6,
-                 constraints=(), sampler="tpe", llm=None, storage=None, baseline=None) -> Session:
+                 constraints=(), sampler="tpe", llm=None, storage=None, baseline=None, project=None) -> Session:
     """A study on the demo with a scripted LLM, opened through the same session `tuner optimize` uses."""
     llm = llm or StrictIsUnfaithful()
     space_file = tmp_path / f"{name}-space.yaml"
     space_file.write_text(yaml.safe_dump(space, sort_keys=False))
     settings = StudySettings(list(targets), [Constraint.parse(c) for c in constraints], sampler, 0, prune_after=2)
-    project = ProjectConfig(cache_dir=tmp_path / "cache")
+    project = project or ProjectConfig(cache_dir=tmp_path / "cache")
     session = Session.open(StudySpec(name, settings, space_file, project, limit=limit, storage=storage,
                                      studies_dir=tmp_path / "studies", baseline=baseline or {}))
     session.runner(models=Models(llm, llm), embedder=fake_embedder)
@@ -283,13 +283,25 @@ def test_storage_url_passwords_are_redacted():
     assert redact("postgresql://tuner:s3cret@db:5432/studies") == "postgresql://tuner:***@db:5432/studies"
 
 
-def test_a_resume_with_other_settings_records_the_project_it_now_runs(setup):
+def test_a_resume_records_the_project_it_now_runs_but_not_other_questions_or_another_index(setup, tmp_path):
+    """A resume with another --limit scored later trials on other questions than earlier ones (and `eval --split
+    holdout` then held out a question the search saw): refused, like a change of the index; a changed judge
+    retry count is recorded."""
+    from tuner.config import ChunkingConfig, EvaluationConfig
+
     first = setup(PROGRAMS, limit=2)
-    assert first.folder.read_meta()["project"]["dataset"]["limit"] == 2
-    resumed = setup(PROGRAMS, limit=3)  # e.g. `tuner optimize --limit 3` on the same study
-    assert resumed.folder.read_meta()["project"]["dataset"]["limit"] == 3
-    resumed.run(1)
-    assert best_config(load_study(resumed.folder), resumed.folder)["dataset"]["limit"] == 3  # best.yaml agrees
+    first.run(1)
+    assert first.folder.read_meta()["data"]["questions"] == 2
+    with pytest.raises(ConfigError, match="measured on 2 questions over 35 documents, this run has 3 questions"):
+        setup(PROGRAMS, limit=3)  # e.g. `tuner optimize --limit 3` on the same study
+    with pytest.raises(ConfigError, match="indexed with chunking.size = 150, not 80"):
+        setup(PROGRAMS, limit=2, project=ProjectConfig(cache_dir=tmp_path / "cache", chunking=ChunkingConfig(size=80)))
+    assert len(load_study(first.folder).trials) == 1  # nothing was added by the refused resumes
+    resumed = setup(PROGRAMS, limit=2, project=ProjectConfig(cache_dir=tmp_path / "cache",
+                                                            evaluation=EvaluationConfig(retries=1)))
+    assert resumed.folder.read_meta()["project"]["evaluation"]["retries"] == 1
+    resumed.run(2)
+    assert best_config(load_study(resumed.folder), resumed.folder)["dataset"]["limit"] == 2  # best.yaml agrees
 
 
 def test_a_shared_study_reruns_a_stopped_trial_but_leaves_running_ones_to_heartbeats(tmp_path):

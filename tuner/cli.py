@@ -296,7 +296,7 @@ def optimize_command(
     space_file = resolve_space(search_space or recorded.get("search_space") or "default")
     project = None if resumed and not config else load_config(config)  # a resumed study keeps its project
     spec = StudySpec(study, settings, space_file, project, dataset, limit, storage, studies_dir, holdout=holdout,
-                     before_first_trial=judge_guard(judge_check), own_cache=own_cache, heartbeat=heartbeat)
+                     before_first_trial=judge_guard(judge_check, config, dataset), own_cache=own_cache, heartbeat=heartbeat)
     if rounds > 1:
         return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir)
     session = Session.open(spec)
@@ -355,7 +355,7 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
         err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
                           f"run again")
     print_notes(session.dataset)
-    outside = session.space.outside(session.project.pipeline.model_dump())
+    outside = session.space.outside(session.baseline.model_dump())
     if outside and not session.finished:
         err_console.print(f"note: the baseline's {', '.join(outside)} lies outside the search space: it runs as "
                           f"trial 0, the reference point, but no later trial can draw it", highlight=False,
@@ -414,6 +414,7 @@ def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, repor
                                     on_round=announce,
                                     judge=lambda view, session: verdict_with_display(view, session.runner))
     except KeyboardInterrupt:
+        cleaning_up.set()  # as a single study's: the watcher lets the report be written before it leaves
         write_current_round_report(spec, reports_dir)
         raise
     err_console.print(f"rounds stopped: {stop}; journey: {reports_dir / spec.name / 'journey.md'}")
@@ -938,8 +939,10 @@ def print_judge_checks(checks) -> None:
             err_console.print(f"[yellow]warning:[/] judge {check.judge}: {problem}", highlight=False, soft_wrap=True)
 
 
-def judge_guard(mode: str):
-    """The check a new study runs before its first trial (None: off). `strict` refuses to start on a problem."""
+def judge_guard(mode: str, config: Path | None = None, dataset: Path | None = None):
+    """The check a new study runs before its first trial (None: off). `strict` refuses to start on a problem and
+    names the full check to run on the same `config` and `dataset`."""
+    command = {"config": config, "dataset": dataset}
     if mode == "off":
         return None
 
@@ -960,11 +963,13 @@ def judge_guard(mode: str):
                     raise ConfigError(f"judge check (--judge-check strict) could not run: {exc}") from None
                 err_console.print(f"[yellow]warning:[/] judge check skipped: {exc}", highlight=False)
                 return
+        if mode == "strict" and checked.problems:  # refused: no study is created, so no study to name
+            full = " ".join(["tuner judge check", *(f"--{k} {v}" for k, v in command.items() if v is not None),
+                             "--metrics", ",".join(judged)])
+            raise ConfigError(f"judge check failed (--judge-check strict): {checked.problems[0]}; see `{full}`, "
+                              f"choose another judge, or use --judge-check warn")
         session.folder.write_doc(CHECK_FILE, checks_json([checked]))
         for problem in checked.problems:
-            if mode == "strict":
-                raise ConfigError(f"judge check failed (--judge-check strict): {problem}; see `tuner judge check "
-                                  f"--study {session.folder.name}`, choose another judge, or use --judge-check warn")
             err_console.print(f"[yellow]warning:[/] judge check: {problem}", highlight=False, soft_wrap=True)
         if not checked.problems:
             err_console.print("judge check: " + "; ".join(f"{m} AUC {c.auc:.2f}" for m, c in checked.metrics.items()),

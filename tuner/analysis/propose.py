@@ -102,7 +102,7 @@ def propose(view: StudyView, effects: list[KnobEffect], shares: StageShares | No
     if shares is not None and shares.total > 0:
         for proposal in _diagnosis(view, shares):
             offer(proposal)
-    return sorted(proposals.values(), key=lambda p: (-p.priority, p.kind, p.knob or ""))
+    return _runnable(view, sorted(proposals.values(), key=lambda p: (-p.priority, p.kind, p.knob or "")))
 
 
 def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
@@ -202,39 +202,66 @@ def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
 def next_space(space: SearchSpace, proposals: list[Proposal], best_params: dict[str, Any],
                round_name: str = "") -> SearchSpace | None:
     """The space with the in-space proposals applied; None when that leaves nothing to search or changes
-    nothing. Fixed knobs leave the space (the next round's base pipeline carries the best value); knobs that
-    were conditional on a fixed knob keep searching only if the fixed value meets their condition."""
+    nothing. A fixed knob stays in the space as its one best value under its own `when:` (where its condition
+    fails it takes the base's value, as a searched knob does: round 1's best confidence threshold must not follow
+    a trial that draws no reranker); a knob whose condition no value left can meet leaves the space."""
     changes = [p for p in proposals if p.in_space]
     if not changes:
         return None
-    params = {name: param for name, param in space.params.items()}
-    fixed = {p.knob: best_params.get(p.knob) for p in changes if p.kind == "fix"}
-    for p in changes:
-        if p.kind != "fix" and p.param is not None:
-            params[p.knob] = p.param.model_copy(update={"when": params[p.knob].when}) if p.knob in params \
-                else p.param
-    for name in fixed:
-        params.pop(name, None)
-    for name, param in list(params.items()):
-        when = {}
-        for other, allowed in param.when.items():
-            if other in fixed:
-                if fixed[other] not in (allowed if isinstance(allowed, list) else [allowed]):
-                    params.pop(name)
-                    break
-            else:
-                when[other] = allowed
-        else:
-            params[name] = param.model_copy(update={"when": when})
-    if not params:
+    proposed = _space(space, changes, best_params)
+    if all(p.single for p in proposed.params.values()):
         return None
-    description = f"{round_name}: proposed by tuner's analysis; " if round_name else "proposed by tuner's analysis; "
-    description += "; ".join(p.change for p in changes)
-    proposed = SearchSpace.model_validate({"description": description,
-                                           "params": {n: p.model_dump(exclude_defaults=True) for n, p in params.items()}})
     if {n: p.model_dump() for n, p in proposed.params.items()} == {n: p.model_dump() for n, p in space.params.items()}:
         return None
-    return proposed
+    description = f"{round_name}: proposed by tuner's analysis; " if round_name else "proposed by tuner's analysis; "
+    return proposed.model_copy(update={"description": description + "; ".join(p.change for p in changes)})
+
+
+def _runnable(view: StudyView, proposals: list[Proposal]) -> list[Proposal]:
+    """The proposals with those that would let a trial draw an invalid pipeline (min_docs above max_docs, autocut
+    beside a confidence threshold) turned into advice, the least important first: the space the tool writes
+    runs every draw from the study's base pipeline."""
+    base = view.project.pipeline
+    proposals = list(proposals)
+    while True:
+        changes = [p for p in proposals if p.in_space]
+        clash = _space(view.space, changes, view.best.params).first_clash(base) if changes else None
+        involved = [p for p in changes if clash is not None and p.knob in clash.knobs]
+        if not involved:
+            return proposals
+        dropped = min(involved, key=lambda p: p.priority)
+        proposals[proposals.index(dropped)] = Proposal(
+            "advice", None, f"{dropped.change} — left out of the next space", f"a trial could then draw {clash.draw}, "
+            f"which no pipeline takes ({clash.reason})", dropped.trigger, dropped.priority)
+
+
+def _space(space: SearchSpace, changes: list[Proposal], best_params: dict[str, Any]) -> SearchSpace:
+    params = _apply(space, changes, best_params)
+    return SearchSpace.model_validate({"params": {n: p.model_dump(exclude_defaults=True) for n, p in params.items()}})
+
+
+def _apply(space: SearchSpace, changes: list[Proposal], best_params: dict[str, Any]) -> dict[str, Param]:
+    """The space's parameters with `changes` applied, and every `when:` cut to the values its knob can still take
+    (a knob none of whose allowed values is left goes, and so on down its dependents)."""
+    params = dict(space.params)
+    for p in changes:
+        old = params.get(p.knob)
+        if p.kind == "fix":
+            params[p.knob] = Param(type="categorical", choices=[best_params[p.knob]], when=old.when)
+        elif p.param is not None:
+            params[p.knob] = p.param.model_copy(update={"when": old.when}) if old is not None else p.param
+    kept: dict[str, Param] = {}
+    for name, param in params.items():  # file order: a condition names only knobs above it
+        when = {}
+        for other, allowed in param.when.items():
+            reachable = [v for v in (allowed if isinstance(allowed, list) else [allowed])
+                         if other in kept and kept[other].takes(v)]
+            if not reachable:
+                break
+            when[other] = reachable
+        else:
+            kept[name] = param.model_copy(update={"when": when})
+    return kept
 
 
 def _bounds(name: str) -> tuple[float, float]:

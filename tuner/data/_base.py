@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tuner.cache import stable_hash
+
 
 @dataclass(frozen=True)
 class Document:
@@ -45,3 +47,10 @@ class Dataset:
     @property
     def has_references(self) -> bool:
         return any(q.answers for q in self.questions)
+
+    def identity(self) -> dict[str, int | str]:
+        """What a study's numbers are measured on: its questions and documents, counted and hashed (ids and
+        texts). A resume on other questions (another --limit, dataset or file) would mix means over other sets."""
+        return {"questions": len(self.questions), "documents": len(self.documents),
+                "hash": stable_hash([sorted((q.id, q.text) for q in self.questions),
+                                     sorted((d.id, d.title, d.text) for d in self.documents)])[:16]}

@@ -40,9 +40,10 @@ def read_json(path: Path) -> Any:
 
 
 def decode(path: Path, raw: bytes, offset: int = 0, where: str = "") -> str:
-    """UTF-8 text, or one line naming the file and the first byte that is not."""
+    """UTF-8 text, or one line naming the file and the first byte that is not. A byte-order mark at the start of
+    the file (what Windows editors write) is dropped: it is no part of the text."""
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig" if offset == 0 else "utf-8")
     except UnicodeDecodeError as exc:
         at = f"{where}, " if where else ""
         raise DataError(f"{path}: not UTF-8 text ({at}byte {offset + exc.start}: {raw[exc.start:exc.start + 1]!r}); "

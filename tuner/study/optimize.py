@@ -148,6 +148,17 @@ class Objective:
         self.project = stable_hash(runner.workspace.config.model_dump(mode="json", exclude={"pipeline", "cache_dir"}))
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
+        # the whole trial, not just its evaluation: a Ctrl-C while the sampler proposes or the result is recorded
+        # (most of a fast retrieval trial) must also leave it marked interrupted, or Optuna stores a plain FAIL
+        # that no resume runs again
+        with running(trial):  # a Ctrl-C stuck in native code still marks it interrupted (study/running.py)
+            try:
+                return self._trial(trial)
+            except (KeyboardInterrupt, LLMError) as exc:  # not the configuration's fault: a resume runs it again
+                trial.set_user_attr(INTERRUPTED, "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc))
+                raise
+
+    def _trial(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
         config = pipeline_for(self.base, params)
         # what this trial runs, visible at once to workers sharing the study: they never run it beside it
@@ -183,15 +194,11 @@ class Objective:
         metrics = self.settings.metrics_needed()
         answer = bool(metrics)  # a study of retrieval metrics alone generates no answer
         try:
-            with running(trial):  # a Ctrl-C stuck in native code still marks it interrupted (study/running.py)
-                result = self.runner.evaluate(
-                    config, self.questions, metrics=metrics,
-                    on_progress=lambda i, qid, stage: self.hook("question", i, stage),
-                    on_question=lambda i, q: (partial.append(q), report(i, q)), answer=answer,
-                )
-        except (KeyboardInterrupt, LLMError) as exc:  # not the configuration's fault: a resume runs it again
-            trial.set_user_attr(INTERRUPTED, "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc))
-            raise
+            result = self.runner.evaluate(
+                config, self.questions, metrics=metrics,
+                on_progress=lambda i, qid, stage: self.hook("question", i, stage),
+                on_question=lambda i, q: (partial.append(q), report(i, q)), answer=answer,
+            )
         except optuna.TrialPruned:
             scored, skipped = self.runner.metrics_for(metrics) if answer else ([], {})
             result = self.runner.summarise(partial, scored, skipped, config, time.perf_counter() - started, answer)
@@ -299,8 +306,8 @@ def decided_to_run(study: optuna.Study, trial: optuna.trial.FrozenTrial, patienc
 
 
 def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace, project: dict[str, Any],
-               space_file: str, split: Split, programs: list[str] = (), cache: str = "shared",
-               heartbeat: int = HEARTBEAT) -> optuna.Study:
+               space_file: str, split: Split, data: dict[str, Any] | None = None, programs: list[str] = (),
+               cache: str = "shared", heartbeat: int = HEARTBEAT) -> optuna.Study:
     """Create the study, or load it to resume. A resume keeps what the trials so far were measured by: other
     targets, constraints or a different search space are refused. The settings live in study.json (a study kept in
     a database: its records) and, as a copy that outlives it, in the storage's study attributes. `cache`: "shared"
@@ -323,8 +330,9 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
              "metrics": settings.metrics_needed(), "sampler": settings.sampler, "seed": settings.seed,
              "search_space": space_file, "space": space.model_dump(mode="json", exclude_defaults=True),
              "storage_url": redact(folder.storage) if folder.storage else None, "project": project, "split": split.to_json(),
-             "programs": list(programs), "cache": cache}
-    updated = {**meta, "project": project} if meta else fresh  # resumed with --config/--limit: record what now runs
+             "programs": list(programs), "cache": cache, "data": data}
+    # resumed with --config: record what now runs (and, for a study from before it was recorded, what it measures on)
+    updated = {**meta, "project": project, "data": meta.get("data") or data} if meta else fresh
     if updated != folder.read_meta():
         folder.write_meta(updated)
     if study.user_attrs.get(META_ATTR) != updated:
@@ -364,10 +372,6 @@ def refuse_changes(name: str, meta: dict[str, Any], settings: StudySettings, spa
 
 
 def enqueue_baseline(study: optuna.Study, space: SearchSpace, base: PipelineConfig) -> None:
-    """Trial 0 is the project's own pipeline, so every study has its reference point."""
-    params = {name: getattr(base, name) for name in space.params}
-    chosen: dict[str, Any] = {}
-    for name, param in space.params.items():  # only parameters whose condition the baseline meets
-        if param.condition_holds(chosen):
-            chosen[name] = params[name]
-    study.enqueue_trial(chosen, user_attrs={"baseline": True}, skip_if_exists=True)
+    """Trial 0 is the project's own pipeline (a later round's: the previous best), so every study has its
+    reference point."""
+    study.enqueue_trial(space.drawn_from(base.model_dump()), user_attrs={"baseline": True}, skip_if_exists=True)

@@ -93,7 +93,6 @@ class Session:
             dataset = dataset.model_copy(update={"path": spec.dataset.resolve()})
         if spec.limit is not None:
             dataset = dataset.model_copy(update={"limit": spec.limit})
-        pipeline = pipeline_for(project.pipeline, dict(spec.baseline))
         if meta:  # a resume keeps the cache its calls were paid into
             cache, location = meta.get("cache", "own"), folder.cache_in_use(meta)
         elif spec.storage is not None:  # every worker, on any machine, shares the database's
@@ -103,21 +102,27 @@ class Session:
         else:
             cache = "own" if spec.own_cache else "shared"
             location = folder.cache if spec.own_cache else project.cache_dir
-        project = project.model_copy(update={"dataset": dataset, "pipeline": pipeline})
+        project = project.model_copy(update={"dataset": dataset})
         if not is_database(location):  # a folder; a database URL stays out of the project (passwords)
             project = project.model_copy(update={"cache_dir": location.resolve()})
         data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)
+        if meta:
+            refuse_other_measures(folder.name, meta, data.identity(), project)
         holdout = spec.holdout if spec.holdout is not None else project.dataset.holdout
         split = study_split(meta, holdout, [q.id for q in data.questions], folder.name)
         # recorded in the project too, so `tuner best` writes a config whose `eval --split` finds the same split
         project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"holdout": split.fraction})})
+        # a space that cannot run is refused before the judge check, the study, or any trial
+        space.check_runnable(project.pipeline, str(spec.search_space))
+        if spec.settings.sampler == "grid":
+            space.grid()  # too large a grid to run is refused here, not materialised by Optuna
         session = cls(spec, folder, None, space, project, data, split, [], location)
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
         session.study = open_study(folder, spec.settings, space, project.model_dump(mode="json"),
-                                   str(spec.search_space), split, programs, cache, spec.heartbeat)
+                                   str(spec.search_space), split, data.identity(), programs, cache, spec.heartbeat)
         session.recovered = recover_interrupted(session.study, running_too=spec.storage is None)
-        enqueue_baseline(session.study, space, project.pipeline)
+        enqueue_baseline(session.study, space, session.baseline)
         return session
 
     @property
@@ -126,7 +131,13 @@ class Session:
 
     @property
     def base(self) -> PipelineConfig:
+        """What a knob outside the space, or one whose `when:` fails, takes: the project's pipeline."""
         return self.project.pipeline
+
+    @property
+    def baseline(self) -> PipelineConfig:
+        """Trial 0: the base, or in a later round the previous round's best (whose knobs are all in the space)."""
+        return pipeline_for(self.base, dict(self.spec.baseline))
 
     @property
     def search_questions(self) -> list[Question]:
@@ -154,6 +165,34 @@ class Session:
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,
                               self.search_questions, hook)
         return run_study(self.study, objective, trials, timeout)
+
+
+#: index settings every trial of a study retrieved with: a resume with others would compare other indexes
+INDEX_SETTINGS = {"chunking": None, "embedder": ("model",), "backend": ("type", "candidates", "bm25"), "graph": None}
+
+
+def refuse_other_measures(name: str, meta: Mapping[str, Any], data: Mapping[str, Any], project: ProjectConfig) -> None:
+    """A resume must measure on the questions and the index the study's trials were measured on (another --limit
+    would compare means over other question sets and leak held-out questions into the search)."""
+    again = "resume with the study's own --dataset, --limit and --config (or leave them out), or choose another --study"
+    recorded = meta.get("data")
+    if recorded is None:  # a study from before the data was recorded: its recorded limit at least
+        recorded_limit = (meta.get("project") or {}).get("dataset", {}).get("limit")
+        if recorded_limit != project.dataset.limit:
+            raise ConfigError(f"study {name} used --limit {recorded_limit}, not {project.dataset.limit}; {again}")
+    elif recorded != data:
+        said = "other questions or documents of the same counts" if (
+            recorded.get("questions"), recorded.get("documents")) == (data["questions"], data["documents"]) else \
+            f"{data['questions']} questions over {data['documents']} documents"
+        raise ConfigError(f"study {name} was measured on {recorded.get('questions')} questions over "
+                          f"{recorded.get('documents')} documents, this run has {said}; {again}")
+    before = ProjectConfig.model_validate(meta.get("project") or {}).model_dump(mode="json")
+    now = project.model_dump(mode="json")
+    for section, keys in INDEX_SETTINGS.items():
+        for key in keys or before[section]:
+            if before[section].get(key) != now[section].get(key):
+                raise ConfigError(f"study {name} indexed with {section}.{key} = {before[section].get(key)!r}, not "
+                                  f"{now[section].get(key)!r}: its trials retrieved from that index; {again}")
 
 
 def study_split(meta: Mapping[str, Any], holdout: float | Split | None, ids: list[str], name: str) -> Split:

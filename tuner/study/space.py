@@ -12,7 +12,9 @@ otherwise the knob keeps the base config's value. Parameters are suggested in fi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +24,8 @@ from tuner.config import PipelineConfig, _Strict, describe_validation_error, rea
 from tuner.errors import ConfigError
 
 Scalar = int | float | str | bool | None
+#: the largest grid `--sampler grid` takes: Optuna holds every point in memory (10^8 of them took 23 GB)
+MAX_GRID_POINTS = 100_000
 
 
 class Param(_Strict):
@@ -102,11 +106,23 @@ class Param(_Strict):
     def numeric(self) -> bool:
         return self.type != "categorical"
 
+    @property
+    def single(self) -> bool:
+        """Draws one value only: a knob a round fixed."""
+        return len({str(v) for v in self.values()}) == 1
+
     def describe(self) -> str:
         if self.type == "categorical":
             return ", ".join(str(c) for c in self.choices or [])
         scale = " log" if self.log else f" step {self.step:g}" if self.step else ""
         return f"{self.low:g} … {self.high:g}{scale}"
+
+
+@dataclass(frozen=True)
+class Clash:
+    knobs: tuple[str, ...]
+    draw: str  # e.g. "autocut=2, confidence_threshold=0.65"
+    reason: str
 
 
 class SearchSpace(_Strict):
@@ -131,6 +147,53 @@ class SearchSpace(_Strict):
                                      f"({self.params[other].describe()}), so {name} would never be searched")
         return self
 
+    def first_clash(self, base: PipelineConfig) -> Clash | None:
+        """A draw that is no valid pipeline from `base` (min_docs above max_docs, autocut beside a confidence
+        threshold), or None when every draw is one. The pipeline's cross-knob rules each read two knobs, and a
+        rule broken anywhere is broken at a range's end: so every pair of knobs is tried at its ends and choices,
+        and where a knob's `when:` fails, at the base's value, which it then keeps."""
+        names = list(self.params)
+        tried: set[str] = set()
+        for i, first in enumerate(names):
+            for second in names[i:]:  # each knob alone too (against the base), then each pair
+                involved = self._ancestors(first) | self._ancestors(second)
+                for chosen in self._draws([n for n in names if n in involved]):
+                    key = repr(sorted(chosen.items(), key=str))
+                    if key in tried:
+                        continue
+                    tried.add(key)
+                    try:
+                        pipeline_for(base, chosen)
+                    except ConfigError as exc:
+                        knobs = tuple(dict.fromkeys((first, second)))
+                        shown = ", ".join(f"{n}={chosen[n]}" if n in chosen else f"{n}={getattr(base, n)} (the "
+                                          f"base's: its condition fails)" for n in knobs)
+                        return Clash(knobs, shown, str(exc).removeprefix("trial parameters: "))
+        return None
+
+    def check_runnable(self, base: PipelineConfig, where: str) -> None:
+        clash = self.first_clash(base)
+        if clash is not None:
+            raise ConfigError(f"{where}: a trial may draw {clash.draw}, which no pipeline takes ({clash.reason}); "
+                              f"make the knobs' ranges or `when:` conditions exclude it")
+
+    def _ancestors(self, name: str) -> set[str]:
+        found = {name}
+        for other in self.params[name].when:
+            found |= self._ancestors(other)
+        return found
+
+    def _draws(self, names: list[str]) -> list[dict[str, Any]]:
+        """Every combination of the named knobs' ends and choices (file order), a knob left out where its
+        condition fails."""
+        draws: list[dict[str, Any]] = [{}]
+        for name in names:
+            param = self.params[name]
+            values = [int(v) if param.type == "int" else v for v in param.values()]
+            draws = [drawn for d in draws
+                     for drawn in ([{**d, name: v} for v in values] if param.condition_holds(d) else [d])]
+        return draws
+
     def with_programs(self, programs: Sequence[str]) -> SearchSpace:
         """The space with compiled programs (saved program paths) added to its `program` choices; unchanged
         when it has no categorical `program` knob or no program is given."""
@@ -142,9 +205,18 @@ class SearchSpace(_Strict):
                                                   "program": param.model_copy(update={"choices": choices})}})
 
     def outside(self, values: dict[str, Any]) -> list[str]:
-        """`values`' knobs that the space cannot draw (the baseline's top_k 5 in a 2-3 space), as `name=value`."""
-        return [f"{name}={values[name]}" for name, p in self.params.items()
-                if name in values and not p.takes(values[name])]
+        """`values`' knobs that the space cannot draw (the baseline's top_k 5 in a 2-3 space), as `name=value`;
+        a knob whose `when:` the values do not meet is not drawn, so it is never outside."""
+        drawn = self.drawn_from(values)
+        return [f"{name}={value}" for name, value in drawn.items() if not self.params[name].takes(value)]
+
+    def drawn_from(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The parameters a trial reproducing `values` draws: those whose condition the values meet."""
+        chosen: dict[str, Any] = {}
+        for name, param in self.params.items():
+            if name in values and param.condition_holds(chosen):
+                chosen[name] = values[name]
+        return chosen
 
     def suggest(self, trial: Any) -> dict[str, Any]:
         """Ask an Optuna trial for every parameter whose condition holds, in file order."""
@@ -163,7 +235,18 @@ class SearchSpace(_Strict):
         return chosen
 
     def grid(self) -> dict[str, list[Any]]:
-        """Every value of every parameter, for Optuna's GridSampler (floats need a step)."""
+        """Every value of every parameter, for Optuna's GridSampler (floats need a step). Optuna builds the whole
+        product before the first trial: a grid larger than any study could run is refused, not materialised."""
+        grid = self._grid_values()
+        points = math.prod(len(values) for values in grid.values())
+        if points > MAX_GRID_POINTS:
+            sizes = " × ".join(f"{name} {len(values)}" for name, values in grid.items())
+            raise ConfigError(f"--sampler grid: this space has {points:,} points ({sizes}), more than a study could "
+                              f"ever run (at most {MAX_GRID_POINTS:,}); use --sampler tpe or random, or a space with "
+                              f"fewer values")
+        return grid
+
+    def _grid_values(self) -> dict[str, list[Any]]:
         grid: dict[str, list[Any]] = {}
         for name, p in self.params.items():
             if p.type == "categorical":

@@ -75,7 +75,7 @@ class OpenAICompatibleLLM(LLM):
             said = exc.body.get("message") if isinstance(exc.body, dict) else None  # the server's own words
             raise LLMError(f"{self.base_url} answered HTTP {exc.status_code}{tries}: "
                            f"{_first_line(str(said or exc.message))}") from None
-        except self._openai.APIResponseValidationError as exc:
+        except (self._openai.APIResponseValidationError, ValueError) as exc:  # ValueError: JSON cut short
             raise LLMError(f"{self.base_url} answered something that is not a chat completion "
                            f"({_first_line(str(exc))})") from None
         if not getattr(reply, "choices", None):  # a non-JSON body comes back as text, not as an error
