@@ -12,11 +12,12 @@ import sys
 import time
 import warnings
 
+import numpy as np
 import optuna
 import pytest
 import yaml
 
-from tests.fakes import FakeEndpoint, ScriptedLLM
+from tests.fakes import FakeEndpoint, HashingEmbedder, ScriptedLLM
 from tests.test_cli import tuner
 from tests.test_study import PROGRAMS, open_session
 from tuner.cache import SqliteStore
@@ -500,3 +501,161 @@ def test_a_space_whose_draws_clash_is_refused_before_any_trial(tmp_path):
                     "--limit", "2", cwd=tmp_path)
     one_line_error(refused, "clash.yaml", "min_docs=5, max_docs=3", "which no pipeline takes")
     assert not (tmp_path / "studies" / "default").exists()
+
+
+def saved_program(path, fields=("Question:", "Contexts:", "Answer:"), predictor="respond"):
+    """A DSPy program JSON as `program.save` writes it, with the given predictor name and field prefixes."""
+    state = {"traces": [], "train": [], "demos": [], "lm": None, "signature": {
+        "instructions": "Label the text.", "fields": [{"prefix": f, "description": "x"} for f in fields]}}
+    path.write_text(json.dumps({predictor: state, "metadata": {"dependency_versions": {"dspy": "3.4.1"}}}))
+    return path
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda p: saved_program(p, fields=("Text:", "Label:")), "predictor respond reads and writes Text: Label:"),
+    (lambda p: saved_program(p, predictor="classify"), "predictors classify; an answer program has respond"),
+    (lambda p: p.write_text('{"respond": {"signature": {"fie'), "not a saved answer program (JSONDecodeError"),
+    (lambda p: None, "file not found"),
+])
+def test_a_program_of_another_signature_or_a_broken_file_is_refused_when_the_space_loads(tmp_path, make, said):
+    from tuner.prompts.programs import load_program
+
+    program = tmp_path / "other.json"
+    make(program)
+    with pytest.raises(ConfigError, match=re.escape(said)):  # used to answer with another signature, silently
+        load_program(str(program))
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {"program": {
+        "type": "categorical", "choices": ["default", str(program)]}}}))
+    one_line_error(tuner("spaces", "show", "space.yaml", cwd=tmp_path), "params.program", said)
+    refused = tuner("optimize", "--search-space", "space.yaml", "--trials", "2", "--limit", "2", cwd=tmp_path)
+    one_line_error(refused, said)
+    assert not (tmp_path / "studies" / "default").exists()  # before the baseline ran, not when a trial drew it
+
+
+def test_an_unknown_program_name_is_refused_with_the_choices(tmp_path):
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {"program": {
+        "type": "categorical", "choices": ["default", "terse"]}}}))
+    one_line_error(tuner("spaces", "show", "space.yaml", cwd=tmp_path), "'terse' is not a value program takes",
+                   "default, strict or a saved program .json")
+
+
+class KilledAfter(HashingEmbedder):
+    """Embeds `slices` calls' worth of texts, then dies as a kill would stop it."""
+
+    def __init__(self, slices: int):
+        super().__init__()
+        self.slices = slices
+
+    def encode(self, texts, on_progress=None):
+        if self.calls == self.slices:
+            raise KeyboardInterrupt
+        return super().encode(texts, on_progress)
+
+
+def test_a_kill_during_embedding_keeps_every_slice_already_embedded(tmp_path):
+    """All missing texts used to be embedded in one call and written at the end: a kill 10 minutes in lost all."""
+    from tuner.models.embedders import CachedEmbedder
+    from tuner.models.embedders._cache import WRITE_EVERY
+
+    texts = [f"chunk {i} of a long corpus" for i in range(WRITE_EVERY * 3 + 7)]
+    with pytest.raises(KeyboardInterrupt):
+        CachedEmbedder(KilledAfter(slices=2), tmp_path).encode(texts)
+    resumed = HashingEmbedder()
+    vectors = CachedEmbedder(resumed, tmp_path).encode(texts)
+    assert resumed.texts_encoded == len(texts) - 2 * WRITE_EVERY  # only what the kill interrupted is paid again
+    np.testing.assert_allclose(vectors, HashingEmbedder().encode(texts), atol=1e-6)
+    # a second worker on the same store uses what the first wrote as it went
+    other = HashingEmbedder()
+    CachedEmbedder(other, tmp_path).encode(texts[::-1])
+    assert other.texts_encoded == 0
+
+
+def essays(folder, count=4, words=2400):
+    """A BEIR corpus of long essays (one gold essay per question), as the judge check met it."""
+    folder.mkdir()
+    topics = ["bridges", "lighthouses", "orchards", "harbours"]
+    with open(folder / "corpus.jsonl", "w") as corpus:
+        for i in range(count):
+            filler = " ".join(f"The {topics[i]} of region {j} were described in volume {j}." for j in range(words // 9))
+            text = f"Essay {i} on {topics[i]}. The first {topics[i][:-1]} was built by Maren Holt{i} in 18{i}0. {filler}"
+            corpus.write(json.dumps({"_id": f"e{i}", "title": f"On {topics[i]}", "text": text}) + "\n")
+    with open(folder / "queries.jsonl", "w") as queries:
+        for i in range(count):
+            queries.write(json.dumps({"_id": f"q{i}", "text": f"Who built the first {topics[i][:-1]}?",
+                                      "answer": f"Maren Holt{i} built it in 18{i}0."}) + "\n")
+    (folder / "qrels.tsv").write_text("".join(f"q{i}\te{i}\t1\n" for i in range(count)))
+    return folder
+
+
+class SmallWindowJudge(ScriptedLLM):
+    """A scripted judge with a context window: a prompt beyond it fails as llama.cpp's does."""
+
+    context_window = 8192
+
+    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+        from tuner.models.llms import PromptTooLong
+
+        if self.count_tokens(" ".join(m["content"] for m in messages)) + max_tokens > self.context_window:
+            raise PromptTooLong(f"Requested tokens exceed context window of {self.context_window}")
+        return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                             json_schema=json_schema)
+
+
+def test_the_judge_check_on_long_documents_judges_their_chunks_and_names_what_cannot_fit(tmp_path, fake_embedder):
+    """Essays of 2,400 words: the cases used whole gold documents as contexts, and after 11 minutes a prompt
+    exceeded the judge's window and nothing was kept. Cases now hold the gold documents' best chunks (what a
+    study's contexts are), every case is measured against the window first, and one that still overflows is
+    that case's failure."""
+    from tuner.config import ChunkingConfig, EvaluationConfig, ProjectConfig
+    from tuner.evaluation.judge_check import check_judge, make_cases, tokens_needed
+    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.workspace import open_workspace
+
+    project = ProjectConfig(dataset={"path": essays(tmp_path / "essays")}, cache_dir=tmp_path / "cache",
+                            chunking=ChunkingConfig(size=150, overlap=30),
+                            evaluation=EvaluationConfig(metrics=["faithfulness", "context_recall"]))
+    judge = SmallWindowJudge()
+    runner = RagRunner(open_workspace(project, embedder=fake_embedder), models=Models(judge, judge))
+    data = runner.workspace.dataset
+    cases = make_cases(runner, data, data.questions, ["faithfulness", "context_recall"], 4,
+                       kinds=("reference", "other_answer", "own_contexts", "other_contexts"))
+    assert cases and all(len(c) < 1500 for case in cases for c in case.contexts)  # chunks, not 2,400-word essays
+    own = next(c for c in cases if c.kind == "own_contexts" and c.question_id == "q1")
+    assert "Maren Holt1" in own.contexts[0]  # the gold essay's chunk that answers the question
+    check = check_judge(runner, cases)
+    assert len(check.cases) == len(cases) and not check.too_long
+    assert all(s.failure != "too_long" for s in check.cases)
+    # a window too small for a case: named before any call, the rest judged and kept
+    needs = sorted(tokens_needed(judge, project.judge_tokens, c) for c in cases)
+    judge.context_window = window = needs[len(needs) // 2]
+    over = [c.key for c in cases if tokens_needed(judge, project.judge_tokens, c) > window]
+    calls_before = len(judge.calls)
+    check = check_judge(runner, cases)
+    assert over and check.too_long == tuple(over) and len(check.cases) == len(cases) - len(over)
+    assert any("left out" in p and f"{window}-token" in p for p in check.problems)
+    assert len(judge.calls) == calls_before  # the rest came from the cache: nothing failed, nothing re-paid
+
+
+def test_a_prompt_beyond_the_window_is_that_sample_s_failure(tmp_path, fake_embedder):
+    """A judge prompt that overflows (the up-front estimate missed it, or a study's contexts are long) scores that
+    question "too_long" instead of interrupting the trial (which a resume would run, and fail, again)."""
+    from tuner.config import EvaluationConfig
+    from tuner.evaluation.ragas_judge import RagasScorer
+
+    judge = SmallWindowJudge()
+    scorer = RagasScorer(judge, fake_embedder, EvaluationConfig(), 1024)
+    long_context = "The bridge was painted grey in spring. " * 2000
+    outcome = scorer.score("faithfulness", "Who built the bridge?", "The Sorrel Bridge [1].", [long_context], None)
+    assert outcome.value is None and outcome.failure == "too_long"
+    assert scorer.score("faithfulness", "Who built the bridge?", "The Sorrel Bridge [1].",
+                        ["The Sorrel Bridge was built in 1850."], None).value is not None
+
+
+@pytest.mark.slow
+def test_the_real_model_says_prompt_too_long_and_counts_tokens(small_llm):
+    from tuner.models.llms import PromptTooLong
+
+    assert small_llm.context_window == 4096
+    assert 5 <= small_llm.count_tokens("Who built the Sorrel Bridge in 1850?") <= 15
+    with pytest.raises(PromptTooLong, match="raise generator/judge n_ctx"):
+        small_llm.chat([{"role": "user", "content": "bridge " * 5000}], max_tokens=8)

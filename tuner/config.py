@@ -8,10 +8,10 @@ Relative paths inside a file are resolved against the file's own folder.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tuner.errors import ConfigError
 
@@ -138,6 +138,18 @@ class LLMConfig(_Strict):
         return self
 
 
+#: the answer programs tuner ships (tuner/prompts/programs.py holds them); any other program is a saved .json file
+BUILTIN_PROGRAM_NAMES = ("default", "strict")
+
+
+
+def _program_name(value: str) -> str:
+    """A name a search space or `--set` may give: checked as a knob value, before any trial."""
+    if value not in BUILTIN_PROGRAM_NAMES and not value.endswith(".json"):
+        raise ValueError(f"expected {', '.join(BUILTIN_PROGRAM_NAMES)} or a saved program .json file")
+    return value
+
+
 MetricName = Literal["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
 ALL_METRICS: tuple[str, ...] = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
@@ -180,7 +192,7 @@ class PipelineConfig(_Strict):
     autocut: int | None = Field(
         None, ge=1, description="Weaviate's autocut (auto_limit): cut the top_k before the Nth jump in their scores; "
         "none = keep top_k")
-    program: str = Field("default", description="answer program: default, strict, or a saved DSPy program JSON")
+    program: Annotated[str, AfterValidator(_program_name)] = Field("default", description="answer program: default, strict, or a saved DSPy program JSON")
 
     @model_validator(mode="after")
     def _docs_range(self) -> PipelineConfig:

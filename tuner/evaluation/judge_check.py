@@ -101,6 +101,10 @@ class Source:
         return self.question.reference or context_sentences(self.gold)
 
 
+#: the passages that answer a question, as a study would show them to the judge
+GoldTexts = Callable[[Question], tuple[str, ...]]
+
+
 def gold_texts(dataset: Dataset, question: Question) -> tuple[str, ...]:
     """The passages that answer the question: its gold documents, or the contexts its RAGAS row came with."""
     if question.contexts:
@@ -109,11 +113,33 @@ def gold_texts(dataset: Dataset, question: Question) -> tuple[str, ...]:
     return tuple(by_id[i] for i in sorted(question.relevant_ids) if i in by_id)
 
 
-def sources(dataset: Dataset, questions: Sequence[Question], n: int) -> list[Source]:
-    """The first `n` questions that have gold contexts and something the data vouches for."""
+def gold_chunks(workspace) -> GoldTexts:
+    """A question's gold contexts as a study's are: per gold document, its chunk closest to the question (whole
+    documents of thousands of words overflow a judge's window, and no trial ever shows one)."""
+    index = workspace.index
+    by_doc: dict[str, list[int]] = {}
+    for position, chunk in enumerate(index.chunks):
+        by_doc.setdefault(chunk.doc_id, []).append(position)
+
+    def texts(question: Question) -> tuple[str, ...]:
+        if question.contexts:
+            return question.contexts
+        gold = [by_doc[d] for d in sorted(question.relevant_ids) if d in by_doc]
+        if not gold:
+            return ()
+        asked = workspace.embedder.encode([question.text])[0]
+        return tuple(index.chunks[max(positions, key=lambda i: float(index.vectors[i] @ asked))].text
+                     for positions in gold)
+
+    return texts
+
+
+def sources(dataset: Dataset, questions: Sequence[Question], n: int, passages: GoldTexts | None = None) -> list[Source]:
+    """The first `n` questions that have gold contexts and something the data vouches for; `passages` gives a
+    question's gold contexts (default: whole gold documents)."""
     found = []
     for question in questions:
-        gold = gold_texts(dataset, question)
+        gold = passages(question) if passages else gold_texts(dataset, question)
         if gold and (question.reference or context_sentences(gold)):
             found.append(Source(question, gold))
         if len(found) == n:
@@ -356,15 +382,23 @@ class JudgeCheck:
     empty_judgement: str
     metrics: Mapping[str, MetricCheck]
     cases: tuple[Scored, ...]
+    #: cases left out because their prompts would not fit the judge's context window (`window` tokens)
+    too_long: tuple[str, ...] = ()
+    window: int | None = None
 
     @classmethod
-    def of(cls, judge: str, dataset: str, empty_judgement: str, scored: Sequence[Scored]) -> JudgeCheck:
+    def of(cls, judge: str, dataset: str, empty_judgement: str, scored: Sequence[Scored],
+           too_long: Sequence[str] = (), window: int | None = None) -> JudgeCheck:
         metrics = list(dict.fromkeys(s.case.metric for s in scored))
-        return cls(judge, dataset, empty_judgement, {m: MetricCheck.of(m, scored) for m in metrics}, tuple(scored))
+        return cls(judge, dataset, empty_judgement, {m: MetricCheck.of(m, scored) for m in metrics}, tuple(scored),
+                   tuple(too_long), window)
 
     @property
     def problems(self) -> list[str]:
-        return [p for m in self.metrics.values() for p in m.problems]
+        left_out = [f"{len(self.too_long)} case(s) left out: their judge prompts would not fit the judge's "
+                    f"{self.window}-token context window (raise judge n_ctx), e.g. {self.too_long[0]}"] \
+            if self.too_long else []
+        return [p for m in self.metrics.values() for p in m.problems] + left_out
 
     @property
     def questions(self) -> list[str]:
@@ -372,14 +406,16 @@ class JudgeCheck:
 
     def to_json(self) -> dict[str, Any]:
         return {"judge": self.judge, "dataset": self.dataset, "empty_judgement": self.empty_judgement,
-                "questions": self.questions, "problems": self.problems,
+                "questions": self.questions, "problems": self.problems, "too_long": list(self.too_long),
+                "window": self.window,
                 "metrics": {m: c.to_json() for m, c in self.metrics.items()},
                 "cases": [s.to_json() for s in self.cases]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> JudgeCheck:
         scored = [Scored.from_json(c) for c in data.get("cases", [])]
-        return cls.of(data["judge"], data.get("dataset", ""), data.get("empty_judgement", "unsupported"), scored)
+        return cls.of(data["judge"], data.get("dataset", ""), data.get("empty_judgement", "unsupported"), scored,
+                      data.get("too_long", ()), data.get("window"))
 
 
 def make_cases(runner, dataset: Dataset, questions: Sequence[Question], metrics: Sequence[str], n: int,
@@ -389,16 +425,33 @@ def make_cases(runner, dataset: Dataset, questions: Sequence[Question], metrics:
     usable, _ = runner.metrics_for(metrics)
     if not usable:
         raise DataError("the judge check has no metric to check: the ones asked need reference answers")
-    return build_cases(sources(dataset, questions, n), usable, kinds,
+    return build_cases(sources(dataset, questions, n, gold_chunks(runner.workspace)), usable, kinds,
                        paraphrase=lambda text: paraphrase(runner, text))
+
+
+#: tokens a RAGAS 0.4.3 prompt holds besides the case's own texts (instructions, few-shot examples): measured with
+#: the Qwen2.5 tokenizer on a five-token case (faithfulness' largest call is its NLI step), rounded up
+TEMPLATE_TOKENS = {"faithfulness": 750, "answer_relevancy": 500, "context_precision": 1000, "context_recall": 1350}
+
+
+def tokens_needed(judge, max_tokens: int, case: Case) -> int:
+    """What the case's largest judge prompt and its reply take of the judge's context window, at most."""
+    texts = [case.question, case.answer, *case.contexts, case.reference or ""]
+    return TEMPLATE_TOKENS[case.metric] + judge.count_tokens("\n".join(texts)) + max_tokens
 
 
 def check_judge(runner, cases: Sequence[Case], agreement: int = 0,
                 on_progress: Callable[[int, Case], None] | None = None) -> JudgeCheck:
-    """`cases` scored by `runner`'s judge."""
-    scored = score_cases(runner.scorer, runner.meter, cases, agreement, on_progress)
-    return JudgeCheck.of(runner.judge.name, runner.workspace.dataset.name,
-                         runner.workspace.config.evaluation.empty_judgement, scored)
+    """`cases` scored by `runner`'s judge. Every case is measured against the judge's context window before the
+    first call: one that cannot fit is left out and named, not met minutes in (a case that still overflows is
+    that case's failure, and the others are kept)."""
+    judge, budget = runner.judge, runner.workspace.config.judge_tokens
+    window = judge.context_window
+    too_long = tuple(case.key for case in cases if window and tokens_needed(judge, budget, case) > window)
+    kept = [case for case in cases if case.key not in too_long]
+    scored = score_cases(runner.scorer, runner.meter, kept, agreement, on_progress)
+    return JudgeCheck.of(judge.name, runner.workspace.dataset.name,
+                         runner.workspace.config.evaluation.empty_judgement, scored, too_long, window)
 
 
 def paraphrase(runner, text: str) -> str:

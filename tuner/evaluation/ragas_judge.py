@@ -27,7 +27,7 @@ from ragas.llms.base import InstructorBaseRagasLLM
 
 from tuner.config import EvaluationConfig
 from tuner.models.embedders import Embedder
-from tuner.models.llms import LLM
+from tuner.models.llms import LLM, PromptTooLong
 from tuner.prompts.programs import is_refusal
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -194,6 +194,8 @@ class RagasScorer:
             result = asyncio.run(self.metrics[metric].ascore(**kwargs))
         except EmptyJudgement as exc:
             return Outcome(0.0, "empty", f"{exc}: scored as unsupported")
+        except PromptTooLong as exc:  # this sample's contexts, not the model: the others are still judged
+            return Outcome(None, "too_long", str(exc))
         except JudgeOutputError as exc:
             return Outcome(None, "unparsable", str(exc))
         except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:

@@ -7,12 +7,14 @@ prompt optimisation) loads by path. A program's identity for caches and reports 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import dspy
 
 from tuner.cache import stable_hash
+from tuner.config import BUILTIN_PROGRAM_NAMES
 from tuner.errors import ConfigError
 
 NO_CONTEXT_ANSWER = "I cannot answer from the given context: no passage was retrieved."
@@ -46,10 +48,10 @@ never add outside knowledge, assumptions or background. Every sentence of the an
 [n] of the context that states it. Prefer the contexts' own words. If the contexts do not contain the answer,
 reply exactly: "I cannot answer from the given context." """
 
-BUILTIN_PROGRAMS = {
-    "default": AnswerFromContexts,
-    "strict": AnswerFromContexts.with_instructions(STRICT_INSTRUCTIONS),
-}
+BUILTIN_PROGRAMS = dict(zip(BUILTIN_PROGRAM_NAMES, (
+    AnswerFromContexts,
+    AnswerFromContexts.with_instructions(STRICT_INSTRUCTIONS),
+), strict=True))
 
 
 class RAGAnswer(dspy.Module):
@@ -74,14 +76,40 @@ def load_program(spec: str) -> RAGAnswer:
     path = Path(spec)
     if not path.suffix == ".json":
         raise ConfigError(f"program {spec!r}: expected {', '.join(BUILTIN_PROGRAMS)} or a saved program .json file")
-    if not path.is_file():
-        raise ConfigError(f"program {path}: file not found")
+    check_saved_program(path)
     program = RAGAnswer()
     try:
         program.load(str(path))
     except Exception as exc:  # dspy raises many kinds for a bad file
         raise ConfigError(f"program {path}: not a saved answer program ({type(exc).__name__}: {exc})") from None
     return program
+
+
+def check_saved_program(path: Path) -> None:
+    """A saved program must be an answer program: the same predictors, and signature fields of the same names in
+    the same order. DSPy's load copies whatever fields a file holds over ours (a `Text:`/`Label:` classifier would
+    answer without a word), so the file is read and compared first."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"program {path}: file not found") from None
+    except (OSError, ValueError) as exc:  # cut short, not JSON, not UTF-8, a folder
+        raise ConfigError(f"program {path}: not a saved answer program ({type(exc).__name__}: {exc})") from None
+    expected = RAGAnswer().dump_state()
+    saved = sorted(k for k in data if k != "metadata") if isinstance(data, dict) else []
+    if saved != sorted(expected):
+        raise ConfigError(f"program {path}: not a saved answer program (predictors {', '.join(saved) or 'none'}; an "
+                          f"answer program has {', '.join(expected)})")
+    for name, state in expected.items():
+        ours = [f["prefix"] for f in state["signature"]["fields"]]
+        try:
+            theirs = [f["prefix"] for f in data[name]["signature"]["fields"]]
+        except (KeyError, TypeError):
+            raise ConfigError(f"program {path}: predictor {name} has no signature fields; not a saved answer "
+                              f"program") from None
+        if theirs != ours:
+            raise ConfigError(f"program {path}: predictor {name} reads and writes {' '.join(theirs)}, an answer "
+                              f"program {' '.join(ours)}: it was saved from another signature")
 
 
 def program_id(program: RAGAnswer) -> str:

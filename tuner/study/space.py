@@ -137,6 +137,16 @@ class SearchSpace(_Strict):
             if name not in knobs:
                 raise ValueError(f"params.{name}: not a pipeline knob (knobs: {', '.join(sorted(knobs))})")
             param.check_values(name)
+            if name == "program":  # a missing or foreign program file is found now, not when a trial draws it
+                saved = [Path(v) for v in param.choices or [] if str(v).endswith(".json")]
+                if saved:
+                    from tuner.prompts.programs import check_saved_program
+
+                    for path in saved:
+                        try:
+                            check_saved_program(path)
+                        except ConfigError as exc:
+                            raise ValueError(f"params.program: {exc}") from None
             for other, allowed in param.when.items():
                 if other not in self.params or list(self.params).index(other) >= list(self.params).index(name):
                     raise ValueError(f"params.{name}.when: {other!r} must be a parameter defined above {name}")
@@ -201,8 +211,12 @@ class SearchSpace(_Strict):
         if not programs or param is None or param.type != "categorical":
             return self
         choices = list(dict.fromkeys([*(param.choices or []), *programs]))
-        return self.model_copy(update={"params": {**self.params,
-                                                  "program": param.model_copy(update={"choices": choices})}})
+        space = self.model_dump(exclude_defaults=True)
+        space["params"]["program"]["choices"] = choices
+        try:  # checked like the space's own choices: a compiled program deleted since is named now
+            return SearchSpace.model_validate(space)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc)) from None
 
     def outside(self, values: dict[str, Any]) -> list[str]:
         """`values`' knobs that the space cannot draw (the baseline's top_k 5 in a 2-3 space), as `name=value`;

@@ -2,7 +2,8 @@
 study in a database, by any worker.
 
 Vectors live in the `embeddings` store of the cache (tuner/cache.py), one entry per text, tagged with the model,
-as base64 float32. Caches from before kept .npz shards under <cache_dir>/embeddings/<model>/: they are moved into
+as base64 float32, written every WRITE_EVERY texts as they are embedded (a kill loses only the slice in progress;
+another worker sharing the store picks up what is written). Caches from before kept .npz shards under <cache_dir>/embeddings/<model>/: they are moved into
 the store the first time the model's cache is opened.
 """
 
@@ -19,6 +20,10 @@ import numpy as np
 
 from tuner.cache import KeyValue, is_database, open_store
 from tuner.models.embedders._base import Embedder, ProgressCallback
+
+
+#: texts embedded between writes to the store: a kill loses at most this many (seconds of work, not the corpus)
+WRITE_EVERY = 256
 
 
 class CachedEmbedder(Embedder):
@@ -39,11 +44,20 @@ class CachedEmbedder(Embedder):
         missing = list({k: t for k, t in zip(keys, texts) if k not in self._rows}.items())
         if on_progress:
             on_progress(len(texts) - len(missing))
-        if missing:
-            vectors = self.inner.encode([t for _, t in missing], on_progress)
-            self.store.put_many({k: pack(v) for (k, _), v in zip(missing, vectors)}, tag=self.name)
-            self._rows.update((k, v) for (k, _), v in zip(missing, vectors))
-            self.misses += len(missing)
+        for start in range(0, len(missing), WRITE_EVERY):
+            part = missing[start:start + WRITE_EVERY]
+            # another worker sharing the store may have embedded some meanwhile
+            found = self.store.get_many([k for k, _ in part])
+            self._rows.update((k, unpack(v)) for k, v in found.items())
+            if found and on_progress:
+                on_progress(len(found))
+            part = [(k, t) for k, t in part if k not in found]
+            if not part:
+                continue
+            vectors = self.inner.encode([t for _, t in part], on_progress)
+            self.store.put_many({k: pack(v) for (k, _), v in zip(part, vectors)}, tag=self.name)
+            self._rows.update((k, v) for (k, _), v in zip(part, vectors))
+            self.misses += len(part)
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._rows[k] for k in keys])

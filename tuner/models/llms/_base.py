@@ -22,6 +22,10 @@ class LLMError(TunerError):
     """A model cannot be loaded or reached."""
 
 
+class PromptTooLong(LLMError):
+    """One prompt does not fit the model's context window: that sample's failure, not the model's."""
+
+
 @dataclass(frozen=True)
 class Completion:
     text: str
@@ -34,6 +38,13 @@ class Completion:
 class LLM(ABC):
     #: identity of the model for cache keys (a file's sha256 prefix, or endpoint + model name)
     name: str
+    #: tokens a prompt and its completion may take together; None: unknown (an endpoint refuses what exceeds it)
+    context_window: int | None = None
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` in this model's vocabulary; without a tokenizer, a generous estimate (3 characters a
+        token; English runs nearer 4)."""
+        return len(text) // 3 + 1
 
     def chat(self, messages: Messages, *, max_tokens: int = 384, temperature: float = 0.0, seed: int = 0,
              json_schema: dict[str, Any] | None = None) -> Completion:

@@ -17,6 +17,13 @@ class CachedLLM(LLM):
         self.cache = cache  # None: every call reaches the model (benchmarks' naive mode)
         self.meter = meter
 
+    @property
+    def context_window(self) -> int | None:
+        return self.inner.context_window
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
     def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
               json_schema: dict[str, Any] | None) -> Completion:
         key = ["chat", self.name, messages, max_tokens, temperature, seed, json_schema]

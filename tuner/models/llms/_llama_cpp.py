@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.models.llms._base import LLM, Completion, LLMError, Messages
+from tuner.models.llms._base import LLM, Completion, LLMError, Messages, PromptTooLong
 from tuner.models.llms._llama_decoding import PrefixStates, common_prefix, fast_llama
 
 
@@ -57,6 +57,7 @@ class LlamaCppLLM(LLM):
         except (ValueError, RuntimeError) as exc:
             raise LLMError(f"{path}: cannot load as a GGUF model ({_first_line(exc)}); "
                            "is the file complete? `tuner models verify` checks named models") from None
+        self.context_window = n_ctx
         # free the model while the interpreter is intact: Llama.__del__ at shutdown prints a traceback
         atexit.register(self.close)
         template = self._model.metadata.get("tokenizer.chat_template")
@@ -70,6 +71,9 @@ class LlamaCppLLM(LLM):
                 eos_token=vocab.detokenize([vocab.token_eos()]).decode("utf-8", "ignore"),
                 bos_token=vocab.detokenize([vocab.token_bos()]).decode("utf-8", "ignore"),
             )
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
               json_schema: dict[str, Any] | None) -> Completion:
@@ -85,7 +89,7 @@ class LlamaCppLLM(LLM):
                 response_format=response_format,
             )
         except ValueError as exc:  # prompt longer than n_ctx
-            raise LLMError(f"{self.path.name}: {_first_line(exc)} (raise generator/judge n_ctx)") from None
+            raise PromptTooLong(f"{self.path.name}: {_first_line(exc)} (raise generator/judge n_ctx)") from None
         self._remember()
         usage = reply.get("usage") or {}
         if self.profile is not None:
