@@ -94,6 +94,31 @@ def test_a_journal_an_old_resume_appended_to_after_a_torn_entry_is_repaired(stud
     assert repair_journal(journal) is None  # sound now: nothing more to do
 
 
+def test_an_entry_damaged_mid_journal_is_named_as_damage_and_the_finished_trial_is_not_paid_again(
+        study_of_two, tmp_path, fake_embedder):
+    """The entry that completed the baseline, cut in half in the middle of the journal (disk damage, not a kill):
+    it was called a kill's half-written entry, and the baseline then showed as running and was run again although
+    its trial file held the result."""
+    journal = study_of_two.journal
+    lines = journal.read_bytes().splitlines(keepends=True)
+    done = next(i for i, line in enumerate(lines) if b'"op_code":6' in line and b'"trial_id":0' in line
+                and b'"state":1' in line)
+    lines[done] = lines[done][:len(lines[done]) // 2] + b"\n"
+    journal.write_bytes(b"".join(lines))
+    note = repair_journal(journal)
+    assert "1 damaged entry from the middle of the journal" in note and "a kill cannot leave that" in note
+    assert "half-written" not in note
+    assert trial_states(load_study(study_of_two).trials)[0] == "running"  # what the damage left
+    llm = ScriptedLLM()
+    session = open_session(tmp_path, fake_embedder, SPACE, limit=2, llm=llm)
+    trials = session.study.get_trials(deepcopy=False)
+    assert trial_states(trials)[:2] == ["complete", "complete"] and session.recovered == []
+    assert trials[0].user_attrs["recovered_from_file"] and trials[0].user_attrs["baseline"]
+    assert trials[0].values == [study_of_two.read_trial(0).result.value("faithfulness")]
+    assert len(trials) == 2  # nothing queued again: the baseline is not paid for twice
+    assert session.run(3) == 1 and complete(study_of_two) == 3
+
+
 def test_a_report_that_cannot_be_written_is_a_note_and_the_study_is_kept(study_of_two, tmp_path, capsys):
     from tuner.cli import write_study_report
 
@@ -659,3 +684,25 @@ def test_the_real_model_says_prompt_too_long_and_counts_tokens(small_llm):
     assert 5 <= small_llm.count_tokens("Who built the Sorrel Bridge in 1850?") <= 15
     with pytest.raises(PromptTooLong, match="raise generator/judge n_ctx"):
         small_llm.chat([{"role": "user", "content": "bridge " * 5000}], max_tokens=8)
+
+
+@pytest.mark.parametrize("server", ["sqlite", "postgresql"])
+def test_a_database_whose_tuner_records_table_is_another_application_s_is_one_line(tmp_path, server, request):
+    """Every other foreign-database case was one line; a `tuner_records` table of another shape gave two
+    tracebacks (`column tuner_records.key does not exist`)."""
+    import sqlalchemy
+
+    url = f"sqlite:///{tmp_path / 'app.db'}" if server == "sqlite" else request.getfixturevalue("postgres_url")
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as db:
+        db.exec_driver_sql("CREATE TABLE tuner_records (id INTEGER PRIMARY KEY, title TEXT)")
+        db.exec_driver_sql("INSERT INTO tuner_records VALUES (1, 'not ours')")
+    engine.dispose()
+    result = tuner("optimize", "--storage", url, "--target", "recall@5", "--trials", "1", "--limit", "2",
+                   "--study", "s", cwd=tmp_path)
+    one_line_error(result, "table tuner_records is another application's", "columns id, title",
+                   "give tuner a database of its own")
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as db:  # their data is left as it was
+        assert db.exec_driver_sql("SELECT title FROM tuner_records").all() == [("not ours",)]
+    engine.dispose()

@@ -216,16 +216,21 @@ def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedd
     def guarded(mode):
         def check(session):
             session.runner(models=Models(judge, judge), embedder=fake_embedder)
-            judge_guard(mode)(session)
+            judge_guard(mode, tmp_path / "tuner.yaml", tmp_path / "data")(session)
         return check
 
     spec = StudySpec("s", StudySettings(["faithfulness"], sampler="random"), space, ProjectConfig(),
                      studies_dir=tmp_path / "studies", cache_dir=tmp_path / "cache",
                      before_first_trial=guarded("strict"))
-    with pytest.raises(ConfigError, match="judge check failed"):
+    with pytest.raises(ConfigError, match="judge check failed") as refused:
         Session.open(spec)
     folder = tmp_path / "studies" / "s"
     assert not (folder / "study.json").exists() and not (folder / "journal.log").exists()
+    assert not (folder / "judge_check.json").exists()
+    # the advice names a check that works without the study it refused to create: the same config and data
+    advice = re.search(r"see `(tuner judge check[^`]*)`", str(refused.value)).group(1)
+    assert "--study" not in advice and advice == (f"tuner judge check --config {tmp_path / 'tuner.yaml'} --dataset "
+                                                  f"{tmp_path / 'data'} --metrics faithfulness")
 
     session = Session.open(StudySpec(**{**spec.__dict__, "before_first_trial": guarded("warn")}))
     assert (folder / "study.json").is_file()

@@ -305,6 +305,12 @@ class DatabaseStore(KeyValue):
             self.engine = sa.create_engine(url, pool_pre_ping=True)
             for created in (self.table, self.leases):
                 while_others_create_tables(lambda: created.create(self.engine, checkfirst=True))
+                # a table of that name from another application: the first read would fail on a missing column
+                found = {c["name"] for c in sa.inspect(self.engine).get_columns(created.name)}
+                if not set(created.c.keys()) <= found:
+                    raise ConfigError(f"{redact(url)}: its table {created.name} is another application's (columns "
+                                      f"{', '.join(sorted(found))}, not tuner's {', '.join(created.c.keys())}): "
+                                      f"give tuner a database of its own")
         except (sa.exc.SQLAlchemyError, ImportError) as exc:  # a bad URL, no driver, an unreachable server
             raise ConfigError(f"{self.where}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
         if self.engine.dialect.name == "postgresql":

@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.cache import redact, stable_hash
-from tuner.config import ALL_METRICS, PipelineConfig
+from tuner.config import ALL_METRICS, PipelineConfig, ProjectConfig
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
@@ -104,16 +104,21 @@ def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
                                                                                    PAIRED_MINIMUM))
 
 
-def recover_interrupted(study: optuna.Study, running_too: bool = True) -> list[int]:
+def recover_interrupted(study: optuna.Study, running_too: bool = True,
+                        finished: Callable[[optuna.trial.FrozenTrial], bool] | None = None) -> list[int]:
     """Queue again the parameters of trials stopped by Ctrl-C or an unreachable model, and (`running_too`: one
     process owns the study, as with the journal) of trials a killed process left RUNNING, failing them first; in a
-    shared database those may be another worker's, and heartbeats retry the dead ones. Each once."""
+    shared database those may be another worker's, and heartbeats retry the dead ones. Each once. A RUNNING trial
+    that `finished` can close from its trial file (the process died, or the journal entry that finished it was
+    damaged, after its result was written) is not run again."""
     trials = study.get_trials(deepcopy=False)
     rerun = {t.user_attrs["rerun_of"] for t in trials if "rerun_of" in t.user_attrs}
     recovered = []
     for trial in trials:
         stopped = trial.state == TrialState.FAIL and INTERRUPTED in trial.user_attrs
         if not (stopped or running_too and trial.state == TrialState.RUNNING) or trial.number in rerun:
+            continue
+        if trial.state == TrialState.RUNNING and finished is not None and finished(trial):
             continue
         if trial.state == TrialState.RUNNING:
             study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
@@ -145,7 +150,7 @@ class Objective:
         self.repeats = 0  # proposals in a row that repeated a tried configuration
         # what else decides a trial's result (models, data, evaluation): a resume with another --config may change
         # it, and then a configuration tried before is not a repeat
-        self.project = stable_hash(runner.workspace.config.model_dump(mode="json", exclude={"pipeline", "cache_dir"}))
+        self.project = project_hash(runner.workspace.config)
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         # the whole trial, not just its evaluation: a Ctrl-C while the sampler proposes or the result is recorded
@@ -214,25 +219,61 @@ class Objective:
         return values[0] if len(values) == 1 else tuple(values)
 
     def _record(self, trial: optuna.Trial, config: PipelineConfig, result: EvalResult, pruned: bool) -> None:
-        trial.set_user_attr("pipeline", config.model_dump())
-        trial.set_user_attr(PROJECT, self.project)
-        trial.set_user_attr("metrics", dict(result.metrics))
-        trial.set_user_attr("retrieval", dict(result.retrieval))
-        trial.set_user_attr("cost", result.cost.as_dict())
-        trial.set_user_attr("failures", {m: dict(r) for m, r in result.failures.items()})
-        trial.set_user_attr("questions", len(result.questions))
-        trial.set_user_attr("refusals", result.refusals)
-        judged = [t for t in self.settings.targets if t in result.metrics]
-        trial.set_user_attr("scored", {t: result.scored(t) for t in judged})
-        # a configuration must not win on the few questions it got scored on: too few is a violated guard
-        least = self.runner.workspace.config.evaluation.min_scored
-        guards = {str(c): c.violation(result.value(c.metric)) for c in self.settings.constraints}
-        guards.update({f"{t} scored on >= {least:.0%}": least - result.scored(t) / max(1, len(result.questions))
-                       for t in judged})
-        trial.set_user_attr("constraints", list(guards.values()))
+        attrs, guards = trial_record(config, result, self.settings, self.project,
+                                     self.runner.workspace.config.evaluation.min_scored)
+        for name, value in attrs.items():
+            trial.set_user_attr(name, value)
         for name, violation in guards.items():
             trial.set_constraint(name, violation)
         self.folder.write_trial(TrialFile(trial.number, trial.params, config.model_dump(), pruned, result))
+
+
+def project_hash(project: ProjectConfig) -> str:
+    """What else decides a trial's result besides its pipeline (models, data, evaluation)."""
+    return stable_hash(project.model_dump(mode="json", exclude={"pipeline", "cache_dir"}))
+
+
+def trial_record(config: PipelineConfig, result: EvalResult, settings: StudySettings, project: str,
+                 min_scored: float) -> tuple[dict[str, Any], dict[str, float]]:
+    """A finished trial's user attributes and its constraint violations (feasible at <= 0)."""
+    judged = [t for t in settings.targets if t in result.metrics]
+    # a configuration must not win on the few questions it got scored on: too few is a violated guard
+    guards = {str(c): c.violation(result.value(c.metric)) for c in settings.constraints}
+    guards.update({f"{t} scored on >= {min_scored:.0%}": min_scored - result.scored(t) / max(1, len(result.questions))
+                   for t in judged})
+    attrs = {"pipeline": config.model_dump(), PROJECT: project, "metrics": dict(result.metrics),
+             "retrieval": dict(result.retrieval), "cost": result.cost.as_dict(),
+             "failures": {m: dict(r) for m, r in result.failures.items()}, "questions": len(result.questions),
+             "refusals": result.refusals, "scored": {t: result.scored(t) for t in judged},
+             "constraints": list(guards.values())}
+    return attrs, guards
+
+
+def finish_from_file(study: optuna.Study, folder: StudyFolder, settings: StudySettings, project: ProjectConfig,
+                     trial: optuna.trial.FrozenTrial) -> bool:
+    """Close a RUNNING trial whose trial file holds its finished result, as the objective would have: the result is
+    not paid for again. False when there is no such file (or it is another trial's draw)."""
+    record = folder.read_trial(trial.number)
+    if record is None or (trial.params and record.params != trial.params):
+        return False
+    attrs, guards = trial_record(PipelineConfig.model_validate(record.pipeline), record.result, settings,
+                                 project_hash(project), project.evaluation.min_scored)
+    storage, trial_id = study._storage, trial._trial_id
+    for name, value in attrs.items():
+        storage.set_trial_user_attr(trial_id, name, value)
+    for name, violation in guards.items():
+        storage.set_trial_system_attr(trial_id, f"constraints:{name}", float(violation))
+    storage.set_trial_user_attr(trial_id, "recovered_from_file", True)
+    values = [record.result.value(t) for t in settings.targets]
+    if record.pruned:
+        storage.set_trial_state_values(trial_id, TrialState.PRUNED)
+    elif any(v is None for v in values):
+        storage.set_trial_user_attr(trial_id, "error", "no question could be scored on " + ", ".join(
+            t for t, v in zip(settings.targets, values) if v is None))
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
+    else:
+        storage.set_trial_state_values(trial_id, TrialState.COMPLETE, values)
+    return True
 
 
 def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: float | None) -> int:

@@ -26,8 +26,8 @@ from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.models.embedders import Embedder
-from tuner.study.optimize import (Objective, StudyHook, StudySettings, counted, enqueue_baseline, open_study,
-                                  recover_interrupted, run_study)
+from tuner.study.optimize import (Objective, StudyHook, StudySettings, counted, enqueue_baseline,
+                                  finish_from_file, open_study, recover_interrupted, run_study)
 from tuner.study.space import SearchSpace, load_space, pipeline_for
 from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
 from tuner.ui import err_console
@@ -121,7 +121,9 @@ class Session:
             spec.before_first_trial(session)
         session.study = open_study(folder, spec.settings, space, project.model_dump(mode="json"),
                                    str(spec.search_space), split, data.identity(), programs, cache, spec.heartbeat)
-        session.recovered = recover_interrupted(session.study, running_too=spec.storage is None)
+        session.recovered = recover_interrupted(
+            session.study, running_too=spec.storage is None,
+            finished=lambda trial: finish_from_file(session.study, folder, spec.settings, project, trial))
         enqueue_baseline(session.study, space, session.baseline)
         return session
 

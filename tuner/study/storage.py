@@ -222,7 +222,7 @@ def repair_journal(path: Path) -> str | None:
     lock = JournalFileSymlinkLock(str(path))
     lock.acquire()
     try:
-        kept, torn = _split_torn(path.read_bytes())
+        kept, torn, damaged = _split_torn(path.read_bytes())
         if not torn:
             return None
         with open(path.with_name(path.name + ".torn"), "ab") as aside:
@@ -232,6 +232,11 @@ def repair_journal(path: Path) -> str | None:
         repaired.replace(path)  # atomic: the journal is either the old one or the repaired one
     finally:
         lock.release()
+    if damaged:  # a kill only ever cuts the last entry: this is damage to the file itself
+        return (f"{path}: set aside {damaged} damaged entr{'y' if damaged == 1 else 'ies'} from the middle of the "
+                f"journal ({sum(map(len, torn))} bytes; a kill cannot leave that: disk damage or an edit) in "
+                f"{path.name}.torn; every readable entry is kept, and a trial the damage left unfinished is completed "
+                f"from its trial file, or else run again")
     return (f"{path}: set aside {sum(map(len, torn))} bytes of a half-written journal entry (left by a kill or a "
             f"power cut mid-write) in {path.name}.torn; every complete entry is kept")
 
@@ -247,11 +252,14 @@ def _sound(data: bytes) -> bool:
     return not data or (data.endswith(b"\n") and all(_entry(line) for line in data.splitlines() if line))
 
 
-def _split_torn(data: bytes) -> tuple[list[bytes], list[bytes]]:
-    """The whole entries of a journal, and the fragments around them."""
+def _split_torn(data: bytes) -> tuple[list[bytes], list[bytes], int]:
+    """The whole entries of a journal, the fragments around them, and how many of those are damage in the middle:
+    a line that is no entry yet is followed by whole ones, not a torn last entry (glued to the next: a resume
+    appended after a kill's fragment)."""
     *lines, tail = data.split(b"\n")
-    kept, torn = [], [tail] if tail else []
-    for line in filter(None, lines):
+    kept, torn, damaged = [], [tail] if tail else [], 0
+    lines = list(filter(None, lines))
+    for number, line in enumerate(lines):
         if _entry(line):
             kept.append(line)
             continue
@@ -261,4 +269,5 @@ def _split_torn(data: bytes) -> tuple[list[bytes], list[bytes]]:
             torn.append(line[:start])
         else:
             torn.append(line)
-    return kept, torn
+            damaged += number < len(lines) - 1  # the last line alone may be a kill's (older Optuna wrote "\n")
+    return kept, torn, damaged
