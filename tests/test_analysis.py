@@ -222,6 +222,11 @@ def test_diagnosis_adds_the_knobs_a_stage_calls_for():
     selection = attribute([question(f"s{i}", 0.0, pool=("d1",), selected=("d9",)) for i in range(3)], "faithfulness")
     added = {p.knob for p in propose(view, [], selection) if p.kind == "add"}
     assert added == {"reranker", "confidence_threshold", "min_docs", "max_docs"}
+    # the added knobs in an order the space file takes: the reranker above the knobs conditional on it (it was
+    # below them, alphabetically, and the written space was invalid)
+    with_reranker = next_space(view.space, propose(view, [], selection), {"alpha": 0.5})
+    assert list(with_reranker.params) == ["alpha", "reranker", "confidence_threshold", "max_docs", "min_docs"]
+    assert with_reranker.params["min_docs"].when == {"reranker": ["embedding", "llm"]}
     generation = attribute([question(f"g{i}", 0.0) for i in range(3)], "faithfulness")
     kinds = {(p.kind, p.knob) for p in propose(view, [], generation)}
     assert ("add", "program") in kinds and ("advice", None) in kinds
@@ -251,3 +256,19 @@ def test_records_round_trip_and_schema_versions():
         TrialFile.from_json({**data, "schema": SCHEMA_VERSION + 1}, "0004.json")
     with pytest.raises(DataError, match="not a tuner trial file"):
         TrialFile.from_json({"schema": 2}, "x.json")
+
+
+def test_a_change_made_moot_by_a_fixed_knob_is_said_not_listed_as_a_change():
+    """Round 1 of the retrieval space fixed reranker at none and extended min_docs (whose `when:` wants a reranker):
+    the next space's description and the journey listed the extension although min_docs had left the space."""
+    space = {"params": {"reranker": {"type": "categorical", "choices": ["none", "embedding"]},
+                        "min_docs": {"type": "int", "low": 1, "high": 3, "when": {"reranker": ["embedding"]}},
+                        "top_k": {"type": "int", "low": 2, "high": 10}}}
+    view = View(space, {"reranker": "none", "top_k": 5})
+    proposals = propose(view, [effect("reranker", 0.01), effect("top_k", 0.5, 0.2)], None)
+    view.best.params["min_docs"] = 3  # as if a trial with the reranker had been best on min_docs' edge
+    proposals = propose(view, [effect("reranker", 0.01), effect("top_k", 0.5, 0.2)], None)
+    moot = [p for p in proposals if p.change.startswith("min_docs")]
+    assert moot and moot[0].kind == "advice" and "no longer searched" in moot[0].reason
+    proposed = next_space(view.space, proposals, view.best.params)
+    assert "min_docs" not in proposed.params and "min_docs" not in proposed.description

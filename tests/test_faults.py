@@ -706,3 +706,19 @@ def test_a_database_whose_tuner_records_table_is_another_application_s_is_one_li
     with engine.connect() as db:  # their data is left as it was
         assert db.exec_driver_sql("SELECT title FROM tuner_records").all() == [("not ours",)]
     engine.dispose()
+
+
+def test_ctrl_c_outside_the_evaluation_still_marks_the_trial_interrupted(tmp_path, fake_embedder):
+    """In a retrieval study most of a trial is not its evaluation (the sampler, the record): a Ctrl-C there left a
+    plain FAIL that no resume ran again (round 2 of a rounds run). Anywhere in the trial, it is interrupted."""
+    session = open_session(tmp_path, fake_embedder, SPACE, limit=2)
+
+    def ctrl_c_as_the_trial_starts(event, *args):
+        if event == "trial":  # before the first question: the trial is drawn and announced
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        session.run(2, hook=ctrl_c_as_the_trial_starts)
+    assert trial_states(session.study.trials) == ["interrupted"]
+    resumed = open_session(tmp_path, fake_embedder, SPACE, limit=2)
+    assert resumed.recovered == [0] and resumed.run(2) == 2

@@ -225,14 +225,19 @@ def _runnable(view: StudyView, proposals: list[Proposal]) -> list[Proposal]:
     proposals = list(proposals)
     while True:
         changes = [p for p in proposals if p.in_space]
-        clash = _space(view.space, changes, view.best.params).first_clash(base) if changes else None
+        space = _space(view.space, changes, view.best.params) if changes else None
+        clash = space.first_clash(base) if space is not None else None
         involved = [p for p in changes if clash is not None and p.knob in clash.knobs]
         if not involved:
-            return proposals
+            break
         dropped = min(involved, key=lambda p: p.priority)
         proposals[proposals.index(dropped)] = Proposal(
             "advice", None, f"{dropped.change} — left out of the next space", f"a trial could then draw {clash.draw}, "
             f"which no pipeline takes ({clash.reason})", dropped.trigger, dropped.priority)
+    # a change to a knob whose `when:` another change made impossible (min_docs once reranker is fixed at none)
+    return [p if space is None or not p.in_space or p.knob in space.params else Proposal(
+        "advice", None, f"{p.change} — moot", f"{p.knob} is no longer searched: its `when:` cannot hold in the next "
+        f"space", p.trigger, p.priority) for p in proposals]
 
 
 def _space(space: SearchSpace, changes: list[Proposal], best_params: dict[str, Any]) -> SearchSpace:
@@ -251,7 +256,7 @@ def _apply(space: SearchSpace, changes: list[Proposal], best_params: dict[str, A
         elif p.param is not None:
             params[p.knob] = p.param.model_copy(update={"when": old.when}) if old is not None else p.param
     kept: dict[str, Param] = {}
-    for name, param in params.items():  # file order: a condition names only knobs above it
+    for name, param in _conditions_first(params).items():  # a condition names only knobs above it
         when = {}
         for other, allowed in param.when.items():
             reachable = [v for v in (allowed if isinstance(allowed, list) else [allowed])
@@ -262,6 +267,23 @@ def _apply(space: SearchSpace, changes: list[Proposal], best_params: dict[str, A
         else:
             kept[name] = param.model_copy(update={"when": when})
     return kept
+
+
+def _conditions_first(params: dict[str, Param]) -> dict[str, Param]:
+    """The parameters in their order, except that a knob follows every knob its `when:` names (added knobs come
+    in priority order: a reranker's threshold may come before the reranker)."""
+    ordered: dict[str, Param] = {}
+
+    def place(name: str) -> None:
+        if name not in ordered:
+            for other in params[name].when:
+                if other in params:
+                    place(other)
+            ordered[name] = params[name]
+
+    for name in params:
+        place(name)
+    return ordered
 
 
 def _bounds(name: str) -> tuple[float, float]:
