@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.analysis.programs import compare_programs
+from tuner.analysis.programs import compare_programs, evaluate_programs
 from tuner.compile.optimizers import COMPILERS
 from tuner.compile.run import CompileSettings, compile_program
 from tuner.config import EvaluationConfig, LLMConfig, ProjectConfig
@@ -51,7 +51,8 @@ def main() -> None:
         raise SystemExit(f"skipped: {args.dataset} not found")
 
     cache = args.out / f"cache-{args.dataset.stem}-{args.model}"
-    project = ProjectConfig(generator=LLMConfig(model=args.model), dataset={"path": args.dataset, "limit": args.questions},
+    project = ProjectConfig(generator=LLMConfig(model=args.model),
+                            dataset={"path": args.dataset, "limit": args.questions},
                             cache_dir=cache, evaluation=EvaluationConfig(metrics=METRICS, strictness=args.strictness))
     runner = RagRunner(open_workspace(project))
     questions = runner.workspace.dataset.questions
@@ -70,11 +71,9 @@ def main() -> None:
                       f"({compiled.sidecar['calls_paid']} paid in this run), "
                       f"{compiled.sidecar['demos']} demo(s), training score {compiled.sidecar['train_score']:.3f}")
 
-    results = {}
-    for name, spec in programs.items():
-        results[name] = runner.evaluate(project.pipeline.model_copy(update={"program": spec}), held_out, METRICS,
-                                        on_progress=lambda i, q, stage: progress(f"  {name} {i + 1}/{len(held_out)}"
-                                                                                 f" {stage}", final=stage == "done"))
+    results = evaluate_programs(runner, project.pipeline, programs, held_out, METRICS,
+                                lambda name, i, stage: progress(f"  {name} {i + 1}/{len(held_out)} {stage}",
+                                                                final=stage == "done"))
     table = compare_programs(results, "default", METRICS)
     view = Table(title=f"held-out: {len(held_out)} questions of {args.dataset.stem}, {args.model} generator and judge")
     for column in ("program", "faithfulness", "Δ vs default [95 % CI]", "answer relevancy", "refusals", "citing",

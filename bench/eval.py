@@ -7,7 +7,7 @@
 
 Per model, a cold run into a fresh cache, then the same evaluation again (every call a cache hit). Prints
 seconds and LLM calls per question for each stage (generate + the four RAGAS metrics), tokens/s, and the
-cache-hit rerun time side by side. Figures are printed, never asserted: record them in the README.
+cache-hit rerun time side by side. Figures are printed, never asserted: record them in docs/performance.md.
 
 `--profile` splits every in-process call into prompt evaluation, decoding and the rest (sampling with the JSON
 grammar, detokenising, Python) from llama.cpp's own counters, per prompt kind (the RAGAS prompt's schema), with the
@@ -153,8 +153,8 @@ def main() -> int:
         console.print(f"amnesty_qa not found under {DATASETS}")
         return 1
     if args.compare:
-        table = Table(title=f"judge decoding, plain vs fast: the same {args.questions} amnesty_qa answers, cold caches, "
-                            f"top_k {args.top_k}")
+        table = Table(title=f"judge decoding, plain vs fast: the same {args.questions} amnesty_qa answers, cold "
+                            f"caches, top_k {args.top_k}")
         for column in ("model", "metric", "plain s/q", "fast s/q", "fast / plain", "LLM calls/q", "mean score",
                        "same verdict"):
             table.add_column(column, justify="left" if column in ("model", "metric") else "right")

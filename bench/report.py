@@ -6,7 +6,7 @@ Builds a study on the bundled demo with the default search space: trial paramete
 sampler, a real retrieval run per trial (so contexts, traces and trial files have their real size), scores drawn
 at random (seeded) — the judge is not what is being timed. Then times reading the study back, the analysis,
 the plots and the Markdown (`write_report`), and the whole `tuner report` command in a subprocess (start-up
-included). Prints the figures; the README quotes them.
+included). Prints the figures; docs/performance.md quotes them.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def build(root: Path, trials: int, seed: int) -> Path:
             questions.append(QuestionResult(
                 id=q.id, question=q.text, reference=q.reference, answer="An answer citing [1] and [2].",
                 contexts=tuple(c.chunk.text for c in found.selected),
-                selected=tuple(passage(c) for c in found.selected), retrieval=trace(found, q.relevant_ids, config.top_k),
+                selected=tuple(passage(c) for c in found.selected),
+                retrieval=trace(found, q.relevant_ids, config.top_k),
                 scores=scores, failures={m: Failure("nan") for m, v in scores.items() if v is None},
                 cost={s: Cost(llm_calls=2, prompt_tokens=900, seconds=20.0) for s in ("generate", *ALL_METRICS)},
                 refusal=rng.random() < 0.05))

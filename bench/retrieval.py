@@ -11,7 +11,7 @@ also its k), the best hybrid tuner offered before (Weaviate's fusions, k 60, no 
 hops 0 / 1 / 2 at the best of them all. "Best" is chosen on the same questions for every method
 alike (top_k 5, no reranker): it compares methods, it is no held-out estimate. Speed runs embed into a fresh
 temporary cache, so embeddings/s is real model throughput. Figures are printed, never asserted: record them in
-the README's performance section.
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ def multi_hop() -> list[list[str]]:
     rows = []
     for alpha in (0.0, 0.5, 1.0):
         for top_k in (2, 3):
-            found = [evaluate_retrieval(dataset, workspace.pipeline, PipelineConfig(alpha=alpha, top_k=top_k, hops=hops))
+            found = [evaluate_retrieval(dataset, workspace.pipeline,
+                                        PipelineConfig(alpha=alpha, top_k=top_k, hops=hops))
                      ["retrieval"]["recall@5"] for hops in (0, 1, 2)]
             rows.append([f"{len(dataset.questions)} q", f"{alpha}", str(top_k), *[f"{r:.3f}" for r in found]])
     return rows

@@ -1,9 +1,10 @@
 """In-sample vs held-out gain: a retrieval-target study on each shared BEIR-layout set, then its verdict.
 
-Each study tunes `--target` (default ndcg@10, the BEIR measure: recall@5 sits at 1.0 on the smaller sets) over search_spaces/retrieval.yaml with TPE on the search questions
-(70 %), then scores the best trial and the baseline on the held-out 30 %. It prints, per set, the best − baseline
-difference with its paired bootstrap 95 % CI in-sample and held-out: how much of the gain the search reports
-survives on questions it never saw. No LLM is loaded (retrieval targets generate no answer).
+Each study tunes `--target` (default ndcg@10, the BEIR measure: recall@5 sits at 1.0 on the smaller sets) over
+search_spaces/retrieval.yaml with TPE on the search questions (70 %), then scores the best trial and the baseline
+on the held-out 30 %. It prints, per set, the best − baseline difference with its paired bootstrap 95 % CI
+in-sample and held-out: how much of the gain the search reports survives on questions it never saw. No LLM is
+loaded (retrieval targets generate no answer).
 
 Studies are ordinary resumable studies under --studies (one embedding cache per set, shared by every target):
 run again, and finished ones are only read back.

@@ -31,7 +31,7 @@ from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
 from tuner.cache import open_store
-from tuner.config import LLMConfig, ProjectConfig
+from tuner.config import ProjectConfig
 from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study
 from tuner.study.session import Session, StudySpec

@@ -4,7 +4,8 @@ machines; this one lets the backend's own code (schema, ingestion, queries, resu
 
 Its searches are written from Weaviate's documented behaviour, not with tuner's code: word tokens and the
 collection's own stopwords/k1/b for BM25, exact cosine for vectors, and hybrid fusion as Weaviate's Go has it
-(tests/weaviate_fusion.py), so that comparing it to tuner's fusion means something. Every request is recorded for tests to inspect.
+(tests/weaviate_fusion.py), so that comparing it to tuner's fusion means something. Every request is recorded for
+tests to inspect.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 import numpy as np
-from weaviate.proto.v1 import (aggregate_pb2, base_search_pb2, batch_pb2, health_weaviate_pb2, search_get_pb2,
-                               weaviate_pb2_grpc)
+from weaviate.proto.v1 import (aggregate_pb2, base_search_pb2, batch_pb2, health_weaviate_pb2, properties_pb2,
+                               search_get_pb2, weaviate_pb2_grpc)
 
 from tests.weaviate_fusion import weaviate_ranked, weaviate_relative_score
 
@@ -227,10 +228,14 @@ class _Servicer(weaviate_pb2_grpc.WeaviateServicer):
                      collection.hybrid(hybrid.query, _vector(hybrid), alpha, ranked, limit)]
         else:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "the fake answers bm25, near_vector and hybrid")
+        # no properties asked for at all: Weaviate returns every non-reference one (the client's default)
+        wanted = not request.HasField("properties") or request.properties.return_all_nonref_properties or \
+            "text" in request.properties.non_ref_properties
         results = []
         for key, metadata in found:
             fields = {f"{name}_present": True for name in metadata}
+            text = {"text": properties_pb2.Value(text_value=collection.objects[key][0])} if wanted else {}
             results.append(search_get_pb2.SearchResult(
                 metadata=search_get_pb2.MetadataResult(id=key, id_as_bytes=_uuid_bytes(key), **metadata, **fields),
-                properties=search_get_pb2.PropertiesResult()))
+                properties=search_get_pb2.PropertiesResult(non_ref_props=properties_pb2.Properties(fields=text))))
         return search_get_pb2.SearchReply(results=results)

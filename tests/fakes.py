@@ -86,8 +86,9 @@ SCRIPTED_JSON = {
 class FakeEndpoint:
     """An OpenAI-compatible server on a free local port: `mode` is "ok" (a short chat completion), "scripted"
     (answers as ScriptedLLM does, after `delay` seconds: a model other processes can use), or misbehaves on
-    purpose: "500", "html" (a 200 that is not JSON), "broken json" (a 200 whose JSON is cut short), "slow" (answers after `delay` seconds). Records each
-    request's Authorization header and body. Use as a context manager."""
+    purpose: "500", "html" (a 200 that is not JSON), "broken json" (a 200 whose JSON is cut short), "slow"
+    (answers after `delay` seconds). Records each request's Authorization header and body. Use as a context
+    manager."""
 
     def __init__(self, mode: str = "ok", delay: float = 30.0):
         import http.server

@@ -143,7 +143,8 @@ def test_edge_extension_rule_and_a_valid_next_space(tmp_path):
     view = View(stepped, {"top_k": 2, "alpha": 0.5, "hops": 1, "reranker": "none"})
     proposals = propose(view, [effect("top_k", 0.6, 0.2)], None)
     assert not [p for p in proposals if p.knob == "top_k" and p.kind == "extend"]  # no room on the grid below 2
-    next_space(view.space, proposals, view.best.params, "s")  # valid
+    unchanged = next_space(view.space, proposals, view.best.params, "s")
+    assert unchanged is None or unchanged.params["top_k"] == view.space.params["top_k"]
 
 
 def test_negligible_knobs_are_fixed_with_their_dependents():

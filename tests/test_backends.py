@@ -32,7 +32,8 @@ BACKENDS = {
     # the real client against an in-process server (tests/fake_weaviate.py): schema, ingestion, queries, mapping
     "weaviate-fake": lambda request: weaviate_backend(request, (server := request.getfixturevalue("fake_weaviate")).url,
                                                       server.grpc_port),
-    "weaviate-live": lambda request: weaviate_backend(request, os.environ.get("WEAVIATE_URL") or pytest.skip(NO_WEAVIATE),
+    "weaviate-live": lambda request: weaviate_backend(request,
+                                                      os.environ.get("WEAVIATE_URL") or pytest.skip(NO_WEAVIATE),
                                                       int(os.environ.get("WEAVIATE_GRPC_PORT", "50051"))),
 }
 

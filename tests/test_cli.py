@@ -79,7 +79,10 @@ def test_empty_corpus_is_a_clear_error(tmp_path):
 
 def test_data_command_describes_a_dataset(tmp_path):
     result = tuner("data", cwd=tmp_path)
-    assert result.returncode == 0 and "demo" in result.stdout and "22" in result.stdout
+    assert result.returncode == 0 and "demo" in result.stdout
+    rows = {row.split("│")[1].strip(): row.split("│")[2].strip()
+            for row in result.stdout.splitlines() if row.count("│") == 3}
+    assert rows["documents"] == "35" and rows["questions"] == "22"
 
 
 def test_study_commands_fail_with_one_clear_line(tmp_path):
@@ -105,7 +108,8 @@ def test_study_commands_fail_with_one_clear_line(tmp_path):
 def test_spaces_show_and_empty_studies_listing(tmp_path):
     shown = tuner("spaces", "show", "quick", cwd=Path(__file__).resolve().parents[1])
     assert shown.returncode == 0 and "top_k" in shown.stdout and "program" in shown.stdout
-    assert tuner("studies", cwd=tmp_path).returncode == 0
+    listed = tuner("studies", cwd=tmp_path)
+    assert listed.returncode == 0 and listed.stdout == "" and listed.stderr.startswith("no studies: studies does not")
 
 
 def test_no_command_reuses_an_option_name():
@@ -152,7 +156,7 @@ def test_search_spaces_ship_with_an_install(tmp_path, monkeypatch):
     shipped = {Path(n).name for n in names if "/data/share/tuner/search_spaces/" in n}
     assert shipped == {p.name for p in (root / "search_spaces").glob("*.yaml")}
 
-    from tuner.cli import resolve_space
+    from tuner.study.space import resolve_space
 
     prefix = tmp_path / "prefix" / "share" / "tuner" / "search_spaces"
     prefix.mkdir(parents=True)

@@ -93,7 +93,8 @@ def test_the_metric_gives_nothing_for_saying_nothing(runner_with):
     refusal = metric.score(example, "I cannot answer from the given context.")
     assert refusal.score == 0.0 and "declined" in refusal.feedback
     assert metric.score(example, "   ").score == 0.0
-    garbled = CompileMetric(RagRunner(runner.workspace, models=Models(ScriptedLLM(), ScriptedLLM("garbled", garbage=True)))
+    garbled_judge = Models(ScriptedLLM(), ScriptedLLM("garbled", garbage=True))
+    garbled = CompileMetric(RagRunner(runner.workspace, models=garbled_judge)
                             .scorer, runner.meter)
     unscored = garbled.score(example, "The Sorrel Bridge [1].")
     assert unscored.score == 0.0 and "could not score" in unscored.feedback

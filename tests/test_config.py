@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from tuner.config import PipelineConfig, ProjectConfig, load_config
@@ -46,7 +48,8 @@ def test_wrong_type_names_the_key_and_what_was_expected(tmp_path):
         ("pipeline:\n  top_k: true\n", "top_k: expected a number, got true"),  # YAML booleans are not ints
         ("pipeline:\n  autocut: 1\n  confidence_threshold: 0.5\n", "autocut and confidence_threshold both choose K"),
         ("backend:\n  bm25:\n    stemmer: porter\n", "backend.bm25.stemmer: Input should be 'none' or 'english'"),
-        ("pipeline:\n  fusion: borda\n", "pipeline.fusion: Input should be 'relative_score', 'ranked', 'zscore' or 'dbsf'"),
+        ("pipeline:\n  fusion: borda\n",
+         "pipeline.fusion: Input should be 'relative_score', 'ranked', 'zscore' or 'dbsf'"),
         ("pipline:\n  top_k: 3\n", "pipline: unknown key"),
         ("chunking:\n  size: 50\n  overlap: 50\n", "overlap (50) must be smaller than size (50)"),
         ("pipeline:\n  min_docs: 5\n  max_docs: 2\n", "min_docs (5) must not exceed max_docs (2)"),
@@ -54,9 +57,9 @@ def test_wrong_type_names_the_key_and_what_was_expected(tmp_path):
     ],
 )
 def test_invalid_values_give_one_clear_line(tmp_path, text, expected):
-    with pytest.raises(ConfigError, match=".*") as caught:
+    with pytest.raises(ConfigError, match=re.escape(expected)) as caught:
         load_config(write(tmp_path, text))
-    assert expected in str(caught.value)
+    assert len(str(caught.value).splitlines()) == 1
 
 
 def test_missing_file(tmp_path):

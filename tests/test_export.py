@@ -30,7 +30,8 @@ def test_what_does_not_transfer_is_named_and_a_foreign_fusion_refused():
         assert knob in lost
     assert "auto_limit" not in weaviate_export(pipeline, project).params
     on_weaviate = ProjectConfig(backend={"type": "weaviate", "bm25": Bm25Config(k1=1.5)})
-    assert not any("k1" in lost for lost in weaviate_export(PipelineConfig(), on_weaviate).not_transferred)  # in the collection
+    # set on the collection: nothing lost
+    assert not any("k1" in lost for lost in weaviate_export(PipelineConfig(), on_weaviate).not_transferred)
     with pytest.raises(ConfigError, match="'zscore', which Weaviate does not have"):
         weaviate_export(PipelineConfig(fusion="zscore"), ProjectConfig())
 

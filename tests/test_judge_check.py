@@ -205,7 +205,7 @@ def test_an_empty_judge_shows_in_the_check_as_empty_not_unscored(demo, runner_fo
 
 
 def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedder):
-    from tuner.cli import judge_guard
+    from tuner.study.judge_gate import judge_gate
     from tuner.study.optimize import StudySettings
     from tuner.study.session import Session, StudySpec
 
@@ -216,7 +216,7 @@ def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedd
     def guarded(mode):
         def check(session):
             session.runner(models=Models(judge, judge), embedder=fake_embedder)
-            judge_guard(mode, tmp_path / "tuner.yaml", tmp_path / "data")(session)
+            judge_gate(session, mode, {"config": tmp_path / "tuner.yaml", "dataset": tmp_path / "data"})
         return check
 
     spec = StudySpec("s", StudySettings(["faithfulness"], sampler="random"), space, ProjectConfig(),

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +23,8 @@ ASK = [{"role": "user", "content": "What is the capital of France? Reply in JSON
 RELEVANT = [{"role": "user", "content": "Question: What is the capital of France?\n\nPassage: Paris is the capital "
                                         "of France.\n\nDoes the passage help answer the question? Answer yes or no."}]
 IRRELEVANT = [{"role": "user", "content": "Question: What is the capital of France?\n\nPassage: Bananas are a "
-                                          "yellow fruit.\n\nDoes the passage help answer the question? Answer yes or no."}]
+                                          "yellow fruit.\n\nDoes the passage help answer the question? "
+                                          "Answer yes or no."}]
 
 
 def free_port() -> int:

@@ -28,7 +28,8 @@ def result(scores, calls, hits, seconds, refusals=0, unscored=0) -> EvalResult:
     questions += [question(f"q{len(scores) + i}", None, failure="unparsable") for i in range(unscored)]
     cost = Cost(llm_calls=calls, cache_hits=hits, prompt_tokens=100 * calls, cached_tokens=50 * hits, seconds=seconds)
     stages = {"generate": Cost(seconds=seconds / 4), "faithfulness": Cost(seconds=seconds * 3 / 4)}
-    return EvalResult.summarise(questions, ["faithfulness"], {}, cost, stages, {"generator": "gen-x", "judge": "judge-y"})
+    return EvalResult.summarise(questions, ["faithfulness"], {}, cost, stages,
+                                {"generator": "gen-x", "judge": "judge-y"})
 
 
 @pytest.fixture

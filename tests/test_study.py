@@ -11,11 +11,11 @@ from tuner.config import PipelineConfig, ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models
-from tuner.study.display import describe_trial, trial_values
 from tuner.evaluation.records import Constraint
 from tuner.study.optimize import (REPEATS_TO_STOP, StudySettings, enqueue_baseline, open_study,
                                   recover_interrupted)
-from tuner.study.results import DUPLICATE, best_config, best_trials, load_study, read_study, trial_states
+from tuner.study.results import (DUPLICATE, best_config, best_trials, load_study, read_study, shown_values,
+                                 trial_states)
 from tuner.study.session import Session, StudySpec
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import study_folder
@@ -121,24 +121,28 @@ def test_pruner_fires_on_a_clearly_worse_configuration(setup):
     pruned = study.trials[1]
     assert pruned.state == optuna.trial.TrialState.PRUNED
     assert pruned.user_attrs["questions"] < 6  # stopped early: questions not asked cost nothing
-    assert trial_values(pruned, ["faithfulness"]) == [f"0.0000 (partial: {pruned.user_attrs['questions']} q)"]
+    assert shown_values(pruned, ["faithfulness"]) == ([0.0], pruned.user_attrs["questions"])
+    from tests.test_cli import tuner
+
+    listed = tuner("trials", "--study", "s", "--studies-dir", str(folder.root.parent), cwd=folder.root.parent)
+    assert f"0.0000 (partial: {pruned.user_attrs['questions']} q)" in listed.stdout, listed.stdout
     # Optuna's value of a pruned trial is its last question's score; people are shown the mean so far
     mixed = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, value=1.0,
                                       params={}, distributions={}, intermediate_values={0: 0.0, 1: 0.0, 2: 1.0},
                                       user_attrs={"metrics": {"faithfulness": 1 / 3}, "questions": 3})
-    assert trial_values(mixed, ["faithfulness"]) == ["0.3333 (partial: 3 q)"]
-    assert "pruned faithfulness=0.333 (partial: 3 q)" in describe_trial(mixed, ["faithfulness"])
+    assert shown_values(mixed, ["faithfulness"]) == ([1 / 3], 3)
     assert folder.trial_file(1).is_file()
 
 
-def test_a_repeated_configuration_is_not_run_and_not_counted(setup, capsys):
+def test_a_repeated_configuration_is_not_run_and_not_counted(setup, caplog):
     """Two configurations in the space: 5 trials asked, 2 run; the repeats are recorded as duplicates of the
     trial that ran them, pay nothing, and the study stops once the sampler proposes nothing new."""
     llm = StrictIsUnfaithful()
     session = setup(PROGRAMS, limit=2, sampler="random", llm=llm)
     study, folder = session.study, session.folder
-    session.run(5)
-    assert session.finished == 2 and "stopped at 2 distinct configurations" in capsys.readouterr().err
+    with caplog.at_level("INFO", logger="tuner"):
+        session.run(5)
+    assert session.finished == 2 and "stopped at 2 distinct configurations" in caplog.text
     states = trial_states(study.trials)
     duplicates = [t for t, s in zip(study.trials, states) if s == "duplicate"]
     assert len(duplicates) == REPEATS_TO_STOP and states.count("complete") + states.count("pruned") == 2
@@ -153,9 +157,9 @@ def test_a_repeated_configuration_is_not_run_and_not_counted(setup, capsys):
 
 def test_interrupted_trials_are_failed_and_rerun_with_the_same_params(setup):
     session = setup(PROGRAMS, limit=2)
-    study, folder = session.study, session.folder
+    study = session.study
+    # a process was killed while this trial ran: the enqueued baseline (its fixed params are set as it starts)
     trial = study.ask({"program": optuna.distributions.CategoricalDistribution(["default", "strict"])})
-    trial.params  # a process was killed while this trial ran: the enqueued baseline
     assert recover_interrupted(study) == [trial.number]
     assert study.trials[trial.number].state == optuna.trial.TrialState.FAIL
     [rerun] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
@@ -219,7 +223,7 @@ def test_the_pareto_front_is_exactly_the_feasible_non_dominated_trials():
 
 def test_best_config_is_a_valid_project_config(setup):
     session = setup(PROGRAMS, limit=2)
-    study, folder = session.study, session.folder
+    folder = session.folder
     session.run(2)
     data = best_config(load_study(folder), folder)
     config = ProjectConfig.model_validate(data)

@@ -65,7 +65,8 @@ class CoinFlipJudge(ScriptedLLM):
         if json_schema and json_schema.get("title") == "NLIStatementOutput":
             self.calls.append({"messages": messages, "json_schema": json_schema, "seed": seed})
             verdict = zlib.crc32(messages[-1]["content"].encode()) % 2
-            return Completion(json.dumps({"statements": [{"statement": "s", "reason": "r", "verdict": verdict}]}), 40, 8)
+            verdicts = {"statements": [{"statement": "s", "reason": "r", "verdict": verdict}]}
+            return Completion(json.dumps(verdicts), 40, 8)
         return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
                              json_schema=json_schema)
 

@@ -1,6 +1,6 @@
 """The Weaviate backend without a Weaviate server: its schema, ingestion, queries and result mapping through the
-real weaviate-client against the in-process fake (tests/fake_weaviate.py), and `tuner index --check-hybrid`. The backend contract is in
-test_backends.py; tuner's fusion against Weaviate's Go, ties included, in test_fusion.py."""
+real weaviate-client against the in-process fake (tests/fake_weaviate.py), and `tuner index --check-hybrid`. The
+backend contract is in test_backends.py; tuner's fusion against Weaviate's Go, ties included, in test_fusion.py."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from tests.fakes import HashingEmbedder  # noqa: E402
 from tests.test_backends import TEXTS  # noqa: E402
 from tuner.config import Bm25Config, WeaviateConfig  # noqa: E402
 from tuner.errors import ConfigError  # noqa: E402
-from tuner.pipeline.backends._weaviate import (WeaviateBackend, check_fusion, chunk_position, chunk_uuid,  # noqa: E402
+from tuner.pipeline.backends._weaviate import (WeaviateBackend, chunk_position, chunk_uuid,  # noqa: E402
                                                collection_name, connection_arguments, corpus_fingerprint)
+from tuner.pipeline.fusion_check import check_fusion  # noqa: E402
 
 VECTORS = HashingEmbedder().encode(TEXTS)
 
@@ -140,8 +141,9 @@ def test_check_fusion_agrees_with_weaviate_on_real_embeddings(fake_weaviate, rea
 
 def _weaviate_project(tmp_path, server) -> str:
     config = tmp_path / "weaviate.yaml"
-    config.write_text(f"backend:\n  type: weaviate\n  weaviate:\n    url: {server.url}\n    grpc_port: {server.grpc_port}\n"
-                      f"    collection_prefix: TunerCli\ncache_dir: {tmp_path / 'cache'}\n")
+    config.write_text(f"backend:\n  type: weaviate\n  weaviate:\n    url: {server.url}\n"
+                      f"    grpc_port: {server.grpc_port}\n    collection_prefix: TunerCli\n"
+                      f"cache_dir: {tmp_path / 'cache'}\n")
     return str(config)
 
 
@@ -173,3 +175,33 @@ def test_check_hybrid_needs_the_weaviate_backend(tmp_path):
 
     result = tuner("index", "--check-hybrid", cwd=tmp_path)
     assert result.returncode != 0 and "set backend.type: weaviate" in result.stderr
+
+
+def test_the_exported_snippet_runs_against_weaviate(fake_weaviate, monkeypatch, capsys):
+    """`tuner export --to weaviate` prints a snippet a user pastes: run it, with the real client, against the
+    in-process Weaviate holding chunks stored as tuner stores them (only the address and the embedder swapped)."""
+    import sys
+    import types
+
+    from tuner.config import PipelineConfig, ProjectConfig
+    from tuner.export import weaviate_export
+
+    backend = connect(fake_weaviate, collection_prefix="Snippet")
+    backend.add(TEXTS, VECTORS)
+    exported = weaviate_export(PipelineConfig(top_k=3, alpha=0.4, fusion="ranked", autocut=None), ProjectConfig(),
+                               backend.name)
+    address = f"weaviate.connect_to_local(port={fake_weaviate.http_port}, grpc_port={fake_weaviate.grpc_port})"
+    code = exported.snippet.replace("weaviate.connect_to_local()", address)
+    assert code != exported.snippet
+
+    class Embedder:  # sentence-transformers' interface, with the vectors the chunks were stored with
+        def __init__(self, name):
+            assert name == "all-MiniLM-L6-v2"
+
+        def encode(self, text, normalize_embeddings=False):
+            return HashingEmbedder().encode([text])[0]
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(SentenceTransformer=Embedder))
+    exec(compile(code.replace('"your question"', repr(TEXTS[0])), "snippet.py", "exec"), {})
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(printed) == 3 and TEXTS[0] in printed[0]  # limit 3, the question's own chunk first

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import socket
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
 
 #: keys per query: SQLite binds at most 999 parameters
 BATCH = 500
@@ -194,8 +197,6 @@ class SqliteStore(KeyValue):
         return db
 
     def _rebuild(self, exc: sqlite3.DatabaseError) -> None:
-        from tuner.ui import err_console
-
         if self._db is not None:
             self._db.close()
         aside = self.path.with_name(self.path.name + ".corrupt")
@@ -207,9 +208,8 @@ class SqliteStore(KeyValue):
         self._db = self._open()
         self._db.executemany("INSERT OR IGNORE INTO entries (key, value, writes) VALUES (?, ?, ?)", rows)
         self._db.commit()
-        err_console.print(f"{self.path}: the cache was damaged ({exc}); moved aside to {aside.name} and rebuilt "
-                          f"with the {len(rows)} entries still readable: calls it lost will be paid again",
-                          highlight=False, soft_wrap=True)
+        log.warning(f"{self.path}: the cache was damaged ({exc}); moved aside to {aside.name} and rebuilt with the "
+                    f"{len(rows)} entries still readable: calls it lost will be paid again")
 
 
     def _run(self, sql: str, args: tuple = ()) -> list[tuple]:
@@ -300,7 +300,8 @@ class DatabaseStore(KeyValue):
                               sa.Column("tag", sa.Text), sa.Column("used", sa.Integer, nullable=False,
                                                                    server_default="0"))
         self.leases = sa.Table(f"{table}_leases", self.table.metadata, sa.Column("key", sa.Text, primary_key=True),
-                               sa.Column("owner", sa.Text, nullable=False), sa.Column("until", sa.Float, nullable=False))
+                               sa.Column("owner", sa.Text, nullable=False),
+                               sa.Column("until", sa.Float, nullable=False))
         try:
             self.engine = sa.create_engine(url, pool_pre_ping=True)
             for created in (self.table, self.leases):
@@ -367,7 +368,8 @@ class DatabaseStore(KeyValue):
 
     def _count(self, *conditions) -> int:
         with self.engine.begin() as db:
-            return db.execute(self._sa.select(self._sa.func.count()).select_from(self.table).where(*conditions)).scalar()
+            counted = self._sa.select(self._sa.func.count()).select_from(self.table).where(*conditions)
+            return db.execute(counted).scalar()
 
     def __len__(self) -> int:
         return self._count()

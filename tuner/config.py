@@ -192,7 +192,8 @@ class PipelineConfig(_Strict):
     autocut: int | None = Field(
         None, ge=1, description="Weaviate's autocut (auto_limit): cut the top_k before the Nth jump in their scores; "
         "none = keep top_k")
-    program: Annotated[str, AfterValidator(_program_name)] = Field("default", description="answer program: default, strict, or a saved DSPy program JSON")
+    program: Annotated[str, AfterValidator(_program_name)] = Field(
+        "default", description="answer program: default, strict, or a saved DSPy program JSON")
 
     @model_validator(mode="after")
     def _docs_range(self) -> PipelineConfig:
@@ -228,6 +229,23 @@ class ProjectConfig(_Strict):
     def judge_tokens(self) -> int:
         # not inherited from the generator: a verdict list outgrows an answer budget and would be cut mid-JSON
         return (self.judge.max_tokens if self.judge else None) or 1024
+
+
+def with_overrides(pipeline: PipelineConfig, assignments: list[str]) -> PipelineConfig:
+    """`key=value` pairs (`--set`; values parsed as YAML scalars) applied to a pipeline config, validated."""
+    values: dict[str, Any] = pipeline.model_dump()
+    for assignment in assignments:
+        key, sep, raw = assignment.partition("=")
+        if not sep or key.strip() not in values:
+            raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE with KEY one of {', '.join(values)}")
+        try:
+            values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {assignment!r}: the value is not a YAML scalar") from None
+    try:
+        return PipelineConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(f"--set: {describe_validation_error(exc)}") from None
 
 
 def load_config(path: Path | str | None) -> ProjectConfig:

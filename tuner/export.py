@@ -47,9 +47,9 @@ def weaviate_export(pipeline: PipelineConfig, project: ProjectConfig, collection
         lost.append(f"confidence_threshold {pipeline.confidence_threshold:g} (dynamic K from reranker scores)")
     bm25 = project.backend.bm25
     if bm25 != Bm25Config() and project.backend.type != "weaviate":  # a weaviate backend's collection has them
-        lost.append(f"BM25 stemmer {bm25.stemmer}, stopwords {bm25.stopwords}, k1 {bm25.k1:g}, b {bm25.b:g} (Weaviate's "
-                    f"are word tokens, en, 1.2, 0.75 unless its collection is configured alike; alpha was tuned "
-                    f"against these)")
+        lost.append(f"BM25 stemmer {bm25.stemmer}, stopwords {bm25.stopwords}, k1 {bm25.k1:g}, b {bm25.b:g} "
+                    f"(Weaviate's are word tokens, en, 1.2, 0.75 unless its collection is configured alike; alpha "
+                    f"was tuned against these)")
     if project.backend.candidates != 100:
         lost.append(f"backend.candidates {project.backend.candidates} (Weaviate fetches 100 per side)")
     return WeaviateExport(params, lost, _snippet(params, project.embedder.model, collection))

@@ -8,7 +8,7 @@ from pathlib import Path
 from tuner.config import ProjectConfig
 from tuner.data import Dataset, load_dataset
 from tuner.models.embedders import Embedder, make_embedder
-from tuner.pipeline.index import Index, build_index
+from tuner.pipeline.index import Index, IndexProgress, build_index
 from tuner.pipeline.run import RetrievalPipeline
 
 
@@ -25,9 +25,9 @@ class Workspace:
 
 def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limit: int | None = None,
                    embedder: Embedder | None = None, dataset: Dataset | None = None,
-                   cache: Path | str | None = None) -> Workspace:
-    """Load data (unless given, already loaded) and build the index; `dataset_path` and `limit` override the
-    config's, `cache` its cache_dir."""
+                   cache: Path | str | None = None, on_progress: IndexProgress | None = None) -> Workspace:
+    """Load data (unless given, already loaded) and build the index (reporting to `on_progress`); `dataset_path`
+    and `limit` override the config's, `cache` its cache_dir."""
     cache = cache if cache is not None else config.cache_dir
     dataset = dataset or load_dataset(
         dataset_path if dataset_path is not None else config.dataset.path,
@@ -35,6 +35,6 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
         limit if limit is not None else config.dataset.limit,
     )
     embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, cache)
-    index = build_index(dataset, config, embedder)
+    index = build_index(dataset, config, embedder, on_progress)
     pipeline = RetrievalPipeline(index, embedder, config.rerankers, window=config.backend.candidates)
     return Workspace(config, dataset, embedder, index, pipeline, cache)

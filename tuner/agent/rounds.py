@@ -25,6 +25,7 @@ from tuner.reports import Report, write_report
 from tuner.reports._data import spend
 from tuner.study.results import StudyView, read_study
 from tuner.study.session import Session, StudySpec
+from tuner.study.storage import StudyFolder, study_folder
 
 #: scores on held-out what a round's verdict needs: (the round's view, its session) -> the view with them
 Judge = Callable[[StudyView, Session], StudyView]
@@ -57,6 +58,14 @@ class RoundOutcome:
 
 def round_name(name: str, number: int) -> str:
     return name if number == 1 else f"{name}.r{number}"
+
+
+def latest_round(spec: StudySpec) -> StudyFolder:
+    """The folder of the latest round that has a study (where a Ctrl-C'd rounds run was)."""
+    number = 1
+    while study_folder(spec.studies_dir, round_name(spec.name, number + 1), spec.storage).read_meta():
+        number += 1
+    return study_folder(spec.studies_dir, round_name(spec.name, number), spec.storage)
 
 
 def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, timeout: float | None = None,
@@ -133,7 +142,8 @@ def _outcome(number: int, session: Session, space: Path, changes: tuple[str, ...
     spent = spend(view)
     verdict = report.analysis.verdict
     return RoundOutcome(number, session.folder.name, Path(space), changes, reasons, report.analysis.headline,
-                        verdict.headline if verdict else None, best.values[0] if best else None, baseline.values[0] if baseline and baseline.values else None,
+                        verdict.headline if verdict else None, best.values[0] if best else None,
+                        baseline.values[0] if baseline and baseline.values else None,
                         spent.calls, spent.cache_hits, spent.trial_seconds / 60, report.path)
 
 

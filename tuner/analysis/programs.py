@@ -7,11 +7,17 @@ reference program question by question (paired bootstrap 95 % CI).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tuner.analysis.stats import compare, per_question
+from tuner.compile.saved import write_sidecar
+from tuner.config import PipelineConfig
+from tuner.data import Question
 from tuner.evaluation.records import EvalResult
+
+#: (program name, question index, stage) while programs are evaluated
+ProgramProgress = Callable[[str, int, str], None]
 
 
 def summarise_program(result: EvalResult, metrics: Sequence[str]) -> dict[str, Any]:
@@ -37,4 +43,29 @@ def compare_programs(results: Mapping[str, EvalResult], reference: str, metrics:
                 row["vs_reference"][metric] = {"difference": c.mean_difference, "ci": c.ci, "n": c.n,
                                                "verdict": c.verdict, "sentence": c.sentence(name, reference)}
         table[name] = row
+    return table
+
+
+def evaluate_programs(runner, pipeline: PipelineConfig, programs: Mapping[str, str], questions: Sequence[Question],
+                      metrics: Sequence[str], on_progress: ProgramProgress | None = None) -> dict[str, EvalResult]:
+    """Each program (name -> spec) answering the same questions from the same retrieval."""
+    results = {}
+    for name, spec in programs.items():
+        results[name] = runner.evaluate(pipeline.model_copy(update={"program": spec}), questions, metrics,
+                                        on_progress=lambda i, _q, stage, name=name: on_progress and on_progress(
+                                            name, i, stage))
+    return results
+
+
+def judge_compiled(runner, pipeline: PipelineConfig, compiled, held_out: Sequence[Question], settings,
+                   on_progress: ProgramProgress | None = None) -> dict[str, Any]:
+    """A compiled program against the one it started from, on held-out questions (the same contexts); the table
+    goes into its sidecar, where reports and a study's program choices read it."""
+    metrics = list(dict.fromkeys([settings.target, *([settings.guard.metric] if settings.guard else [])]))
+    start = pipeline.program
+    results = evaluate_programs(runner, pipeline, {start: start, "compiled": str(compiled.path)}, held_out, metrics,
+                                on_progress)
+    table = compare_programs(results, start, metrics)
+    compiled.sidecar["held_out"] = table
+    write_sidecar(compiled.path, compiled.sidecar)
     return table

@@ -91,7 +91,8 @@ class Verdict:
     @property
     def generalises_best(self) -> Contender | None:
         """Among contenders scored on held-out, the one with the highest held-out mean; None on a tie."""
-        scored = sorted((c for c in self.contenders if c.held_out is not None and c.held_out.candidate_mean is not None),
+        scored = sorted((c for c in self.contenders
+                         if c.held_out is not None and c.held_out.candidate_mean is not None),
                         key=lambda c: -c.held_out.candidate_mean)
         if len(scored) < 2 or scored[0].held_out.candidate_mean == scored[1].held_out.candidate_mean:
             return None

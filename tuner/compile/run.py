@@ -22,6 +22,7 @@ from tuner.compile.saved import write_sidecar
 from tuner.config import PipelineConfig
 from tuner.cost import BudgetSpent
 from tuner.data import Question
+from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.records import Constraint
 from tuner.prompts.programs import RAGAnswer, program_id
@@ -79,6 +80,21 @@ def examples(runner: RagRunner, questions: Sequence[Question], pipeline: Pipelin
                                   reference=question.reference, answerable=answerable)
                      .with_inputs("question", "contexts"))
     return found
+
+
+def compile_questions(questions: Sequence[Question], recorded: Split | None, train: int | None,
+                      held_out_share: float) -> tuple[list[Question], list[Question]]:
+    """Training and held-out questions: a study's held-out questions stay unseen (train on its search questions,
+    or the first `train` of them); otherwise `train` questions (or 1 - held_out_share of them) by the id-hash
+    split, the rest held out to judge the compiled program."""
+    if recorded is not None:
+        training = recorded.search(questions)
+        return (training[:train] if train else training), recorded.holdout(questions)
+    ids = [q.id for q in questions]
+    if train is not None and train >= len(ids):
+        raise ConfigError(f"--train {train}: the dataset has {len(ids)} questions; leave some to judge on")
+    parts = Split.make(ids, 1 - train / len(ids) if train else held_out_share)
+    return parts.search(questions), parts.holdout(questions)
 
 
 def compile_program(runner: RagRunner, pipeline: PipelineConfig, train: Sequence[Question],

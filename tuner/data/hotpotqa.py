@@ -39,4 +39,5 @@ def load(path: Path) -> Dataset:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{path}: question {number} is not in HotpotQA form ({exc!r})") from None
-    return Dataset(name=path.stem, format="hotpotqa", source=path, documents=list(documents.values()), questions=questions)
+    return Dataset(name=path.stem, format="hotpotqa", source=path, documents=list(documents.values()),
+                   questions=questions)

@@ -53,7 +53,8 @@ def load(path: Path) -> Dataset:
         )
     notes = ["RAGAS-style data has no gold document ids: retrieval metrics are not computed"]
     return Dataset(
-        name=path.stem, format="ragas", source=path, documents=list(documents.values()), questions=questions, notes=notes
+        name=path.stem, format="ragas", source=path, documents=list(documents.values()), questions=questions,
+        notes=notes
     )
 
 

@@ -58,7 +58,8 @@ def clean(value: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Failure:
-    reason: str  # nan | unparsable | no_answer | no_contexts | error | refusal; empty (and refusal under the rule): scored 0
+    # nan | unparsable | no_answer | no_contexts | too_long | error | refusal; empty (and refusal under the rule): 0
+    reason: str
     detail: str = ""
 
 
@@ -262,3 +263,13 @@ class TrialFile:
                        bool(data.get("pruned", False)), EvalResult.from_json(data))
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{source}: not a tuner trial file ({type(exc).__name__}: {exc})") from None
+
+
+def eval_json(project: dict[str, Any], dataset: Any, chunks: int, split: str, results: dict[str, Any],
+              seconds: float) -> dict[str, Any]:
+    """What `tuner eval --out` writes: the config, the data it ran on, the results and the time taken."""
+    return {"config": project,
+            "dataset": {"name": dataset.name, "format": dataset.format, "source": str(dataset.source),
+                        "documents": len(dataset.documents), "chunks": chunks, "questions": len(dataset.questions),
+                        "split": split},
+            **results, "seconds": round(seconds, 3)}

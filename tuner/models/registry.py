@@ -82,6 +82,36 @@ def resolve_gguf(model: str, path: Path | None) -> Path:
     return assemble(named, models_dir())
 
 
+def named_model(name: str) -> NamedModel:
+    if name not in NAMED_MODELS:
+        raise ConfigError(f"unknown model {name!r}: choose from {', '.join(NAMED_MODELS)}")
+    return NAMED_MODELS[name]
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a named model would be loaded from, in the order resolve_gguf tries: $TUNER_GGUF_…, the assembled
+    file, the installed part packages."""
+
+    source: str
+    ready: bool
+    status: str
+    path: Path | None  # the file when there is one (the parts are assembled on first use)
+
+
+def locate(named: NamedModel) -> Located:
+    env = os.environ.get(named.env_var)
+    assembled = models_dir() / named.filename
+    if env:
+        return Located(f"${named.env_var}", Path(env).is_file(), "ready" if Path(env).is_file() else "missing file",
+                       Path(env))
+    if assembled.is_file():
+        return Located(str(assembled), True, "ready", assembled)
+    if part_files(named) is not None:
+        return Located("part packages", True, "installed (assembled on first use)", None)
+    return Located("part packages", False, f"not installed: tuner models install {named.name}", None)
+
+
 def part_files(named: NamedModel) -> list[Path] | None:
     """The installed part files in order, or None if a part package is missing."""
     parts: list[Path] = []

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tuner.pipeline.backends import Hits
+from tuner.pipeline.backends._base import Hits
 
 RANK_CONSTANT = 60
 #: Weaviate orders scores closer than this as equal

@@ -64,7 +64,8 @@ class RetrievalPipeline:
 
     def run(self, question: str, config: PipelineConfig) -> RetrievalResult:
         chunks = self.index.chunks
-        fused = self.retriever.search(question, config.alpha, config.fusion, self.retriever.window, config.rank_constant)
+        fused = self.retriever.search(question, config.alpha, config.fusion, self.retriever.window,
+                                      config.rank_constant)
         retrieved = [Candidate(int(p), chunks[p], float(s)) for p, s in zip(fused.ids, fused.scores)]
         seeds = retrieved[: config.top_k]
         expanded = self.index.graph.expand(seeds, chunks, config.hops, config.hop_decay, config.top_k,

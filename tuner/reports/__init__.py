@@ -16,9 +16,10 @@ from tuner.analysis import Analysis, analyze
 from tuner.errors import TunerError
 from tuner.reports import _data, plots
 from tuner.reports.markdown import render
-from tuner.study.results import StudyView
+from tuner.study.results import StudyView, read_study
+from tuner.study.storage import StudyFolder
 
-__all__ = ["Report", "write_report"]
+__all__ = ["Report", "study_report", "write_report"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ def write_report(view: StudyView, out: Path) -> Report:
     except OSError as exc:
         raise TunerError(f"{out}: cannot write the report ({exc.strerror})") from None
     return Report(out / "report.md", analysis, space_file)
+
+
+def study_report(folder: StudyFolder, reports_dir: Path) -> Report:
+    """The study's report, read back from its storage, in reports_dir/NAME."""
+    return write_report(read_study(folder), reports_dir / folder.name)
 
 
 def _draw(analysis: Analysis, out: Path) -> dict[str, str]:

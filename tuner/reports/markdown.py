@@ -34,7 +34,8 @@ def render(analysis: Analysis, plots: dict[str, str]) -> str:
     view = analysis.view
     out = [f"# Study `{view.name}`: {', '.join(view.targets)}", ""]
     out += _verdict(analysis) + _question(view) + _comparison(analysis, plots) + _history(view, analysis, plots)
-    out += _bottleneck(analysis) + _noise(analysis) + _judge_check(analysis) + _failures(view) + _pruned(view) + _costs(view, plots) + _compiled(view)
+    out += _bottleneck(analysis) + _noise(analysis) + _judge_check(analysis) + _failures(view) + _pruned(view)
+    out += _costs(view, plots) + _compiled(view)
     out += _next(analysis)
     return "\n".join(out).rstrip() + "\n"
 
@@ -114,17 +115,18 @@ def _held_out(analysis: Analysis) -> list[str]:
                  "—" if c.held_out is None or c.held_out.ci is None else
                  f"{c.held_out.mean_difference:+.3f} [{c.held_out.ci[0]:+.3f}, {c.held_out.ci[1]:+.3f}]"]
                 for c in verdict.contenders]
-        out += [f"These trials were within noise of the best on the search questions (its lead over them is not "
-                f"distinguishable from zero), so all were scored on held-out:", ""]
+        out += ["These trials were within noise of the best on the search questions (its lead over them is not "
+                "distinguishable from zero), so all were scored on held-out:", ""]
         out += _table(["trial", "knobs", f"{verdict.metric} in-sample", "held-out", "held-out − baseline (95 % CI)"],
                       rows)
         winner = verdict.generalises_best
         if winner is None and all(c.held_out is not None for c in verdict.contenders):
             out += ["No trial among them generalises better than the others: the best held-out scores tie.", ""]
         if winner is not None:
-            out += [f"Trial {winner.trial.number} generalises best ({verdict.metric} {_f(winner.held_out.candidate_mean)}"
-                    f" on held-out). Choosing it by that figure spends the held-out questions on a choice among "
-                    f"{len(verdict.contenders)}, so its held-out score is mildly optimistic in turn.", ""]
+            out += [f"Trial {winner.trial.number} generalises best ({verdict.metric} "
+                    f"{_f(winner.held_out.candidate_mean)} on held-out). Choosing it by that figure spends the "
+                    f"held-out questions on a choice among {len(verdict.contenders)}, so its held-out score is "
+                    f"mildly optimistic in turn.", ""]
     return out
 
 
@@ -193,8 +195,8 @@ def _comparison(analysis: Analysis, plots: dict[str, str]) -> list[str]:
 def _history(view: StudyView, analysis: Analysis, plots: dict[str, str]) -> list[str]:
     out = ["## Search history and knobs", ""]
     if "history" in plots:
-        out += [f"Best-so-far over the trials (pruned trials are shown at the mean of the questions they reached, "
-                f"which is not comparable with a full trial's value).", "", f"![history]({plots['history']})", ""]
+        out += ["Best-so-far over the trials (pruned trials are shown at the mean of the questions they reached, "
+                "which is not comparable with a full trial's value).", "", f"![history]({plots['history']})", ""]
     effects = analysis.effects
     if effects:
         have = any(e.importance is not None for e in effects)

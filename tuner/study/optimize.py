@@ -24,15 +24,17 @@ from tuner.config import ALL_METRICS, PipelineConfig, ProjectConfig
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.records import RETRIEVAL_METRICS, TARGETS, Constraint, EvalResult, QuestionResult, TrialFile
+from tuner.evaluation.records import TARGETS, Constraint, EvalResult, QuestionResult, TrialFile
 from tuner.models.llms._base import LLMError
 from tuner.study.results import DUPLICATE, INTERRUPTED
 from tuner.study.running import running
 from tuner.study.space import SearchSpace, pipeline_for
-from tuner.study.storage import HEARTBEAT, StudyFolder
+from tuner.study.storage import HEARTBEAT, META_ATTR, StudyFolder, make_storage, stored_meta
 
 if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for importing DSPy and RAGAS
     from tuner.evaluation.rag_eval import RagRunner
+
+log = logging.getLogger(__name__)
 
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 #: the user attr of a trial that looked for repeats of its configuration and runs it
@@ -304,12 +306,8 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
         given_back = sum(DUPLICATE in t.user_attrs for t in study.get_trials(deepcopy=False)[ran:])
         remaining = min(given_back, trials - counted(study))  # workers sharing the study may have filled it
     if objective.repeats >= REPEATS_TO_STOP:
-        from tuner.ui import err_console
-
-        distinct = counted(study)
-        err_console.print(f"stopped at {distinct} distinct configurations: the sampler proposed only configurations "
-                          f"already tried, {REPEATS_TO_STOP} times in a row (the search space looks exhausted)",
-                          highlight=False, soft_wrap=True)
+        log.warning(f"stopped at {counted(study)} distinct configurations: the sampler proposed only configurations "
+                    f"already tried, {REPEATS_TO_STOP} times in a row (the search space looks exhausted)")
     return counted(study) - before
 
 
@@ -353,7 +351,6 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
     targets, constraints or a different search space are refused. The settings live in study.json (a study kept in
     a database: its records) and, as a copy that outlives it, in the storage's study attributes. `cache`: "shared"
     (the project's cache_dir), "own" (the study folder's) or "storage" (the study's database)."""
-    from tuner.study.storage import META_ATTR, make_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for handler in logging.getLogger("optuna").handlers:  # a handler's filter sees its child loggers' records
@@ -370,7 +367,8 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
     fresh = {"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
              "metrics": settings.metrics_needed(), "sampler": settings.sampler, "seed": settings.seed,
              "search_space": space_file, "space": space.model_dump(mode="json", exclude_defaults=True),
-             "storage_url": redact(folder.storage) if folder.storage else None, "project": project, "split": split.to_json(),
+             "storage_url": redact(folder.storage) if folder.storage else None, "project": project,
+             "split": split.to_json(),
              "programs": list(programs), "cache": cache, "data": data}
     # resumed with --config: record what now runs (and, for a study from before it was recorded, what it measures on)
     updated = {**meta, "project": project, "data": meta.get("data") or data} if meta else fresh
@@ -386,16 +384,6 @@ def _said_in_one_line(record) -> bool:
     get one line from the CLI, and the trial table shows each failure."""
     error = record.exc_info[1] if record.exc_info else None
     return not isinstance(error, (KeyboardInterrupt, TunerError)) and "failed with value None" not in record.msg
-
-
-def stored_meta(storage: optuna.storages.BaseStorage, name: str) -> dict[str, Any]:
-    """The settings copy a study's storage holds ({} for a new study, or one from before the copy was kept)."""
-    from tuner.study.storage import META_ATTR
-
-    try:
-        return dict(storage.get_study_user_attrs(storage.get_study_id_from_name(name)).get(META_ATTR) or {})
-    except KeyError:
-        return {}
 
 
 def refuse_changes(name: str, meta: dict[str, Any], settings: StudySettings, space: SearchSpace) -> None:

@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 from tuner.cache import is_database
 from tuner.config import ProjectConfig
 from tuner.data.split import Split
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import StudyFolder, make_storage, study_folder
@@ -187,6 +187,34 @@ def load_study(folder: StudyFolder) -> optuna.Study:
         return optuna.load_study(study_name=folder.name, storage=make_storage(folder))
     except KeyError:
         raise ConfigError(f"storage has no study named {folder.name!r} (see `tuner studies --storage URL`)") from None
+
+
+def shown_values(trial: optuna.trial.FrozenTrial, targets: list[str]) -> tuple[list[float | None], int | None]:
+    """Each target's value for people, and for a pruned trial the questions it reached: its Optuna value is the
+    last question's score alone, so the mean over the questions it reached is shown instead, marked partial."""
+    if trial.state == TrialState.PRUNED:
+        metrics = {**trial.user_attrs.get("retrieval", {}), **trial.user_attrs.get("metrics", {})}
+        return [metrics.get(t) for t in targets], trial.user_attrs.get("questions")
+    return (list(trial.values) if trial.values else [None] * len(targets)), None
+
+
+def require_a_complete_trial(study: optuna.Study) -> None:
+    """A study whose every trial failed has no result: say why instead of "best —"."""
+    if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        return
+    failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+    reason = failed[-1].user_attrs.get("error") if failed else None
+    raise TunerError(f"no trial of study {study.study_name} finished ({len(failed)} failed"
+                     + (f"; the last: {reason}" if reason else "") + "): nothing to report as best")
+
+
+def study_runner(view: StudyView, on_progress=None):
+    """A runner over a study's own project and caches (models load on first use); `on_progress` follows the index
+    build (see pipeline.index)."""
+    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.workspace import open_workspace
+
+    return RagRunner(open_workspace(view.project, cache=view.folder.cache_in_use(view.meta), on_progress=on_progress))
 
 
 def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:

@@ -11,15 +11,16 @@ search questions. Models load only when `run` needs them, so reading a study bac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
 from tuner.cache import is_database
-from tuner.compile.saved import compiled_programs
+from tuner.compile.saved import compiled_programs, read_sidecar
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
@@ -28,9 +29,14 @@ from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.models.embedders import Embedder
 from tuner.study.optimize import (Objective, StudyHook, StudySettings, counted, enqueue_baseline,
                                   finish_from_file, open_study, recover_interrupted, run_study)
-from tuner.study.space import SearchSpace, load_space, pipeline_for
+from tuner.study.space import SearchSpace, load_space, pipeline_for, resolve_space
 from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
-from tuner.ui import err_console
+
+
+if TYPE_CHECKING:
+    from tuner.pipeline.index import IndexProgress
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,25 @@ class StudySpec:
     programs_from: tuple[Path, ...] = ()
     #: seconds between heartbeats of a trial in an RDB storage (a worker silent for three is retried elsewhere)
     heartbeat: int = HEARTBEAT
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A study's settings for what a command leaves out: a resume takes the study's own targets, constraints and
+    search space (`tuner optimize --study NAME --trials 60` is a whole resume command)."""
+
+    targets: list[str]
+    constraints: list[str]
+    search_space: Path
+    resumed: bool
+
+    @classmethod
+    def or_given(cls, folder: StudyFolder, targets: Sequence[str] | None, constraints: Sequence[str] | None,
+                 search_space: str | None) -> Recorded:
+        meta = folder.read_meta()
+        return cls(list(targets or meta.get("targets", ["faithfulness"])),
+                   list(constraints if constraints is not None else meta.get("constraints", [])),
+                   resolve_space(search_space or meta.get("search_space") or "default"), bool(meta))
 
 
 @dataclass
@@ -141,22 +166,38 @@ class Session:
         """Trial 0: the base, or in a later round the previous round's best (whose knobs are all in the space)."""
         return pipeline_for(self.base, dict(self.spec.baseline))
 
+    def notes(self) -> list[str]:
+        """What the user should know before the trials: the data's notes, a baseline the space cannot draw, compiled
+        programs trained on this study's search questions (they score optimistically there, not held out)."""
+        notes = list(self.dataset.notes)
+        outside = self.space.outside(self.baseline.model_dump())
+        if outside and not self.finished:
+            notes.append(f"the baseline's {', '.join(outside)} lies outside the search space: it runs as trial 0, "
+                         f"the reference point, but no later trial can draw it")
+        search = {q.id for q in self.search_questions}
+        for path in self.folder.read_meta().get("programs", []):
+            seen = search & set(read_sidecar(Path(path)).get("train_ids", []))
+            notes.append(f"program choice {path}" + (
+                f": compiled on {len(seen)} of this study's {len(search)} search questions, so its trials score "
+                f"optimistically there; the held-out verdict is not affected" if seen else ""))
+        return notes
+
     @property
     def search_questions(self) -> list[Question]:
         return self.split.search(self.dataset.questions)
 
-    def runner(self, models: Models | None = None, embedder: Embedder | None = None,
-               use_cache: bool = True) -> RagRunner:
+    def runner(self, models: Models | None = None, embedder: Embedder | None = None, use_cache: bool = True,
+               on_progress: IndexProgress | None = None) -> RagRunner:
         """The workspace and models, built on first use (tests pass fakes; benchmarks turn the cache off)."""
         if self._runner is None:
             from tuner.workspace import open_workspace
 
-            workspace = open_workspace(self.project, embedder=embedder, dataset=self.dataset, cache=self.cache)
+            workspace = open_workspace(self.project, embedder=embedder, dataset=self.dataset, cache=self.cache,
+                                       on_progress=on_progress)
             index = workspace.index
             where = "the study's database" if is_database(self.cache) else self.cache
-            err_console.print(f"index: {len(index.chunks)} chunks, {index.embedded} embedded now, "
-                              f"{len(index.chunks) - index.embedded} from the cache ({where})",
-                              highlight=False, soft_wrap=True)
+            log.info(f"index: {len(index.chunks)} chunks, {index.embedded} embedded now, "
+                     f"{len(index.chunks) - index.embedded} from the cache ({where})")
             self._runner = RagRunner(workspace, use_cache, models)
         return self._runner
 

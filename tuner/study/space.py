@@ -275,6 +275,20 @@ class SearchSpace(_Strict):
         return grid
 
 
+def resolve_space(name: str) -> Path:
+    """A path as given, else search_spaces/<name>.yaml here, in the tuner checkout, or where an install put them."""
+    import sys
+
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    for folder in (Path("search_spaces"), Path(__file__).resolve().parents[2] / "search_spaces",
+                   Path(sys.prefix) / "share" / "tuner" / "search_spaces"):
+        if (folder / f"{name}.yaml").is_file():
+            return folder / f"{name}.yaml"
+    raise ConfigError(f"search space {name!r}: no file {name} or search_spaces/{name}.yaml")
+
+
 def load_space(path: Path | str) -> SearchSpace:
     path = Path(path)
     raw = read_yaml(path)

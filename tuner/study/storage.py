@@ -12,6 +12,7 @@ fail and retry the trial of a worker that died.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,7 +24,8 @@ import optuna
 from tuner.cache import KeyValue, open_store, redact, while_others_create_tables
 from tuner.errors import ConfigError, DataError
 from tuner.evaluation.records import TrialFile
-from tuner.ui import err_console
+
+log = logging.getLogger(__name__)
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: the study attribute holding a copy of study.json, so losing the file loses nothing
@@ -143,14 +145,11 @@ class StudyFolder:
     def _restore_meta(self) -> dict[str, Any]:
         if self.storage is None and (not self.journal.is_file() or not self.journal.stat().st_size):
             return {}
-        from tuner.study.optimize import stored_meta
-
         data = stored_meta(make_storage(self), self.name)
         if data:
             self.write_meta(data)
             if self.storage is None:
-                err_console.print(f"{self.meta} was missing: rebuilt from the copy in {self.journal.name}",
-                                  highlight=False, soft_wrap=True)
+                log.warning(f"{self.meta} was missing: rebuilt from the copy in {self.journal.name}")
         return data
 
     def write_meta(self, data: dict[str, Any]) -> None:
@@ -161,6 +160,14 @@ class StudyFolder:
         self.meta.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
+def stored_meta(storage: optuna.storages.BaseStorage, name: str) -> dict[str, Any]:
+    """The settings copy a study's storage holds ({} for a new study, or one from before the copy was kept)."""
+    try:
+        return dict(storage.get_study_user_attrs(storage.get_study_id_from_name(name)).get(META_ATTR) or {})
+    except KeyError:
+        return {}
+
+
 def study_folder(studies_dir: Path, name: str, storage: str | None = None) -> StudyFolder:
     """The study `name`: in studies_dir, or in the database at `storage` (an RDB URL)."""
     if not NAME.match(name):
@@ -168,6 +175,22 @@ def study_folder(studies_dir: Path, name: str, storage: str | None = None) -> St
     if storage is not None and "://" not in storage:
         raise ConfigError(f"--storage {storage!r}: give an RDB URL (postgresql://user@host/db, sqlite:///file.db)")
     return StudyFolder(Path(studies_dir) / name, storage)
+
+
+def cache_location(config: Path | None, study: str | None, storage: str | None, studies_dir: Path) -> Path | str:
+    """The cache a command reads: the config's cache_dir, or the one a study uses (its folder's, the project's
+    or its database's)."""
+    from tuner.config import load_config
+
+    if study is None:
+        if storage is not None:
+            raise ConfigError("--storage: give the --study whose database cache you mean")
+        return load_config(config).cache_dir
+    folder = study_folder(studies_dir, study, storage)
+    meta = folder.read_meta()
+    if not meta:
+        raise ConfigError(f"no study named {study!r} in {storage and redact(storage) or studies_dir}")
+    return folder.cache_in_use(meta)
 
 
 #: seconds between a running trial's heartbeats in an RDB storage; a trial silent for 3 of them is failed and
@@ -183,7 +206,7 @@ def make_storage(folder: StudyFolder, heartbeat: int = HEARTBEAT) -> optuna.stor
         folder.root.mkdir(parents=True, exist_ok=True)
         note = repair_journal(folder.journal)
         if note:
-            err_console.print(note, highlight=False, soft_wrap=True)
+            log.warning(note)
         try:
             return optuna.storages.JournalStorage(JournalFileBackend(str(folder.journal)))
         except (ValueError, KeyError, IndexError) as exc:  # entries Optuna cannot replay: report, never rewrite

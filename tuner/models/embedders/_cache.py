@@ -3,8 +3,8 @@ study in a database, by any worker.
 
 Vectors live in the `embeddings` store of the cache (tuner/cache.py), one entry per text, tagged with the model,
 as base64 float32, written every WRITE_EVERY texts as they are embedded (a kill loses only the slice in progress;
-another worker sharing the store picks up what is written). Caches from before kept .npz shards under <cache_dir>/embeddings/<model>/: they are moved into
-the store the first time the model's cache is opened.
+another worker sharing the store picks up what is written). Caches from before kept .npz shards under
+<cache_dir>/embeddings/<model>/: they are moved into the store the first time the model's cache is opened.
 """
 
 from __future__ import annotations
@@ -93,3 +93,17 @@ def adopt_shards(cache_dir: Path, store: KeyValue, model: str) -> int:
     store.put_many(rows, tag=model)
     shutil.rmtree(folder)  # after the store holds them: a kill in between only reads the shards again
     return len(rows)
+
+
+def cache_stores(location: Path | str) -> dict[str, KeyValue]:
+    """A cache's stores that exist: "LLM calls" and "embeddings" (an absent file is not created to say so); the
+    shards of a cache from before move into the embeddings store."""
+    stores = {}
+    for kind, name in (("LLM calls", "llm_calls"), ("embeddings", "embeddings")):
+        if is_database(location) or (Path(location) / f"{name}.sqlite").is_file() or \
+                (name == "embeddings" and (Path(location) / "embeddings").is_dir()):
+            stores[kind] = open_store(location, name)
+    if "embeddings" in stores and not is_database(location):
+        for model in sorted(p.name for p in (Path(location) / "embeddings").glob("*") if p.is_dir()):
+            adopt_shards(Path(location), stores["embeddings"], model)
+    return stores

@@ -27,7 +27,6 @@ import numpy as np
 from tuner.config import WEAVIATE_FUSIONS, Bm25Config, WeaviateConfig
 from tuner.errors import ConfigError, DataError
 from tuner.pipeline.backends._base import Hits, RetrievalBackend
-from tuner.pipeline.fusion import hybrid
 
 #: objects per insert request
 INGEST_BATCH = 500
@@ -153,7 +152,8 @@ class WeaviateBackend(RetrievalBackend):
 
         for start in range(0, len(texts), INGEST_BATCH):
             objects = [DataObject(properties={TEXT: texts[p]}, uuid=chunk_uuid(fingerprint, p),
-                                  vector=_floats(vectors[p])) for p in range(start, min(start + INGEST_BATCH, len(texts)))]
+                                  vector=_floats(vectors[p]))
+                     for p in range(start, min(start + INGEST_BATCH, len(texts)))]
             result = self.collection.data.insert_many(objects)
             if result.errors:
                 first = next(iter(result.errors.values()))
@@ -233,54 +233,3 @@ def _first_line(exc: BaseException) -> str:
         return "; ".join(error["msg"] for error in exc.errors())
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
-
-
-#: Weaviate sums in float32 and calls scores within 1e-7 tied: orders may differ where scores are this close
-NEAR_TIE = 1e-6
-
-
-@dataclass(frozen=True)
-class FusionCheck:
-    """Weaviate's hybrid order against tuner's fusion of the same two candidate lists, for one question."""
-
-    question: str
-    alpha: float
-    fusion: str
-    weaviate: Hits
-    tuner: Hits
-
-    @property
-    def same_order(self) -> bool:
-        return self.weaviate.ids.tolist() == self.tuner.ids.tolist()
-
-    @property
-    def near_tie(self) -> bool:
-        """The orders differ only among hits Weaviate scored within NEAR_TIE of each other."""
-        theirs, ours = self.weaviate.ids.tolist(), self.tuner.ids.tolist()
-        differing = [self.weaviate.scores[i] for i in range(min(len(theirs), len(ours))) if theirs[i] != ours[i]]
-        return (not self.same_order and len(theirs) == len(ours) and sorted(theirs) == sorted(ours)
-                and max(differing) - min(differing) <= NEAR_TIE)
-
-    @property
-    def score_gap(self) -> float:
-        """The largest difference between the two scores of a hit both return."""
-        ours = dict(zip(self.tuner.ids.tolist(), self.tuner.scores.tolist()))
-        return max((abs(score - ours[i]) for i, score in zip(self.weaviate.ids.tolist(),
-                                                             self.weaviate.scores.tolist()) if i in ours), default=0.0)
-
-
-def check_fusion(backend: WeaviateBackend, vectors: Sequence[np.ndarray], questions: Sequence[str],
-                 alphas: Sequence[float], fusions: Sequence[str], limit: int, window: int = 100,
-                 on_question=None) -> list[FusionCheck]:
-    """For each question (with its query vector), alpha and fusion: Weaviate's own hybrid query beside tuner's
-    fusion of Weaviate's BM25 and vector lists (each `window` long, as Weaviate's hybrid fetches them)."""
-    checks = []
-    for question, vector in zip(questions, vectors):
-        bm25, dense = backend.bm25(question, max(window, limit)), backend.dense(vector, max(window, limit))
-        for fusion in fusions:
-            for alpha in alphas:
-                checks.append(FusionCheck(question, alpha, fusion, backend.hybrid(question, vector, alpha, fusion, limit),
-                                          hybrid(bm25, dense, alpha, fusion, limit)))
-        if on_question is not None:
-            on_question()
-    return checks

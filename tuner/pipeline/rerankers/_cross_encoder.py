@@ -24,7 +24,8 @@ class CrossEncoderReranker(Reranker):
             import torch
             from sentence_transformers import CrossEncoder
         except ImportError:
-            raise TunerError("the cross-encoder reranker needs sentence-transformers: pip install 'rag-tuner[embed]'") from None
+            raise TunerError("the cross-encoder reranker needs sentence-transformers: "
+                             "pip install 'rag-tuner[embed]'") from None
         try:
             # raw logits out: the sigmoid is applied here, whatever the model's default activation
             self._model = CrossEncoder(model, device=device, max_length=max_length, activation_fn=torch.nn.Identity())

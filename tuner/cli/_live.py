@@ -67,14 +67,12 @@ class StudyDisplay:
 
 
 def trial_values(trial: optuna.trial.FrozenTrial, targets: list[str], digits: int = 4) -> list[str]:
-    """Each target's value for people. A pruned trial's Optuna value is the last question's score alone: show
-    the mean over the questions it reached instead, marked partial."""
-    if trial.state == optuna.trial.TrialState.PRUNED:
-        metrics = {**trial.user_attrs.get("retrieval", {}), **trial.user_attrs.get("metrics", {})}
-        reached = trial.user_attrs.get("questions", "?")
-        return [f"{metrics[t]:.{digits}f} (partial: {reached} q)" if metrics.get(t) is not None else "—"
-                for t in targets]
-    return [f"{v:.{digits}f}" for v in trial.values] if trial.values else ["—"] * len(targets)
+    """Each target's value as study.results.shown_values gives it, a pruned trial's marked partial."""
+    from tuner.study.results import shown_values
+
+    values, reached = shown_values(trial, targets)
+    partial = "" if trial.state != optuna.trial.TrialState.PRUNED else f" (partial: {reached or '?'} q)"
+    return [f"{v:.{digits}f}{partial}" if v is not None else "—" for v in values]
 
 
 def describe_trial(trial: optuna.trial.FrozenTrial, targets: list[str]) -> str:

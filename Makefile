@@ -1,0 +1,36 @@
+# Two commands for a newcomer on a fresh machine (both idempotent: a second run reuses the venv, pip's cached
+# llama.cpp wheel and the assembled model):
+#   make demo   set everything up and tune the bundled demo (tuner optimize --target faithfulness)
+#   make test   set up what the tests need, lint, and run them (.ci/run calls it in a fresh venv)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# CPU torch before the extras, or pip pulls the multi-GB CUDA build; elsewhere:
+#   make demo TORCH="torch --index-url https://download.pytorch.org/whl/cpu"
+TORCH ?= torch==2.13.0
+MODEL ?= qwen2.5-1.5b
+TEST_MODEL ?= qwen2.5-0.5b
+# portable x86-64-v3 llama.cpp, not -march=native: a cached wheel never dies with "Illegal instruction" elsewhere
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+
+.PHONY: demo test install
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -e ".[embed,llm,dev]"
+	touch $@
+
+demo: install
+	$(BIN)/tuner models install $(MODEL)
+	$(BIN)/tuner optimize --target faithfulness --trials 40
+
+# pytest's exit 5 (no test collected) is a failure too
+test: install
+	$(BIN)/tuner models install $(TEST_MODEL)
+	$(BIN)/ruff check tuner tests bench
+	$(BIN)/python -m pytest -q; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$status

@@ -1,0 +1,223 @@
+"""What commands print: tables, notes, progress around long library calls. The library returns data; this renders."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from tuner.cache import redact
+from tuner.config import PipelineConfig
+from tuner.errors import TunerError
+from tuner.ui import console, err_console, knobs, progress
+
+
+@contextmanager
+def index_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """Progress bars while an index is built (embedding is the long part): yields the callback build_index takes."""
+    with progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def on_progress(step: str, done: int, total: int) -> None:
+            if step not in tasks:
+                tasks[step] = bar.add_task(step, total=total)
+            bar.update(tasks[step], completed=done)
+
+        yield on_progress
+
+
+class ToTerminal(logging.Handler):
+    """What the library logs (a damaged cache rebuilt, a journal repaired, the index's cache share), one line each
+    on stderr: the library reports, only the command line prints."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(record.getMessage(), highlight=False, soft_wrap=True)
+
+
+def show_library_messages() -> None:
+    logger = logging.getLogger("tuner")
+    if not any(isinstance(h, ToTerminal) for h in logger.handlers):
+        logger.addHandler(ToTerminal())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def print_notes(data) -> None:
+    """What loading the dataset noticed (no gold ids, blank documents, unknown gold ids), one line each."""
+    for note in data.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+
+
+def verdict_with_display(view, runner):
+    """Score on held-out what the verdict needs (models load only then), print the verdict; the view after."""
+    from tuner.analysis.verdict import give_verdict, to_score, verdict
+
+    if to_score(view):
+        with index_progress() as shown:
+            loaded = runner(on_progress=shown)
+        with progress() as bar:
+            task = bar.add_task("held-out verdict", total=None)
+
+            def on_trial(trial, index: int, count: int) -> None:
+                bar.update(task, completed=0, total=len(view.split.holdout_ids),
+                           description=f"held-out verdict: trial {trial.number} ({index + 1}/{count})")
+
+            def on_progress(index: int, question_id: str, stage: str) -> None:
+                bar.update(task, completed=index + (stage == "done"))
+
+            view = give_verdict(view, loaded, on_trial, on_progress)
+    judged = verdict(view)
+    if judged is not None:
+        console.print(judged.sentence(), highlight=False, soft_wrap=True)
+    return view
+
+
+def run_with_display(session, trials: int, timeout: float | None) -> int:
+    """Load the models (only if trials remain) and run the study behind the live display."""
+    from tuner.cli._live import StudyDisplay
+    from tuner.study.optimize import PAIRED_MINIMUM
+
+    if session.recovered:
+        err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
+                          f"run again")
+    for note in session.notes():
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    if session.finished >= trials:
+        err_console.print(f"study {session.folder.name} already holds {trials} finished trials (raise --trials to "
+                          f"go on)")
+        return 0
+    with index_progress() as shown:
+        runner = session.runner(on_progress=shown)
+    questions = len(session.search_questions)
+    held = len(session.split.holdout_ids)
+    targets = session.spec.settings.targets
+    where = redact(session.folder.storage) if session.folder.storage else session.folder.root
+    err_console.print(f"study [bold]{session.folder.name}[/] in {where}: {', '.join(targets)} over "
+                      f"{questions} questions of {runner.workspace.dataset.name}"
+                      + (f" ({held} more held out for the verdict)" if held else " (none held out)")
+                      + f", sampler {session.spec.settings.sampler}", highlight=False)
+    if len(targets) == 1 and questions <= max(session.spec.settings.prune_after, PAIRED_MINIMUM):
+        err_console.print(f"note: no pruning: a trial is only stopped early after {PAIRED_MINIMUM}+ paired "
+                          f"questions and before its last, and this study searches {questions}", highlight=False)
+    with StudyDisplay(session.study, trials, questions, targets) as display:
+        return session.run(trials, timeout, hook=display)
+
+
+def write_study_report(folder, reports_dir: Path):
+    """The study's report; a report that cannot be written is a note (the run's own outcome stands)."""
+    from tuner.reports import study_report
+
+    try:
+        report = study_report(folder, reports_dir)
+    except TunerError as exc:
+        err_console.print(f"[yellow]note:[/] no report written: {exc}", highlight=False)
+        return None
+    err_console.print(f"report: {report.path}" + (f"; next experiments: {report.next_space}" if report.next_space
+                                                  else ""), highlight=False)
+    return report
+
+
+def print_trials(study, targets: list[str], last: int | None = None) -> None:
+    from tuner.cli._live import trial_values
+    from tuner.study.results import DUPLICATE, trial_states
+
+    trials = study.get_trials(deepcopy=False)
+    rows = list(zip(trials, trial_states(trials)))
+    if last:  # the summary after a run: the trials that ran something
+        rows = [(t, state) for t, state in rows if state != "duplicate"]
+    shown = rows[-last:] if last else rows
+    table = Table(title=f"trials of {study.study_name}" + (f" (last {len(shown)} of {len(trials)})" if last else ""))
+    for column in ("#", "state", *targets, "scored", "params", "llm calls", "cached", "seconds"):
+        table.add_column(column, justify="right" if column not in ("state", "params") else "left")
+    for trial, state in shown:
+        cost = trial.user_attrs.get("cost", {})
+        values = trial_values(trial, targets)
+        scored = trial.user_attrs.get("scored", {}).get(targets[0])
+        values.append("" if scored is None else f"{scored}/{trial.user_attrs.get('questions', '?')}")
+        params = knobs(trial.params)
+        if "rerun_of" in trial.user_attrs:
+            params = f"(re-run of {trial.user_attrs['rerun_of']}) " + params
+        if DUPLICATE in trial.user_attrs:
+            params = f"(same as {trial.user_attrs[DUPLICATE]}: not run, not counted) " + params
+        if trial.user_attrs.get("baseline"):
+            params = "(baseline) " + params
+        table.add_row(str(trial.number), state, *values, params, str(cost.get("llm_calls", "")),
+                      str(cost.get("cache_hits", "")), str(cost.get("seconds", "")))
+    console.print(table)
+
+
+def print_judge_checks(checks) -> None:
+    """One row per judge and metric, side by side; then each judge's problems, one line each."""
+    table = Table(title="judge check: supported vs unsupported cases")
+    for column in ("judge", "metric", "cases", "mean sup", "mean unsup", "AUC", "acc@0.5", "unscored sup/unsup",
+                   "empty sup/unsup", "seed agreement", "s/case"):
+        table.add_column(column, justify="left" if column in ("judge", "metric") else "right")
+
+    def f(value, pattern="{:.2f}"):
+        return "—" if value is None else pattern.format(value)
+
+    for check in checks:
+        for name, m in check.metrics.items():
+            table.add_row(check.judge, name, f"{m.supported.cases}/{m.unsupported.cases}", f(m.supported.mean),
+                          f(m.unsupported.mean), f(m.auc), f(m.accuracy),
+                          f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}",
+                          f"{m.supported.empty:.0%}/{m.unsupported.empty:.0%}",
+                          f(m.agreement, "{:.0%}") + (f" of {m.agreement_cases}" if m.agreement_cases else ""),
+                          f(m.seconds_per_case, "{:.1f}"))
+    console.print(table)
+    for check in checks:
+        for problem in check.problems:
+            err_console.print(f"[yellow]warning:[/] judge {check.judge}: {problem}", highlight=False, soft_wrap=True)
+
+
+def print_retrieval_table(summary: dict[str, Any], pipeline: PipelineConfig) -> None:
+    console.print(f"pipeline: {knobs(pipeline.model_dump())}", highlight=False)
+    table = Table(title="retrieval")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    if summary.get("questions_scored", 0) == 0:
+        table.caption = "no gold document ids in this dataset: only mean_k is meaningful"
+    console.print(table)
+
+
+def print_rag_tables(result) -> None:
+    table = Table(title="answers (RAGAS)")
+    for column in ("metric", "mean", "scored", "failures"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    questions = len(result.questions)
+    for metric, mean in result.metrics.items():
+        failed = result.failures.get(metric, {})
+        scored = sum(q.value(metric) is not None for q in result.questions)
+        table.add_row(metric, "—" if mean is None else f"{mean:.4f}", f"{scored}/{questions}",
+                      ", ".join(f"{n} {why}" for why, n in failed.items()) or "0")
+    for metric, why in result.skipped.items():
+        table.add_row(metric, "skipped", "", why)
+    notes = []
+    if "generation" in result.failures:
+        notes.append(f"{result.failures['generation']['unparsable']} answers could not be generated")
+    if result.refusals:
+        notes.append(f"{result.refusals} answers declined to answer")
+    table.caption = "; ".join(notes) or None
+    console.print(table)
+    costs = Table(title="cost")
+    for column in ("stage", "llm calls", "prompt tok", "completion tok", "cache hits", "seconds"):
+        costs.add_column(column, justify="left" if column == "stage" else "right")
+    for stage, cost in {**result.cost_by_stage, "total": result.cost}.items():
+        costs.add_row(stage, str(cost.llm_calls), str(cost.prompt_tokens), str(cost.completion_tokens),
+                      str(cost.cache_hits), f"{cost.seconds:.3f}")
+    console.print(costs)
+
+
+def write_json(path: Path, data: Any) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise TunerError(f"{path}: cannot write ({exc.strerror})") from None
