@@ -85,7 +85,7 @@ def main() -> None:
 
 def values(study: optuna.Study) -> list[float]:
     """The target value of each counted trial in order (pruned: -inf, it never becomes the best-so-far)."""
-    from tuner.study.results import DUPLICATE
+    from tuner.study.attrs import DUPLICATE
 
     counted = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
                and DUPLICATE not in t.user_attrs]

@@ -31,7 +31,7 @@ import tuner  # noqa: F401  (offline env first)
 from tuner.cache import SqliteStore
 from tuner.config import LLMConfig, ProjectConfig
 from tuner.study.optimize import StudySettings
-from tuner.study.results import DUPLICATE
+from tuner.study.attrs import COST, DUPLICATE
 from tuner.study.session import Session, StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,18 +55,18 @@ def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 
 def calls(trial: optuna.trial.FrozenTrial) -> int:
-    return int(trial.user_attrs.get("cost", {}).get("llm_calls", 0))
+    return int(trial.user_attrs.get(COST, {}).get("llm_calls", 0))
 
 
 def hits(trial: optuna.trial.FrozenTrial) -> int:
-    return int(trial.user_attrs.get("cost", {}).get("cache_hits", 0))
+    return int(trial.user_attrs.get(COST, {}).get("cache_hits", 0))
 
 
 def own_fraction(study: optuna.Study) -> float:
     wall = model = 0.0
     for trial in finished(study):
         wall += (trial.datetime_complete - trial.datetime_start).total_seconds()
-        model += trial.user_attrs.get("cost", {}).get("model_seconds", 0.0)
+        model += trial.user_attrs.get(COST, {}).get("model_seconds", 0.0)
     return (wall - model) / wall
 
 

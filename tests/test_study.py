@@ -14,7 +14,8 @@ from tuner.evaluation.rag_eval import Models
 from tuner.evaluation.records import Constraint
 from tuner.study.optimize import (REPEATS_TO_STOP, StudySettings, enqueue_baseline, open_study,
                                   recover_interrupted)
-from tuner.study.results import (DUPLICATE, best_config, best_trials, load_study, read_study, shown_values,
+from tuner.study.attrs import DUPLICATE
+from tuner.study.results import (best_config, best_trials, load_study, read_study, shown_values,
                                  trial_states)
 from tuner.study.session import Session, StudySpec
 from tuner.study.space import SearchSpace, load_space
@@ -312,7 +313,7 @@ def test_a_shared_study_reruns_a_stopped_trial_but_leaves_running_ones_to_heartb
     """In a database other workers' trials are RUNNING: only trials stopped by Ctrl-C (or a lost model) are queued
     again by a resume; a dead worker's RUNNING trial is the heartbeat's to retry."""
     from tuner.study.optimize import recover_interrupted
-    from tuner.study.results import INTERRUPTED
+    from tuner.study.attrs import INTERRUPTED
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}")
     running, stopped = study.ask({"x": optuna.distributions.IntDistribution(0, 9)}), study.ask()

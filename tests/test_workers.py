@@ -103,7 +103,7 @@ def test_a_worker_killed_mid_trial_has_its_trial_retried_by_another(tmp_path, po
 
 def trials_started_at_once(study, config, number_of_trials: int = 2):
     """Trials started at once on two workers, each having said what it runs (before looking for repeats)."""
-    from tuner.study.optimize import PROJECT
+    from tuner.study.attrs import PROJECT
 
     trials = [study.ask() for _ in range(number_of_trials)]
     for trial in trials:
@@ -122,7 +122,7 @@ def test_two_trials_of_one_configuration_started_at_once_run_it_once(later_decid
 
     from tuner.config import PipelineConfig
     from tuner.study import optimize
-    from tuner.study.results import DUPLICATE
+    from tuner.study.attrs import DUPLICATE
 
     monkeypatch.setattr(optimize, "DECISION_SECONDS", 1.0)
     study, config = optuna.create_study(), PipelineConfig()

@@ -124,7 +124,8 @@ def write_study_report(folder, reports_dir: Path):
 
 def print_trials(study, targets: list[str], last: int | None = None) -> None:
     from tuner.cli._live import trial_values
-    from tuner.study.results import DUPLICATE, trial_states
+    from tuner.study.attrs import BASELINE, COST, DUPLICATE, QUESTIONS, RERUN_OF, SCORED
+    from tuner.study.results import trial_states
 
     trials = study.get_trials(deepcopy=False)
     rows = list(zip(trials, trial_states(trials)))
@@ -135,16 +136,16 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
     for column in ("#", "state", *targets, "scored", "params", "llm calls", "cached", "seconds"):
         table.add_column(column, justify="right" if column not in ("state", "params") else "left")
     for trial, state in shown:
-        cost = trial.user_attrs.get("cost", {})
+        cost = trial.user_attrs.get(COST, {})
         values = trial_values(trial, targets)
-        scored = trial.user_attrs.get("scored", {}).get(targets[0])
-        values.append("" if scored is None else f"{scored}/{trial.user_attrs.get('questions', '?')}")
+        scored = trial.user_attrs.get(SCORED, {}).get(targets[0])
+        values.append("" if scored is None else f"{scored}/{trial.user_attrs.get(QUESTIONS, '?')}")
         params = knobs(trial.params)
-        if "rerun_of" in trial.user_attrs:
-            params = f"(re-run of {trial.user_attrs['rerun_of']}) " + params
+        if RERUN_OF in trial.user_attrs:
+            params = f"(re-run of {trial.user_attrs[RERUN_OF]}) " + params
         if DUPLICATE in trial.user_attrs:
             params = f"(same as {trial.user_attrs[DUPLICATE]}: not run, not counted) " + params
-        if trial.user_attrs.get("baseline"):
+        if trial.user_attrs.get(BASELINE):
             params = "(baseline) " + params
         table.add_row(str(trial.number), state, *values, params, str(cost.get("llm_calls", "")),
                       str(cost.get("cache_hits", "")), str(cost.get("seconds", "")))

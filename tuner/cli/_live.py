@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from tuner.study.attrs import COST
 from tuner.ui import err_console, knobs
 
 
@@ -52,7 +53,7 @@ class StudyDisplay:
             self.progress.update(self.question_task, completed=index + (stage == "done"))
         elif event == "done":
             trial: optuna.trial.FrozenTrial = args[0]
-            self.llm_calls += int(trial.user_attrs.get("cost", {}).get("llm_calls", 0))
+            self.llm_calls += int(trial.user_attrs.get(COST, {}).get("llm_calls", 0))
             self.progress.advance(self.trial_task)
             line = describe_trial(trial, self.targets)
             best = best_summary(self.study, self.targets)
@@ -77,7 +78,7 @@ def trial_values(trial: optuna.trial.FrozenTrial, targets: list[str], digits: in
 
 def describe_trial(trial: optuna.trial.FrozenTrial, targets: list[str]) -> str:
     shown = ", ".join(f"{t}={v}" for t, v in zip(targets, trial_values(trial, targets, 3)) if v != "—")
-    cost = trial.user_attrs.get("cost", {})
+    cost = trial.user_attrs.get(COST, {})
     return (f"trial {trial.number} {trial.state.name.lower()} {shown} "
             f"({cost.get('llm_calls', 0)} LLM calls, {cost.get('cache_hits', 0)} cached, "
             f"{cost.get('seconds', 0):.0f}s)").replace("  ", " ")

@@ -26,7 +26,8 @@ from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.records import TARGETS, Constraint, EvalResult, QuestionResult, TrialFile
 from tuner.models.llms._base import LLMError
-from tuner.study.results import DUPLICATE, INTERRUPTED
+from tuner.study.attrs import (BASELINE, CONSTRAINTS, COST, DUPLICATE, ERROR, FAILURES, INTERRUPTED, METRICS,
+                               PIPELINE, PROJECT, QUESTIONS, RECOVERED, REFUSALS, RERUN_OF, RETRIEVAL, RUNS, SCORED)
 from tuner.study.running import running
 from tuner.study.space import SearchSpace, pipeline_for
 from tuner.study.storage import HEARTBEAT, META_ATTR, StudyFolder, make_storage, stored_meta
@@ -37,14 +38,10 @@ if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for i
 log = logging.getLogger(__name__)
 
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-#: the user attr of a trial that looked for repeats of its configuration and runs it
-RUNS = "runs_configuration"
 #: how long a trial waits for another running the same configuration to say whether it runs it
 DECISION_SECONDS = 30.0
 #: proposals in a row that repeat a tried configuration before the study stops: the sampler has nothing new left
 REPEATS_TO_STOP = 25
-#: the user attr holding a hash of the project a trial ran with, less its pipeline (models, data, evaluation)
-PROJECT = "project_hash"
 
 
 #: the fewest paired questions with which a one-sided signed-rank test can reach p < 0.1 (1/2^4 = 0.0625; with 3
@@ -114,7 +111,7 @@ def recover_interrupted(study: optuna.Study, running_too: bool = True,
     that `finished` can close from its trial file (the process died, or the journal entry that finished it was
     damaged, after its result was written) is not run again."""
     trials = study.get_trials(deepcopy=False)
-    rerun = {t.user_attrs["rerun_of"] for t in trials if "rerun_of" in t.user_attrs}
+    rerun = {t.user_attrs[RERUN_OF] for t in trials if RERUN_OF in t.user_attrs}
     recovered = []
     for trial in trials:
         stopped = trial.state == TrialState.FAIL and INTERRUPTED in trial.user_attrs
@@ -125,8 +122,8 @@ def recover_interrupted(study: optuna.Study, running_too: bool = True,
         if trial.state == TrialState.RUNNING:
             study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         # a RUNNING trial holds only the attrs it was enqueued with (the baseline mark): the re-run keeps them
-        kept = {k: v for k, v in trial.user_attrs.items() if k in ("baseline",)}  # the baseline stays the baseline
-        study.enqueue_trial(trial.params, user_attrs={**kept, "rerun_of": trial.number}, skip_if_exists=False)
+        kept = {k: v for k, v in trial.user_attrs.items() if k == BASELINE}  # the baseline stays the baseline
+        study.enqueue_trial(trial.params, user_attrs={**kept, RERUN_OF: trial.number}, skip_if_exists=False)
         recovered.append(trial.number)
     return recovered
 
@@ -169,7 +166,7 @@ class Objective:
         params = self.space.suggest(trial)
         config = pipeline_for(self.base, params)
         # what this trial runs, visible at once to workers sharing the study: they never run it beside it
-        trial.set_user_attr("pipeline", config.model_dump())
+        trial.set_user_attr(PIPELINE, config.model_dump())
         trial.set_user_attr(PROJECT, self.project)
         tried = tried_before(trial.study, config, self.project, trial.number)
         if tried is not None:  # the same answers and scores again: spend no trial of the budget on it
@@ -216,7 +213,7 @@ class Objective:
         if any(v is None for v in values):
             missing = ", ".join(t for t, v in zip(self.settings.targets, values) if v is None)
             reason = f"no question could be scored on {missing}"
-            trial.set_user_attr("error", reason)
+            trial.set_user_attr(ERROR, reason)
             raise UnscoredTrial(f"trial {trial.number}: {reason}")
         return values[0] if len(values) == 1 else tuple(values)
 
@@ -243,11 +240,11 @@ def trial_record(config: PipelineConfig, result: EvalResult, settings: StudySett
     guards = {str(c): c.violation(result.value(c.metric)) for c in settings.constraints}
     guards.update({f"{t} scored on >= {min_scored:.0%}": min_scored - result.scored(t) / max(1, len(result.questions))
                    for t in judged})
-    attrs = {"pipeline": config.model_dump(), PROJECT: project, "metrics": dict(result.metrics),
-             "retrieval": dict(result.retrieval), "cost": result.cost.as_dict(),
-             "failures": {m: dict(r) for m, r in result.failures.items()}, "questions": len(result.questions),
-             "refusals": result.refusals, "scored": {t: result.scored(t) for t in judged},
-             "constraints": list(guards.values())}
+    attrs = {PIPELINE: config.model_dump(), PROJECT: project, METRICS: dict(result.metrics),
+             RETRIEVAL: dict(result.retrieval), COST: result.cost.as_dict(),
+             FAILURES: {m: dict(r) for m, r in result.failures.items()}, QUESTIONS: len(result.questions),
+             REFUSALS: result.refusals, SCORED: {t: result.scored(t) for t in judged},
+             CONSTRAINTS: list(guards.values())}
     return attrs, guards
 
 
@@ -265,12 +262,12 @@ def finish_from_file(study: optuna.Study, folder: StudyFolder, settings: StudySe
         storage.set_trial_user_attr(trial_id, name, value)
     for name, violation in guards.items():
         storage.set_trial_system_attr(trial_id, f"constraints:{name}", float(violation))
-    storage.set_trial_user_attr(trial_id, "recovered_from_file", True)
+    storage.set_trial_user_attr(trial_id, RECOVERED, True)
     values = [record.result.value(t) for t in settings.targets]
     if record.pruned:
         storage.set_trial_state_values(trial_id, TrialState.PRUNED)
     elif any(v is None for v in values):
-        storage.set_trial_user_attr(trial_id, "error", "no question could be scored on " + ", ".join(
+        storage.set_trial_user_attr(trial_id, ERROR, "no question could be scored on " + ", ".join(
             t for t, v in zip(settings.targets, values) if v is None))
         storage.set_trial_state_values(trial_id, TrialState.FAIL)
     else:
@@ -325,7 +322,7 @@ def tried_before(study: optuna.Study, config: PipelineConfig, project: str, numb
     wanted = json.dumps(config.model_dump(mode="json"), sort_keys=True)
     for trial in study.get_trials(deepcopy=False, states=(*DONE, TrialState.RUNNING)):
         if trial.number == number or trial.user_attrs.get(PROJECT) != project or DUPLICATE in trial.user_attrs or \
-                json.dumps(trial.user_attrs.get("pipeline"), sort_keys=True, default=str) != wanted:
+                json.dumps(trial.user_attrs.get(PIPELINE), sort_keys=True, default=str) != wanted:
             continue
         if trial.state != TrialState.RUNNING or trial.number < number or decided_to_run(study, trial, DECISION_SECONDS):
             return trial.number
@@ -403,4 +400,4 @@ def refuse_changes(name: str, meta: dict[str, Any], settings: StudySettings, spa
 def enqueue_baseline(study: optuna.Study, space: SearchSpace, base: PipelineConfig) -> None:
     """Trial 0 is the project's own pipeline (a later round's: the previous best), so every study has its
     reference point."""
-    study.enqueue_trial(space.drawn_from(base.model_dump()), user_attrs={"baseline": True}, skip_if_exists=True)
+    study.enqueue_trial(space.drawn_from(base.model_dump()), user_attrs={BASELINE: True}, skip_if_exists=True)

@@ -18,6 +18,8 @@ from tuner.config import ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile
+from tuner.study.attrs import (BASELINE, CONSTRAINTS, DUPLICATE, ERROR, INTERRUPTED, METRICS, PIPELINE, QUESTIONS,
+                               RERUN_OF, RETRIEVAL)
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import StudyFolder, make_storage, study_folder
 
@@ -96,17 +98,16 @@ class StudyView:
     @property
     def best(self) -> TrialRecord | None:
         """Single objective: the best feasible complete trial (ties: the earliest)."""
-        complete = [t for t in self.trials if t.state == "complete" and t.feasible and t.values]
-        if not complete or len(self.targets) != 1:
+        if len(self.targets) != 1:
             return None
-        return max(complete, key=lambda t: (t.values[0], -t.number))
+        best = best_of([t for t in self.trials if t.state == "complete" and t.feasible and t.values], 1)
+        return best[0] if best else None
 
     @property
     def front(self) -> list[TrialRecord]:
         """Several targets: the feasible complete trials no other trial beats on every target."""
-        done = [t for t in self.trials if t.state == "complete" and t.feasible and t.values]
-        return [t for t in done if not any(all(o >= v for o, v in zip(other.values, t.values))
-                                           and other.values != t.values for other in done)]
+        return best_of([t for t in self.trials if t.state == "complete" and t.feasible and t.values],
+                       len(self.targets))
 
     def by_state(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -139,42 +140,39 @@ def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]
             holdout = None  # stale: it scored something else than this trial
         records.append(TrialRecord(
             number=t.number, state=state, params=dict(t.params), values=tuple(t.values) if t.values else None,
-            baseline=bool(t.user_attrs.get("baseline")), rerun_of=t.user_attrs.get("rerun_of"), feasible=feasible(t),
+            baseline=bool(t.user_attrs.get(BASELINE)), rerun_of=t.user_attrs.get(RERUN_OF), feasible=feasible(t),
             started=t.datetime_start, finished=t.datetime_complete, file=file, holdout=holdout))
     return records
 
 
 def feasible(trial: optuna.trial.FrozenTrial) -> bool:
-    return all(v <= 0 for v in trial.user_attrs.get("constraints", []))
+    return all(v <= 0 for v in trial.user_attrs.get(CONSTRAINTS, []))
 
 
 def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """The best complete trial (single objective) or the Pareto front, among trials meeting the constraints."""
-    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if feasible(t)]
-    if not complete:
+    return best_of([t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if feasible(t)],
+                   len(study.directions))
+
+
+def best_of(trials: list, objectives: int) -> list:
+    """The one rule for "best", over Optuna's trials or tuner's records alike (both have `values` and `number`): with
+    one objective the highest value (ties: the earliest trial), with several the trials no other beats on all."""
+    if not trials:
         return []
-    if len(study.directions) == 1:
-        return [max(complete, key=lambda t: (t.value, -t.number))]
-    front = []
-    for trial in complete:
-        dominated = any(all(o >= v for o, v in zip(other.values, trial.values)) and other.values != trial.values
-                        for other in complete)
-        if not dominated:
-            front.append(trial)
-    return front
+    if objectives == 1:
+        return [max(trials, key=lambda t: (t.values[0], -t.number))]
+    return [t for t in trials if not any(all(o >= v for o, v in zip(other.values, t.values))
+                                         and list(other.values) != list(t.values) for other in trials)]
 
 
-#: the user attr of a trial stopped by Ctrl-C or a model that went away: a resume runs it again
-INTERRUPTED = "interrupted"
-#: the user attr of a proposal that repeated a tried configuration: the number of the trial that ran it
-DUPLICATE = "duplicate_of"
 
 
 def trial_states(trials: list[optuna.trial.FrozenTrial]) -> list[str]:
     """Each trial's state for people: a failed trial that a resume (or, for a worker that died, another worker) re-ran
     is "interrupted", not a failure; a proposal that repeated a tried configuration is a "duplicate" (it ran
     nothing)."""
-    rerun = {t.user_attrs["rerun_of"] for t in trials if "rerun_of" in t.user_attrs}
+    rerun = {t.user_attrs[RERUN_OF] for t in trials if RERUN_OF in t.user_attrs}
     rerun |= {t.system_attrs["retry_history"][-1] for t in trials if t.system_attrs.get("retry_history")}
     return ["interrupted" if t.state == TrialState.FAIL and (t.number in rerun or INTERRUPTED in t.user_attrs)
             else "duplicate" if DUPLICATE in t.user_attrs else t.state.name.lower() for t in trials]
@@ -193,8 +191,8 @@ def shown_values(trial: optuna.trial.FrozenTrial, targets: list[str]) -> tuple[l
     """Each target's value for people, and for a pruned trial the questions it reached: its Optuna value is the
     last question's score alone, so the mean over the questions it reached is shown instead, marked partial."""
     if trial.state == TrialState.PRUNED:
-        metrics = {**trial.user_attrs.get("retrieval", {}), **trial.user_attrs.get("metrics", {})}
-        return [metrics.get(t) for t in targets], trial.user_attrs.get("questions")
+        metrics = {**trial.user_attrs.get(RETRIEVAL, {}), **trial.user_attrs.get(METRICS, {})}
+        return [metrics.get(t) for t in targets], trial.user_attrs.get(QUESTIONS)
     return (list(trial.values) if trial.values else [None] * len(targets)), None
 
 
@@ -203,7 +201,7 @@ def require_a_complete_trial(study: optuna.Study) -> None:
     if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
         return
     failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-    reason = failed[-1].user_attrs.get("error") if failed else None
+    reason = failed[-1].user_attrs.get(ERROR) if failed else None
     raise TunerError(f"no trial of study {study.study_name} finished ({len(failed)} failed"
                      + (f"; the last: {reason}" if reason else "") + "): nothing to report as best")
 
@@ -224,7 +222,7 @@ def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:
         raise ConfigError(f"study {folder.name} has no complete trial that meets its constraints yet")
     meta = folder.read_meta()
     project = ProjectConfig.model_validate(meta["project"])
-    project = project.model_copy(update={"pipeline": project.pipeline.model_validate(best[0].user_attrs["pipeline"])})
+    project = project.model_copy(update={"pipeline": project.pipeline.model_validate(best[0].user_attrs[PIPELINE])})
     data = project.model_dump(mode="json", exclude_defaults=True)
     cache = folder.cache_in_use(meta)
     if not is_database(cache):  # a study's database is never written into a file (its URL may hold a password)
@@ -232,7 +230,7 @@ def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:
     needed = [m for m in meta.get("metrics", []) if m]
     if needed:  # score what the study scored, so `tuner eval` re-scores it from the cache alone
         data.setdefault("evaluation", {})["metrics"] = needed
-    data["pipeline"] = best[0].user_attrs["pipeline"]
+    data["pipeline"] = best[0].user_attrs[PIPELINE]
     return data
 
 

@@ -30,7 +30,7 @@ def mark_interrupted(reason: str = "Ctrl-C") -> None:
         return
     from optuna.trial import TrialState
 
-    from tuner.study.results import INTERRUPTED
+    from tuner.study.attrs import INTERRUPTED
 
     for trial in list(_trials):
         storage, trial_id = trial.study._storage, trial._trial_id
