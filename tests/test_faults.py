@@ -731,3 +731,28 @@ def test_ctrl_c_outside_the_evaluation_still_marks_the_trial_interrupted(tmp_pat
     assert trial_states(session.study.trials) == ["interrupted"]
     resumed = open_session(tmp_path, fake_embedder, SPACE, limit=2)
     assert resumed.recovered == [0] and resumed.run(2) == 2
+
+
+@pytest.mark.slow
+def test_a_kill_during_real_embedding_keeps_the_slices_written(tmp_path, real_embedder):
+    """The same with all-MiniLM-L6-v2: the run stops (as Ctrl-C would) inside the second slice, after the first
+    was written; the next run embeds only what was not written, and the vectors are the model's."""
+    from tuner.models.embedders import CachedEmbedder
+    from tuner.models.embedders._cache import WRITE_EVERY
+
+    model = real_embedder.inner
+    texts = [f"Passage {i} describes the harbour of town number {i}." for i in range(WRITE_EVERY + 40)]
+    done = 0
+
+    def stop_in_the_second_slice(count: int) -> None:
+        nonlocal done
+        done += count
+        if done > WRITE_EVERY:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        CachedEmbedder(model, tmp_path).encode(texts, on_progress=stop_in_the_second_slice)
+    again = CachedEmbedder(model, tmp_path)
+    vectors = again.encode(texts)
+    assert again.misses == 40  # the first 256 came from the store
+    np.testing.assert_allclose(vectors[:3], model.encode(texts[:3]), atol=1e-5)

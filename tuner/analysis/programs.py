@@ -61,11 +61,10 @@ def judge_compiled(runner, pipeline: PipelineConfig, compiled, held_out: Sequenc
                    on_progress: ProgramProgress | None = None) -> dict[str, Any]:
     """A compiled program against the one it started from, on held-out questions (the same contexts); the table
     goes into its sidecar, where reports and a study's program choices read it."""
-    metrics = list(dict.fromkeys([settings.target, *([settings.guard.metric] if settings.guard else [])]))
     start = pipeline.program
-    results = evaluate_programs(runner, pipeline, {start: start, "compiled": str(compiled.path)}, held_out, metrics,
-                                on_progress)
-    table = compare_programs(results, start, metrics)
+    results = evaluate_programs(runner, pipeline, {start: start, "compiled": str(compiled.path)}, held_out,
+                                settings.metrics, on_progress)
+    table = compare_programs(results, start, settings.metrics)
     compiled.sidecar["held_out"] = table
     write_sidecar(compiled.path, compiled.sidecar)
     return table

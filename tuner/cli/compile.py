@@ -102,8 +102,7 @@ def judge_programs(runner, pipeline: PipelineConfig, compiled, held_out, setting
             bar.update(tasks[name], completed=index + (stage == "done"))
 
         table = judge_compiled(runner, pipeline, compiled, held_out, settings, on_progress)
-    metrics = [m for m in next(iter(table.values())) if m in ("faithfulness", "answer_relevancy", "context_precision",
-                                                                 "context_recall")]
+    metrics = settings.metrics
     view = Table(title=f"held-out: {len(held_out)} questions, the same contexts")
     for column in ("program", *metrics, "refusals", "citing", "LLM calls"):
         view.add_column(column, justify="left" if column == "program" else "right")

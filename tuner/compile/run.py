@@ -56,6 +56,11 @@ class CompileSettings:
             raise ConfigError("--budget: at least 1 LLM call")
 
     @property
+    def metrics(self) -> list[str]:
+        """What a compiled program is judged on: the target, and the guard's metric."""
+        return list(dict.fromkeys([self.target, *([self.guard.metric] if self.guard else [])]))
+
+    @property
     def calls_per_score(self) -> int:
         return 1 + CALLS[self.target] + (CALLS.get(self.guard.metric, 1) if self.guard else 0)
 

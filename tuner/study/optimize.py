@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import optuna
+from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAINTS_KEY  # trial.set_constraint's
 from optuna.trial import TrialState
 
 from tuner.cache import redact, stable_hash
@@ -209,10 +210,8 @@ class Objective:
             self._record(trial, config, result, pruned=True)
             raise
         self._record(trial, config, result, pruned=pruned)
-        values = [result.value(t) for t in self.settings.targets]
-        if any(v is None for v in values):
-            missing = ", ".join(t for t, v in zip(self.settings.targets, values) if v is None)
-            reason = f"no question could be scored on {missing}"
+        values, reason = target_values(result, self.settings)
+        if reason:
             trial.set_user_attr(ERROR, reason)
             raise UnscoredTrial(f"trial {trial.number}: {reason}")
         return values[0] if len(values) == 1 else tuple(values)
@@ -225,6 +224,13 @@ class Objective:
         for name, violation in guards.items():
             trial.set_constraint(name, violation)
         self.folder.write_trial(TrialFile(trial.number, trial.params, config.model_dump(), pruned, result))
+
+
+def target_values(result: EvalResult, settings: StudySettings) -> tuple[list[float | None], str | None]:
+    """The trial's value per target, and why it failed when a target could not be scored on any question."""
+    values = [result.value(t) for t in settings.targets]
+    missing = [t for t, v in zip(settings.targets, values) if v is None]
+    return values, f"no question could be scored on {', '.join(missing)}" if missing else None
 
 
 def project_hash(project: ProjectConfig) -> str:
@@ -261,14 +267,13 @@ def finish_from_file(study: optuna.Study, folder: StudyFolder, settings: StudySe
     for name, value in attrs.items():
         storage.set_trial_user_attr(trial_id, name, value)
     for name, violation in guards.items():
-        storage.set_trial_system_attr(trial_id, f"constraints:{name}", float(violation))
+        storage.set_trial_system_attr(trial_id, f"{CONSTRAINTS_KEY}:{name}", float(violation))
     storage.set_trial_user_attr(trial_id, RECOVERED, True)
-    values = [record.result.value(t) for t in settings.targets]
+    values, reason = target_values(record.result, settings)
     if record.pruned:
         storage.set_trial_state_values(trial_id, TrialState.PRUNED)
-    elif any(v is None for v in values):
-        storage.set_trial_user_attr(trial_id, ERROR, "no question could be scored on " + ", ".join(
-            t for t, v in zip(settings.targets, values) if v is None))
+    elif reason:
+        storage.set_trial_user_attr(trial_id, ERROR, reason)
         storage.set_trial_state_values(trial_id, TrialState.FAIL)
     else:
         storage.set_trial_state_values(trial_id, TrialState.COMPLETE, values)

@@ -131,8 +131,9 @@ class Session:
         if not is_database(location):  # a folder; a database URL stays out of the project (passwords)
             project = project.model_copy(update={"cache_dir": location.resolve()})
         data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)
+        identity = data.identity()  # a hash over every text: once
         if meta:
-            refuse_other_measures(folder.name, meta, data.identity(), project)
+            refuse_other_measures(folder.name, meta, identity, project)
         holdout = spec.holdout if spec.holdout is not None else project.dataset.holdout
         split = study_split(meta, holdout, [q.id for q in data.questions], folder.name)
         # recorded in the project too, so `tuner best` writes a config whose `eval --split` finds the same split
@@ -145,7 +146,7 @@ class Session:
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
         session.study = open_study(folder, spec.settings, space, project.model_dump(mode="json"),
-                                   str(spec.search_space), split, data.identity(), programs, cache, spec.heartbeat)
+                                   str(spec.search_space), split, identity, programs, cache, spec.heartbeat)
         session.recovered = recover_interrupted(
             session.study, running_too=spec.storage is None,
             finished=lambda trial: finish_from_file(session.study, folder, spec.settings, project, trial))

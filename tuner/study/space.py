@@ -13,6 +13,7 @@ otherwise the knob keeps the base config's value. Parameters are suggested in fi
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,8 +278,6 @@ class SearchSpace(_Strict):
 
 def resolve_space(name: str) -> Path:
     """A path as given, else search_spaces/<name>.yaml here, in the tuner checkout, or where an install put them."""
-    import sys
-
     path = Path(name)
     if path.suffix in (".yaml", ".yml") or path.exists():
         return path
