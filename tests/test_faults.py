@@ -25,7 +25,7 @@ from tuner.evaluation.rag_eval import Models
 from tuner.errors import ConfigError
 from tuner.study.optimize import recover_interrupted
 from tuner.study.results import load_study, trial_states
-from tuner.study.storage import repair_journal, study_folder
+from tuner.study.storage import journal_lock, release_stale_lock, repair_journal, study_folder
 
 #: what a kill -9 or a power cut in the middle of Optuna's append leaves: an entry without its end
 TORN = b'{"op_code":6,"worker_id":"a-b","trial_id":1,"user_attr":{"cost":{"calls'
@@ -79,6 +79,33 @@ def test_a_torn_journal_tail_is_set_aside_and_the_study_resumes(study_of_two, tm
     assert (journal.parent / "journal.log.torn").read_bytes() == TORN + b"\n"
     listed = tuner("studies", "--studies-dir", str(tmp_path / "studies"), cwd=tmp_path)
     assert listed.returncode == 0 and "unreadable" not in listed.stdout, listed.stdout + listed.stderr
+
+
+def test_a_journal_lock_left_by_a_kill_is_released_and_the_study_resumes(study_of_two, tmp_path, fake_embedder,
+                                                                       monkeypatch, caplog):
+    """A kill -9 mid-append leaves Optuna's lock: a symlink to the journal, named by the path as given. Relative,
+    it dangled, Optuna never judged it stale, and the resume waited for it forever (seen in CI)."""
+    monkeypatch.chdir(tmp_path)
+    journal = study_of_two.journal.relative_to(tmp_path)
+    (tmp_path / f"{journal}.lock").symlink_to(journal)  # what the killed process's JournalFileSymlinkLock left
+    started = time.monotonic()
+    with caplog.at_level("WARNING", logger="tuner"):
+        session = open_session(tmp_path, fake_embedder, SPACE, limit=2)
+    assert time.monotonic() - started < 15
+    assert "removed the journal lock a process killed mid-write left behind" in caplog.text
+    assert session.run(3) == 1 and complete(study_of_two) == 3
+
+
+def test_a_journal_lock_a_live_writer_holds_is_left_to_it(study_of_two):
+    import threading
+
+    lock, released = journal_lock(study_of_two.journal), []
+    lock.acquire()
+    writer = threading.Timer(1.0, lambda: released.append(lock.release()))  # a slow append, but a live one
+    writer.start()
+    assert release_stale_lock(study_of_two.journal, patience=3.0) is None
+    writer.join()
+    assert released == [None]  # its release found its own lock (Optuna raises if someone else removed it)
 
 
 def test_a_journal_an_old_resume_appended_to_after_a_torn_entry_is_repaired(study_of_two):

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -204,11 +206,12 @@ def make_storage(folder: StudyFolder, heartbeat: int = HEARTBEAT) -> optuna.stor
         from optuna.storages.journal import JournalFileBackend
 
         folder.root.mkdir(parents=True, exist_ok=True)
-        note = repair_journal(folder.journal)
-        if note:
-            log.warning(note)
+        for note in (release_stale_lock(folder.journal), repair_journal(folder.journal)):
+            if note:
+                log.warning(note)
         try:
-            return optuna.storages.JournalStorage(JournalFileBackend(str(folder.journal)))
+            return optuna.storages.JournalStorage(JournalFileBackend(str(folder.journal),
+                                                                     journal_lock(folder.journal)))
         except (ValueError, KeyError, IndexError) as exc:  # entries Optuna cannot replay: report, never rewrite
             raise DataError(f"{folder.journal}: Optuna cannot replay this journal ({type(exc).__name__}: "
                             f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})") from None
@@ -228,6 +231,52 @@ def make_storage(folder: StudyFolder, heartbeat: int = HEARTBEAT) -> optuna.stor
         raise ConfigError(f"--storage {redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
 
 
+#: a writer holds the journal lock for the milliseconds of one append: one held this long with no write was left by a
+#: process killed mid-append
+STALE_LOCK_SECONDS = 5.0
+
+
+def journal_lock(path: Path):
+    """Optuna's lock on the journal, named by its absolute path. The lock is a symlink to the journal and Optuna judges
+    it stale by the target's mtime: with a relative path the symlink dangles, the lock left by a kill is never judged
+    stale, and every later run waits for it forever."""
+    from optuna.storages.journal import JournalFileSymlinkLock
+
+    return JournalFileSymlinkLock(str(path.resolve()))
+
+
+def release_stale_lock(path: Path, patience: float = STALE_LOCK_SECONDS) -> str | None:
+    """Remove a journal lock no live writer holds: the same lock (same inode) for `patience` seconds while the journal
+    does not change. Returns a line saying so, or None when there was no such lock."""
+    from optuna.storages.journal._file import LOCK_FILE_SUFFIX
+
+    lock = path.with_name(path.name + LOCK_FILE_SUFFIX)
+
+    def state() -> tuple[int, int, int] | None:
+        try:
+            journal = path.stat() if path.exists() else None
+            return (lock.lstat().st_ino, journal.st_size if journal else -1, journal.st_mtime_ns if journal else -1)
+        except FileNotFoundError:
+            return None
+
+    seen, since = state(), time.monotonic()
+    while seen is not None:
+        if time.monotonic() - since >= patience:
+            try:  # rename first, as Optuna does, so only one of several openers removes it
+                aside = lock.with_name(f"{lock.name}.{os.getpid()}.stale")
+                os.rename(lock, aside)
+                os.unlink(aside)
+            except FileNotFoundError:
+                return None
+            return (f"{lock}: removed the journal lock a process killed mid-write left behind (held {patience:.0f} s "
+                    f"with no write); the study goes on")
+        time.sleep(0.05)
+        now = state()
+        if now != seen:  # released, or taken again by a live writer: watch afresh
+            seen, since = now, time.monotonic()
+    return None
+
+
 #: how every Optuna journal entry starts: where a whole entry appended after a torn one begins
 ENTRY_START = b'{"op_code":'
 
@@ -240,9 +289,7 @@ def repair_journal(path: Path) -> str | None:
     judged torn while no writer can be halfway through it."""
     if not path.is_file() or _sound(path.read_bytes()):
         return None
-    from optuna.storages.journal import JournalFileSymlinkLock
-
-    lock = JournalFileSymlinkLock(str(path))
+    lock = journal_lock(path)
     lock.acquire()
     try:
         kept, torn, damaged = _split_torn(path.read_bytes())
