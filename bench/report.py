@@ -28,6 +28,7 @@ from tuner.config import ALL_METRICS, ProjectConfig
 from tuner.cost import Cost
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult, TrialFile
 from tuner.evaluation.retrieval_eval import passage, trace
+from tuner.study.meta import StudyMeta
 from tuner.study.space import load_space, pipeline_for
 from tuner.study.storage import make_storage, study_folder
 from tuner.workspace import open_workspace
@@ -68,9 +69,8 @@ def build(root: Path, trials: int, seed: int) -> Path:
         trial.set_user_attr("baseline", number == 0)
         folder.write_trial(TrialFile(trial.number, trial.params, config.model_dump(), False, result))
         study.tell(trial, result.value("faithfulness"))
-    folder.write_meta({"targets": ["faithfulness"], "constraints": [], "metrics": list(ALL_METRICS),
-                       "search_space": "default.yaml", "space": space.model_dump(mode="json"),
-                       "project": project.model_dump(mode="json")})
+    folder.write_meta(StudyMeta(("faithfulness",), metrics=tuple(ALL_METRICS), search_space="default.yaml",
+                                space=space.model_dump(mode="json"), project=project.model_dump(mode="json")))
     return folder.root
 
 

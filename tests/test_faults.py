@@ -239,6 +239,22 @@ def test_a_deleted_study_json_is_rebuilt_from_the_journal(study_of_two, tmp_path
     assert complete(study_of_two) == 2
 
 
+def test_a_study_json_from_an_older_tuner_resumes_and_one_from_a_newer_fails_in_one_line(
+        study_of_two, tmp_path, fake_embedder):
+    written = json.loads(study_of_two.meta.read_text())
+    assert written["schema"] == 1
+    old = {k: v for k, v in written.items() if k not in ("schema", "cache", "split", "data", "space", "programs")}
+    study_of_two.meta.write_text(json.dumps(old))  # what tuner 0.3 wrote
+    meta = study_of_two.read_meta()
+    assert (meta.cache, meta.split, meta.data, meta.space, meta.programs) == ("own", None, None, None, ())
+    assert meta.targets == ("faithfulness",) and not meta.held_out.active
+    session = open_session(tmp_path, fake_embedder, SPACE, limit=2)  # resumes: the old settings are its own
+    assert session.run(3) == 1 and complete(study_of_two) == 3
+    study_of_two.meta.write_text(json.dumps({**written, "schema": 2}))
+    where = ["--study", "s", "--studies-dir", str(study_of_two.root.parent)]
+    one_line_error(tuner("trials", *where, cwd=tmp_path), "study.json", "newer tuner", "schema 2")
+
+
 def test_a_resume_takes_the_study_s_own_settings_and_refuses_other_ones(tmp_path, cli_with):
     invoke = cli_with(ScriptedLLM())
     (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 2, "high": 3}}}))

@@ -13,6 +13,7 @@ from tuner.config import ProjectConfig
 from tuner.cost import Cost
 from tuner.evaluation.records import EvalResult, TrialFile
 from tuner.reports import write_report
+from tuner.study.meta import StudyMeta
 from tuner.study.results import read_study
 from tuner.study.space import SearchSpace
 from tuner.study.storage import make_storage, study_folder
@@ -55,9 +56,8 @@ def study(tmp_path):
             intermediate_values={i: s for i, s in enumerate(scores)}, user_attrs={"baseline": number == 0}))
         folder.write_trial(TrialFile(number, params, {**ProjectConfig().pipeline.model_dump(), **params},
                                      state == "pruned", evaluated))
-    folder.write_meta({"targets": ["faithfulness"], "constraints": [], "metrics": ["faithfulness"],
-                       "search_space": "inline", "space": SPACE.model_dump(mode="json"),
-                       "project": ProjectConfig().model_dump(mode="json")})
+    folder.write_meta(StudyMeta(("faithfulness",), metrics=("faithfulness",), search_space="inline",
+                                space=SPACE.model_dump(mode="json"), project=ProjectConfig().model_dump(mode="json")))
     return folder
 
 

@@ -273,7 +273,7 @@ def test_rdb_storage_with_sqlite(tmp_path, fake_embedder):
                            llm=ScriptedLLM(), storage=url)
     session.run(2)
     folder = study_folder(tmp_path / "elsewhere", "rdb", url)  # another worker: only the URL in common
-    assert folder.read_meta()["storage_url"] == url and folder.read_meta()["cache"] == "storage"
+    assert folder.read_meta().storage_url == url and folder.read_meta().cache == "storage"
     assert not (tmp_path / "studies" / "rdb").exists()  # settings, trial records and caches are in the database
     reloaded = load_study(folder)
     ran = [t for t in read_study(folder).trials if t.state == "complete"]
@@ -296,7 +296,7 @@ def test_a_resume_records_the_project_it_now_runs_but_not_other_questions_or_ano
 
     first = setup(PROGRAMS, limit=2)
     first.run(1)
-    assert first.folder.read_meta()["data"]["questions"] == 2
+    assert first.folder.read_meta().data["questions"] == 2
     with pytest.raises(ConfigError, match="measured on 2 questions over 35 documents, this run has 3 questions"):
         setup(PROGRAMS, limit=3)  # e.g. `tuner optimize --limit 3` on the same study
     with pytest.raises(ConfigError, match="indexed with chunking.size = 150, not 80"):
@@ -304,7 +304,7 @@ def test_a_resume_records_the_project_it_now_runs_but_not_other_questions_or_ano
     assert len(load_study(first.folder).trials) == 1  # nothing was added by the refused resumes
     resumed = setup(PROGRAMS, limit=2, project=ProjectConfig(cache_dir=tmp_path / "cache",
                                                             evaluation=EvaluationConfig(retries=1)))
-    assert resumed.folder.read_meta()["project"]["evaluation"]["retries"] == 1
+    assert resumed.folder.read_meta().project["evaluation"]["retries"] == 1
     resumed.run(2)
     assert best_config(load_study(resumed.folder), resumed.folder)["dataset"]["limit"] == 2  # best.yaml agrees
 

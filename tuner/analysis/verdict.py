@@ -152,7 +152,7 @@ def give_verdict(view: StudyView, runner: RagRunner,
     from tuner.study.holdout import score_held_out
 
     pending = to_score(view)
-    metrics = list(view.meta.get("metrics", []))
+    metrics = list(view.meta.metrics)
     scored = {}
     for index, trial in enumerate(pending):
         if on_trial:

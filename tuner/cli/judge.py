@@ -10,7 +10,7 @@ import typer
 from tuner.cli._app import app
 from tuner.cli._display import index_progress, print_judge_checks
 from tuner.cli._options import DatasetOption, StorageOption, StudiesDirOption, metric_list
-from tuner.config import ProjectConfig, load_config
+from tuner.config import load_config
 from tuner.errors import ConfigError
 from tuner.ui import err_console, progress
 
@@ -42,7 +42,6 @@ def judge_check_command(
                                                 "reports/judge-check.json, or the study's folder)")] = None,
 ) -> None:
     """Score labelled supported / unsupported cases built from your data with the judge: AUC, accuracy, NaN rates."""
-    from tuner.data.split import Split
     from tuner.evaluation.judge_check import CHECK_FILE, KINDS, check_judge, checks_json, make_cases, save_checks
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
@@ -57,8 +56,8 @@ def judge_check_command(
         if not meta:
             raise ConfigError(f"study {study} does not exist in {studies_dir}")
         if not config:
-            projects = [ProjectConfig.model_validate(meta["project"])]
-        questions_from = Split.from_json(meta.get("split"))
+            projects = [meta.config]
+        questions_from = meta.held_out
         cache = folder.cache_in_use(meta)
     requested = metric_list(metrics)
 

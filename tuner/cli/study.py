@@ -248,7 +248,7 @@ def studies_command(storage: StorageOption = None, studies_dir: StudiesDirOption
         counts = trial_states(study.get_trials(deepcopy=False))
         best = best_trials(study)
         best_text = ", ".join(f"{v:.4f}" for v in best[0].values) if len(best) == 1 else f"{len(best)} on front"
-        table.add_row(folder.name, ", ".join(meta["targets"]), *(str(counts.count(s)) for s in states),
+        table.add_row(folder.name, ", ".join(meta.targets) if meta else "?", *(str(counts.count(s)) for s in states),
                       best_text if best else "—", str(best[0].number) if len(best) == 1 else "")
     console.print(table)
 
@@ -280,7 +280,7 @@ def best_command(study: StudyOption = "default", out: Annotated[Optional[Path], 
     data = best_config(optuna_study, folder)
     trial = best_trials(optuna_study)[0]
     meta = folder.read_meta()
-    values = ", ".join(f"{t}={v:.4f}" for t, v in zip(meta["targets"], trial.values))
+    values = ", ".join(f"{t}={v:.4f}" for t, v in zip(meta.targets, trial.values))
     comment = f"best of study {folder.name}: trial {trial.number}, {values}"
     if out:
         write_config(out, data, comment)
@@ -340,4 +340,4 @@ def trials_command(study: StudyOption = "default", storage: StorageOption = None
     from tuner.study.storage import study_folder
 
     folder = study_folder(studies_dir, study, storage)
-    print_trials(load_study(folder), folder.read_meta()["targets"])
+    print_trials(load_study(folder), list(folder.read_meta().targets))

@@ -87,7 +87,7 @@ class CompiledRow:
 def compiled(view: StudyView) -> list[CompiledRow]:
     search = {q.id for t in view.trials if t.result for q in t.result.questions}
     rows = []
-    for path in view.meta.get("programs", []):
+    for path in view.meta.programs:
         try:
             meta = read_sidecar(Path(path))
         except ConfigError:

@@ -70,7 +70,7 @@ def _verdict(analysis: Analysis) -> list[str]:
             lines.append(f"Both were scored on the questions the search used to pick trial {best.number} out of "
                          f"{total}: the best of many noisy trials looks better than it is (winner's curse), so read "
                          f"this gain as an upper bound. This study held out no question "
-                         f"({'--holdout 0' if view.meta.get('split') else 'it predates held-out splits'} or fewer "
+                         f"({'--holdout 0' if view.meta.split else 'it predates held-out splits'} or fewer "
                          f"than 20 questions), so no unseen question can confirm it.")
     if analysis.judge_check is not None and analysis.judge_check.problems:
         lines.append(f"**Judge warning:** {' '.join(p + '.' for p in analysis.judge_check.problems)} Every judged "

@@ -31,6 +31,7 @@ from tuner.study.attrs import (BASELINE, CONSTRAINTS, COST, DUPLICATE, ERROR, FA
                                PIPELINE, PROJECT, QUESTIONS, RECOVERED, REFUSALS, RERUN_OF, RETRIEVAL, RUNS, SCORED)
 from tuner.study.running import running
 from tuner.study.space import SearchSpace, pipeline_for
+from tuner.study.meta import StudyMeta
 from tuner.study.storage import HEARTBEAT, META_ATTR, StudyFolder, make_storage, stored_meta
 
 if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for importing DSPy and RAGAS
@@ -366,18 +367,14 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
     # workers sharing a study draw their own proposals: one seed everywhere would have them propose the same ones
     worker = os.getpid() if folder.storage else 0
     study.sampler = make_sampler(settings, space, trials_so_far=len(study.trials) + worker)
-    fresh = {"targets": settings.targets, "constraints": [str(c) for c in settings.constraints],
-             "metrics": settings.metrics_needed(), "sampler": settings.sampler, "seed": settings.seed,
-             "search_space": space_file, "space": space.model_dump(mode="json", exclude_defaults=True),
-             "storage_url": redact(folder.storage) if folder.storage else None, "project": project,
-             "split": split.to_json(),
-             "programs": list(programs), "cache": cache, "data": data}
-    # resumed with --config: record what now runs (and, for a study from before it was recorded, what it measures on)
-    updated = {**meta, "project": project, "data": meta.get("data") or data} if meta else fresh
+    updated = meta.with_project(project, data) if meta else StudyMeta(
+        tuple(settings.targets), tuple(str(c) for c in settings.constraints), tuple(settings.metrics_needed()),
+        settings.sampler, settings.seed, space_file, space.model_dump(mode="json", exclude_defaults=True),
+        redact(folder.storage) if folder.storage else None, project, split, tuple(programs), cache, data)
     if updated != folder.read_meta():
         folder.write_meta(updated)
-    if study.user_attrs.get(META_ATTR) != updated:
-        study.set_user_attr(META_ATTR, updated)
+    if study.user_attrs.get(META_ATTR) != updated.to_json():
+        study.set_user_attr(META_ATTR, updated.to_json())
     return study
 
 
@@ -388,17 +385,17 @@ def _said_in_one_line(record) -> bool:
     return not isinstance(error, (KeyboardInterrupt, TunerError)) and "failed with value None" not in record.msg
 
 
-def refuse_changes(name: str, meta: dict[str, Any], settings: StudySettings, space: SearchSpace) -> None:
+def refuse_changes(name: str, meta: StudyMeta, settings: StudySettings, space: SearchSpace) -> None:
     """A resume measuring by other rules would mix incomparable trials under one best."""
     again = "resume with the same settings (or leave them out: the study's own are used), or choose another --study"
-    if meta.get("targets") != settings.targets:
-        raise ConfigError(f"study {name} optimises {', '.join(meta['targets'])}; {again}")
-    constraints = [str(c) for c in settings.constraints]
-    if meta.get("constraints", []) != constraints:
-        had = ", ".join(meta.get("constraints", [])) or "no constraint"
+    if list(meta.targets) != settings.targets:
+        raise ConfigError(f"study {name} optimises {', '.join(meta.targets)}; {again}")
+    constraints = tuple(str(c) for c in settings.constraints)
+    if meta.constraints != constraints:
+        had = ", ".join(meta.constraints) or "no constraint"
         raise ConfigError(f"study {name} ran with {had}, not {', '.join(constraints) or 'none'}; {again}")
-    if "space" in meta and meta["space"] != space.model_dump(mode="json", exclude_defaults=True):
-        raise ConfigError(f"study {name} searched another space ({meta.get('search_space', '?')} as it was when the "
+    if meta.space is not None and meta.space != space.model_dump(mode="json", exclude_defaults=True):
+        raise ConfigError(f"study {name} searched another space ({meta.search_space or '?'} as it was when the "
                           f"study began); {again}")
 
 

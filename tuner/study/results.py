@@ -20,6 +20,7 @@ from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile
 from tuner.study.attrs import (BASELINE, CONSTRAINTS, DUPLICATE, ERROR, INTERRUPTED, METRICS, PIPELINE, QUESTIONS,
                                RERUN_OF, RETRIEVAL)
+from tuner.study.meta import StudyMeta
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import StudyFolder, make_storage, study_folder
 
@@ -70,7 +71,7 @@ class StudyView:
     space_file: str
     project: ProjectConfig
     trials: tuple[TrialRecord, ...]
-    meta: Mapping[str, Any]
+    meta: StudyMeta
 
     @property
     def name(self) -> str:
@@ -84,7 +85,7 @@ class StudyView:
     @property
     def split(self) -> Split:
         """The questions held out for the verdict (none for a study recorded before splits existed)."""
-        return Split.from_json(self.meta.get("split"))
+        return self.meta.held_out
 
     @property
     def target(self) -> str:
@@ -119,14 +120,13 @@ class StudyView:
 def read_study(folder: StudyFolder) -> StudyView:
     """Everything a report needs, from the study's storage and trial records alone (no model is loaded)."""
     study = load_study(folder)
-    meta = folder.read_meta()
+    meta = folder.read_meta() or StudyMeta(())
     space = None
-    if meta.get("space"):
-        space = SearchSpace.model_validate(meta["space"])
-    elif meta.get("search_space") and Path(meta["search_space"]).is_file():
-        space = load_space(meta["search_space"])
-    return StudyView(folder, tuple(meta.get("targets", [])), tuple(meta.get("constraints", [])), space,
-                     meta.get("search_space", ""), ProjectConfig.model_validate(meta.get("project", {})),
+    if meta.space:
+        space = SearchSpace.model_validate(meta.space)
+    elif meta.search_space and Path(meta.search_space).is_file():
+        space = load_space(meta.search_space)
+    return StudyView(folder, meta.targets, meta.constraints, space, meta.search_space, meta.config,
                      tuple(trial_records(study, folder)), meta)
 
 
@@ -221,13 +221,13 @@ def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:
     if not best:
         raise ConfigError(f"study {folder.name} has no complete trial that meets its constraints yet")
     meta = folder.read_meta()
-    project = ProjectConfig.model_validate(meta["project"])
+    project = meta.config
     project = project.model_copy(update={"pipeline": project.pipeline.model_validate(best[0].user_attrs[PIPELINE])})
     data = project.model_dump(mode="json", exclude_defaults=True)
     cache = folder.cache_in_use(meta)
     if not is_database(cache):  # a study's database is never written into a file (its URL may hold a password)
         data["cache_dir"] = str(cache)
-    needed = [m for m in meta.get("metrics", []) if m]
+    needed = [m for m in meta.metrics if m]
     if needed:  # score what the study scored, so `tuner eval` re-scores it from the cache alone
         data.setdefault("evaluation", {})["metrics"] = needed
     data["pipeline"] = best[0].user_attrs[PIPELINE]

@@ -29,6 +29,7 @@ from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.models.embedders import Embedder
 from tuner.study.optimize import (Objective, StudyHook, StudySettings, counted, enqueue_baseline,
                                   finish_from_file, open_study, recover_interrupted, run_study)
+from tuner.study.meta import StudyMeta
 from tuner.study.space import SearchSpace, load_space, pipeline_for, resolve_space
 from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
 
@@ -83,9 +84,9 @@ class Recorded:
     def or_given(cls, folder: StudyFolder, targets: Sequence[str] | None, constraints: Sequence[str] | None,
                  search_space: str | None) -> Recorded:
         meta = folder.read_meta()
-        return cls(list(targets or meta.get("targets", ["faithfulness"])),
-                   list(constraints if constraints is not None else meta.get("constraints", [])),
-                   resolve_space(search_space or meta.get("search_space") or "default"), bool(meta))
+        return cls(list(targets or (meta.targets if meta else ["faithfulness"])),
+                   list(constraints if constraints is not None else (meta.constraints if meta else [])),
+                   resolve_space(search_space or (meta and meta.search_space) or "default"), meta is not None)
 
 
 @dataclass
@@ -107,19 +108,19 @@ class Session:
         folder = study_folder(spec.studies_dir, spec.name, spec.storage)
         meta = folder.read_meta()
         # a new study offers the compiled programs there are now; a resumed one the ones it was created with
-        programs = meta.get("programs", []) if meta else [str(p.resolve()) for d in (
+        programs = list(meta.programs) if meta else [str(p.resolve()) for d in (
             spec.studies_dir / "programs", folder.root / "programs", *spec.programs_from) for p in compiled_programs(d)]
         space = load_space(spec.search_space).with_programs(programs)
         project = spec.project
         if project is None:
-            project = ProjectConfig.model_validate(meta["project"]) if meta else ProjectConfig()
+            project = meta.config if meta else ProjectConfig()
         dataset = project.dataset
         if spec.dataset is not None:
             dataset = dataset.model_copy(update={"path": spec.dataset.resolve()})
         if spec.limit is not None:
             dataset = dataset.model_copy(update={"limit": spec.limit})
         if meta:  # a resume keeps the cache its calls were paid into
-            cache, location = meta.get("cache", "own"), folder.cache_in_use(meta)
+            cache, location = meta.cache, folder.cache_in_use(meta)
         elif spec.storage is not None:  # every worker, on any machine, shares the database's
             cache, location = "storage", spec.storage
         elif spec.cache_dir is not None:  # rounds: round 1's
@@ -176,7 +177,7 @@ class Session:
             notes.append(f"the baseline's {', '.join(outside)} lies outside the search space: it runs as trial 0, "
                          f"the reference point, but no later trial can draw it")
         search = {q.id for q in self.search_questions}
-        for path in self.folder.read_meta().get("programs", []):
+        for path in self.folder.read_meta().programs:
             seen = search & set(read_sidecar(Path(path)).get("train_ids", []))
             notes.append(f"program choice {path}" + (
                 f": compiled on {len(seen)} of this study's {len(search)} search questions, so its trials score "
@@ -215,13 +216,13 @@ class Session:
 INDEX_SETTINGS = {"chunking": None, "embedder": ("model",), "backend": ("type", "candidates", "bm25"), "graph": None}
 
 
-def refuse_other_measures(name: str, meta: Mapping[str, Any], data: Mapping[str, Any], project: ProjectConfig) -> None:
+def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], project: ProjectConfig) -> None:
     """A resume must measure on the questions and the index the study's trials were measured on (another --limit
     would compare means over other question sets and leak held-out questions into the search)."""
     again = "resume with the study's own --dataset, --limit and --config (or leave them out), or choose another --study"
-    recorded = meta.get("data")
+    recorded = meta.data
     if recorded is None:  # a study from before the data was recorded: its recorded limit at least
-        recorded_limit = (meta.get("project") or {}).get("dataset", {}).get("limit")
+        recorded_limit = meta.project.get("dataset", {}).get("limit")
         if recorded_limit != project.dataset.limit:
             raise ConfigError(f"study {name} used --limit {recorded_limit}, not {project.dataset.limit}; {again}")
     elif recorded != data:
@@ -230,7 +231,7 @@ def refuse_other_measures(name: str, meta: Mapping[str, Any], data: Mapping[str,
             f"{data['questions']} questions over {data['documents']} documents"
         raise ConfigError(f"study {name} was measured on {recorded.get('questions')} questions over "
                           f"{recorded.get('documents')} documents, this run has {said}; {again}")
-    before = ProjectConfig.model_validate(meta.get("project") or {}).model_dump(mode="json")
+    before = meta.config.model_dump(mode="json")
     now = project.model_dump(mode="json")
     for section, keys in INDEX_SETTINGS.items():
         for key in keys or before[section]:
@@ -239,12 +240,12 @@ def refuse_other_measures(name: str, meta: Mapping[str, Any], data: Mapping[str,
                                   f"{now[section].get(key)!r}: its trials retrieved from that index; {again}")
 
 
-def study_split(meta: Mapping[str, Any], holdout: float | Split | None, ids: list[str], name: str) -> Split:
+def study_split(meta: StudyMeta | None, holdout: float | Split | None, ids: list[str], name: str) -> Split:
     """The study's split: the recorded one when resuming (a different --holdout is refused), else a new one."""
     if isinstance(holdout, Split):
         return holdout
     if meta:
-        recorded = Split.from_json(meta.get("split"))
+        recorded = meta.held_out
         if holdout is not None and holdout != recorded.fraction:
             raise ConfigError(f"study {name} holds out {recorded.fraction:g} of its questions; resume it without "
                               f"--holdout (or with --holdout {recorded.fraction:g}), or choose another --study name")

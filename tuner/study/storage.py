@@ -26,6 +26,7 @@ import optuna
 from tuner.cache import KeyValue, open_store, redact, while_others_create_tables
 from tuner.errors import ConfigError, DataError
 from tuner.evaluation.records import TrialFile
+from tuner.study.meta import StudyMeta
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +70,14 @@ class StudyFolder:
     def holdout(self) -> Path:
         return self.root / "holdout"
 
-    def cache_in_use(self, meta: dict[str, Any]) -> Path | str:
+    def cache_in_use(self, meta: StudyMeta) -> Path | str:
         """Where the study's LLM calls and embeddings are cached: its database (a study kept in one), its own
         cache/ (--own-cache, or made before caches were shared), else the project cache it recorded."""
-        kind = meta.get("cache", "own")
-        if kind == "storage":
+        if meta.cache == "storage":
             if not self.storage:
                 raise ConfigError(f"study {self.name} keeps its cache in its database: pass --storage URL")
             return self.storage
-        return self.cache.resolve() if kind == "own" else Path(meta["project"]["cache_dir"])
+        return self.cache.resolve() if meta.cache == "own" else Path(meta.project["cache_dir"])
 
     def _key(self, kind: str, number: int | None = None) -> str:
         return f"{self.name}/{kind}" if number is None else f"{self.name}/{kind}/{number:04d}"
@@ -129,11 +129,12 @@ class StudyFolder:
         except (OSError, ValueError):
             return None
 
-    def read_meta(self) -> dict[str, Any]:
-        """study.json (or its record in the database); when it is gone but the storage holds the study, rebuilt
-        from the storage's copy."""
+    def read_meta(self) -> StudyMeta | None:
+        """study.json (or its record in the database), None when there is no such study; when the file is gone but
+        the storage holds the study, rebuilt from the storage's copy."""
         if self.records is not None:
-            return self.records.get(self._key("meta")) or self._restore_meta()
+            data = self.records.get(self._key("meta"))
+            return self._restore_meta() if data is None else StudyMeta.from_json(data, f"study {self.name}")
         if not self.meta.is_file():
             return self._restore_meta()
         try:
@@ -142,32 +143,33 @@ class StudyFolder:
             raise DataError(f"{self.meta}: unreadable ({exc})") from None
         if not isinstance(data, dict):
             raise DataError(f"{self.meta}: unreadable (not a JSON object)")
-        return data
+        return StudyMeta.from_json(data, str(self.meta))
 
-    def _restore_meta(self) -> dict[str, Any]:
+    def _restore_meta(self) -> StudyMeta | None:
         if self.storage is None and (not self.journal.is_file() or not self.journal.stat().st_size):
-            return {}
-        data = stored_meta(make_storage(self), self.name)
-        if data:
-            self.write_meta(data)
+            return None
+        meta = stored_meta(make_storage(self), self.name)
+        if meta:
+            self.write_meta(meta)
             if self.storage is None:
                 log.warning(f"{self.meta} was missing: rebuilt from the copy in {self.journal.name}")
-        return data
+        return meta
 
-    def write_meta(self, data: dict[str, Any]) -> None:
+    def write_meta(self, meta: StudyMeta) -> None:
         if self.records is not None:
-            self.records.put(self._key("meta"), data)
+            self.records.put(self._key("meta"), meta.to_json())
             return
         self.root.mkdir(parents=True, exist_ok=True)
-        self.meta.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        self.meta.write_text(json.dumps(meta.to_json(), indent=2) + "\n", encoding="utf-8")
 
 
-def stored_meta(storage: optuna.storages.BaseStorage, name: str) -> dict[str, Any]:
-    """The settings copy a study's storage holds ({} for a new study, or one from before the copy was kept)."""
+def stored_meta(storage: optuna.storages.BaseStorage, name: str) -> StudyMeta | None:
+    """The settings copy a study's storage holds (None for a new study, or one from before the copy was kept)."""
     try:
-        return dict(storage.get_study_user_attrs(storage.get_study_id_from_name(name)).get(META_ATTR) or {})
+        data = storage.get_study_user_attrs(storage.get_study_id_from_name(name)).get(META_ATTR)
     except KeyError:
-        return {}
+        return None
+    return StudyMeta.from_json(data, f"study {name} (its storage's copy of study.json)") if data else None
 
 
 def study_folder(studies_dir: Path, name: str, storage: str | None = None) -> StudyFolder:
