@@ -67,9 +67,9 @@ def main() -> None:
                                    on_score=lambda _: progress(f"  {name}: {runner.meter.paid} calls paid"))
         programs[name] = str(compiled.path)
         spent[name] = compiled.sidecar
-        console.print(f"{name}: {compiled.path.name}, {compiled.sidecar['calls']} calls "
-                      f"({compiled.sidecar['calls_paid']} paid in this run), "
-                      f"{compiled.sidecar['demos']} demo(s), training score {compiled.sidecar['train_score']:.3f}")
+        console.print(f"{name}: {compiled.path.name}, {compiled.sidecar.calls} calls "
+                      f"({compiled.sidecar.calls_paid} paid in this run), "
+                      f"{compiled.sidecar.demos} demo(s), training score {compiled.sidecar.train_score:.3f}")
 
     results = evaluate_programs(runner, project.pipeline, programs, held_out, METRICS,
                                 lambda name, i, stage: progress(f"  {name} {i + 1}/{len(held_out)} {stage}",
@@ -80,12 +80,12 @@ def main() -> None:
                    "compile calls"):
         view.add_column(column)
     for name, row in table.items():
-        versus = row.get("vs_reference", {}).get("faithfulness")
-        delta = "—" if not versus or versus["ci"] is None else \
-            f"{versus['difference']:+.3f} [{versus['ci'][0]:+.3f}, {versus['ci'][1]:+.3f}]"
-        view.add_row(name, fmt(row["faithfulness"]), delta, fmt(row["answer_relevancy"]),
-                     f"{row['refusal_rate']:.0%}", f"{row['citation_rate']:.0%}",
-                     str(spent[name]["calls"]) if name in spent else "—")
+        versus = row.vs_reference.get("faithfulness")
+        delta = "—" if not versus or versus.ci is None else \
+            f"{versus.difference:+.3f} [{versus.ci[0]:+.3f}, {versus.ci[1]:+.3f}]"
+        view.add_row(name, fmt(row.means["faithfulness"]), delta, fmt(row.means["answer_relevancy"]),
+                     f"{row.refusal_rate:.0%}", f"{row.citation_rate:.0%}",
+                     str(spent[name].calls) if name in spent else "—")
     console.print(view)
 
 

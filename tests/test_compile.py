@@ -18,9 +18,9 @@ from tests.fakes import ScriptedLLM
 from tuner.compile.metric import CompileMetric
 from tuner.compile.optimizers import COMPILERS
 from tuner.compile.run import CompileSettings, compile_program, examples
-from tuner.compile.saved import read_sidecar
+from tuner.compile.saved import SIDECAR_SCHEMA, Sidecar, read_sidecar, sidecar_path
 from tuner.config import ProjectConfig
-from tuner.errors import ConfigError, TunerError
+from tuner.errors import ConfigError, DataError, TunerError
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.evaluation.records import Constraint
 from tuner.models.llms import Completion
@@ -65,13 +65,13 @@ def test_each_optimizer_compiles_saves_and_reloads_under_the_contract(optimizer,
     compiled = compile_program(runner, runner.workspace.config.pipeline, questions[:3], questions[3:], settings,
                                tmp_path / "programs")
     sidecar = read_sidecar(compiled.path)
-    assert compiled.path.is_file() and compiled.path.name == f"{optimizer}-{sidecar['program_id']}.json"
-    assert program_id(load_program(str(compiled.path))) == sidecar["program_id"] == program_id(compiled.program)
-    assert sidecar["optimizer"] == optimizer and sidecar["generator"] == "scripted"
-    assert sidecar["train_ids"] == [q.id for q in questions[:3]] and sidecar["held_out_ids"] == [q.id for q in
-                                                                                               questions[3:]]
-    assert 0 < sidecar["calls_paid"] <= 120 and sidecar["train_score"] == 1.0
-    assert sidecar["pipeline"]["top_k"] == runner.workspace.config.pipeline.top_k
+    assert compiled.path.is_file() and compiled.path.name == f"{optimizer}-{sidecar.program_id}.json"
+    assert program_id(load_program(str(compiled.path))) == sidecar.program_id == program_id(compiled.program)
+    assert sidecar.optimizer == optimizer and sidecar.generator == "scripted"
+    assert sidecar.train_ids == tuple(q.id for q in questions[:3])
+    assert sidecar.held_out_ids == tuple(q.id for q in questions[3:])
+    assert 0 < sidecar.calls_paid <= 120 and sidecar.train_score == 1.0
+    assert sidecar.pipeline["top_k"] == runner.workspace.config.pipeline.top_k
     assert (tmp_path / "programs" / "compile.log").stat().st_size > 0  # DSPy's chatter, not on the terminal
 
 
@@ -123,12 +123,12 @@ def test_the_budget_is_a_hard_limit_and_a_rerun_pays_only_what_is_new(tmp_path, 
     assert len(llm.calls) == 3 and not list((tmp_path / "p").glob("*.json"))
     compiled = compile_program(runner, pipeline, questions[:3], questions[3:], CompileSettings("bootstrap", budget=50),
                                tmp_path / "p")
-    assert compiled.sidecar["calls_paid"] == len(llm.calls) - 3  # the three paid before came from the cache
-    assert compiled.sidecar["calls"] >= compiled.sidecar["calls_paid"] + 3
+    assert compiled.sidecar.calls_paid == len(llm.calls) - 3  # the three paid before came from the cache
+    assert compiled.sidecar.calls >= compiled.sidecar.calls_paid + 3
     again = compile_program(runner, pipeline, questions[:3], questions[3:], CompileSettings("bootstrap", budget=50),
                             tmp_path / "p")
     # all from the cache: nothing paid, and the sidecar still states what the compile costs
-    assert again.sidecar["calls_paid"] == 0 and again.sidecar["calls"] == compiled.sidecar["calls"]
+    assert again.sidecar.calls_paid == 0 and again.sidecar.calls == compiled.sidecar.calls
 
 
 def test_bad_compile_settings_are_one_line(runner_with, tmp_path):
@@ -146,12 +146,28 @@ def test_tuner_compile_judges_the_program_on_held_out_questions(tmp_path, cli_wi
     result = invoke("compile", "--limit", "6", "--budget", "150", "--out", "programs")
     assert result.exit_code == 0, result.output
     [program] = [p for p in (tmp_path / "programs").glob("bootstrap-*.json") if not p.name.endswith(".meta.json")]
-    held_out = read_sidecar(program)["held_out"]
-    assert set(held_out) == {"default", "compiled"} and held_out["compiled"]["questions"] == 3
-    assert held_out["compiled"]["vs_reference"]["faithfulness"]["verdict"] == "no difference"
+    held_out = read_sidecar(program).held_out
+    assert set(held_out) == {"default", "compiled"} and held_out["compiled"].questions == 3
+    assert held_out["compiled"].vs_reference["faithfulness"].verdict == "no difference"
+    sidecar = read_sidecar(program)
+    assert Sidecar.from_json(sidecar.to_json(), "again") == sidecar  # what is written is what is read
+    assert "score the same on faithfulness" in sidecar.held_out_sentence
     assert "held-out" in result.output and "score the same on faithfulness" in result.output
     bad = invoke("compile", "--limit", "6", "--optimizer", "adam")
     assert bad.exit_code == 1 and "Traceback" not in bad.output
+
+
+def test_a_sidecar_from_an_older_tuner_loads_and_one_from_a_newer_fails_in_one_line(tmp_path):
+    program = tmp_path / "bootstrap-abc.json"
+    sidecar_path(program).write_text(json.dumps({"program_id": "abc", "optimizer": "bootstrap", "calls_paid": 40,
+                                                 "train_ids": ["q1"]}))  # before calls, schema and held_out
+    old = read_sidecar(program)
+    assert (old.calls, old.train_ids, old.held_out) == (40, ("q1",), None)
+    assert old.held_out_sentence == "not judged on held-out questions"
+    assert read_sidecar(tmp_path / "none.json") is None  # a program saved without one
+    sidecar_path(program).write_text(json.dumps({"schema": SIDECAR_SCHEMA + 1, "program_id": "abc"}))
+    with pytest.raises(DataError, match="newer tuner"):
+        read_sidecar(program)
 
 
 def test_real_compile_killed_and_run_again_pays_no_call_twice(tmp_path, small_gguf):
@@ -174,11 +190,11 @@ def test_real_compile_killed_and_run_again_pays_no_call_twice(tmp_path, small_gg
     assert done.returncode == 0, done.stderr
     [program] = [p for p in (tmp_path / "programs").glob("bootstrap-*.json") if not p.name.endswith(".meta.json")]
     sidecar = read_sidecar(program)
-    compile_calls = sidecar["calls_paid"]
-    held_out_calls = sum(row["llm_calls"] for row in sidecar["held_out"].values())
+    compile_calls = sidecar.calls_paid
+    held_out_calls = sum(row.llm_calls for row in sidecar.held_out.values())
     assert compile_calls + held_out_calls == cached_calls(cache) - before  # nothing paid twice
-    assert sidecar["generator"] == sidecar["judge"] and "0.5b" in sidecar["generator"]
-    assert sidecar["held_out"]["compiled"]["questions"] == 1 and "held-out" in done.stdout
+    assert sidecar.generator == sidecar.judge and "0.5b" in sidecar.generator
+    assert sidecar.held_out["compiled"].questions == 1 and "held-out" in done.stdout
 
 
 def cached_calls(path) -> int:

@@ -81,9 +81,9 @@ def compile_command(
                                    out or Path("studies") / "programs",
                                    on_score=lambda _: bar.update(task, completed=runner.meter.paid - paid))
     sidecar = compiled.sidecar
-    console.print(f"saved {compiled.path} (program_id {sidecar['program_id']}, {sidecar['demos']} demo(s)); "
-                  f"{sidecar['calls']} LLM calls ({sidecar['calls_paid']} paid now of a budget of {budget}, the rest "
-                  f"from the cache); training score {sidecar['train_score']:.3f}",
+    console.print(f"saved {compiled.path} (program_id {sidecar.program_id}, {sidecar.demos} demo(s)); "
+                  f"{sidecar.calls} LLM calls ({sidecar.calls_paid} paid now of a budget of {budget}, the rest "
+                  f"from the cache); training score {sidecar.train_score:.3f}",
                   highlight=False)
     if held_out:
         judge_programs(runner, pipeline, compiled, held_out, settings)
@@ -107,7 +107,7 @@ def judge_programs(runner, pipeline: PipelineConfig, compiled, held_out, setting
     for column in ("program", *metrics, "refusals", "citing", "LLM calls"):
         view.add_column(column, justify="left" if column == "program" else "right")
     for name, row in table.items():
-        view.add_row(name, *("—" if row[m] is None else f"{row[m]:.3f}" for m in metrics),
-                     f"{row['refusal_rate']:.0%}", f"{row['citation_rate']:.0%}", str(row["llm_calls"]))
+        view.add_row(name, *("—" if row.means[m] is None else f"{row.means[m]:.3f}" for m in metrics),
+                     f"{row.refusal_rate:.0%}", f"{row.citation_rate:.0%}", str(row.llm_calls))
     console.print(view)
-    console.print(table["compiled"]["vs_reference"][settings.target]["sentence"], highlight=False, soft_wrap=True)
+    console.print(table["compiled"].vs_reference[settings.target].sentence, highlight=False, soft_wrap=True)

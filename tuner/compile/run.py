@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import dspy
 
 from tuner.compile.metric import CompileMetric, Scored
 from tuner.compile.optimizers import COMPILERS
-from tuner.compile.saved import write_sidecar
+from tuner.compile.saved import Sidecar, write_sidecar
 from tuner.config import PipelineConfig
 from tuner.cost import BudgetSpent
 from tuner.data import Question
@@ -69,7 +69,7 @@ class CompileSettings:
 class Compiled:
     program: RAGAnswer
     path: Path
-    sidecar: dict[str, Any] = field(default_factory=dict)
+    sidecar: Sidecar
 
 
 def examples(runner: RagRunner, questions: Sequence[Question], pipeline: PipelineConfig) -> list[dspy.Example]:
@@ -131,27 +131,15 @@ def compile_program(runner: RagRunner, pipeline: PipelineConfig, train: Sequence
     identity = program_id(program)
     path = out_dir / f"{settings.optimizer}-{identity}.json"
     program.save(str(path))
-    sidecar = {
-        "program_id": identity,
-        "optimizer": settings.optimizer,
-        "target": settings.target,
-        "guard": str(settings.guard) if settings.guard else None,
-        "seed": settings.seed,
-        "budget": settings.budget,
-        "calls": meter.made - made_before,  # what the compile costs on a cold cache
-        "calls_paid": meter.paid - paid_before,  # of those, paid in this run (the rest came from the cache)
-        "start_program": pipeline.program,
-        "start_program_id": program_id(start),
-        "demos": sum(len(p.demos) for p in program.predictors()),
-        "instructions": program.respond.signature.instructions,
-        "generator": runner.generator.name,
-        "judge": runner.judge.name,
-        "pipeline": pipeline.model_dump(mode="json"),
-        "train_ids": [q.id for q in train],
-        "held_out_ids": [q.id for q in held_out],
-        "train_score": sum(train_scores) / len(train_scores),
-        "held_out": None,  # filled by the held-out comparison
-    }
+    sidecar = Sidecar(
+        program_id=identity, optimizer=settings.optimizer, target=settings.target,
+        guard=str(settings.guard) if settings.guard else None, seed=settings.seed, budget=settings.budget,
+        calls=meter.made - made_before, calls_paid=meter.paid - paid_before,
+        start_program=pipeline.program, start_program_id=program_id(start),
+        demos=sum(len(p.demos) for p in program.predictors()), instructions=program.respond.signature.instructions,
+        generator=runner.generator.name, judge=runner.judge.name, pipeline=pipeline.model_dump(mode="json"),
+        train_ids=tuple(q.id for q in train), held_out_ids=tuple(q.id for q in held_out),
+        train_score=sum(train_scores) / len(train_scores))
     write_sidecar(path, sidecar)
     return Compiled(program, path, sidecar)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from tuner.analysis import Analysis
-from tuner.compile.saved import read_sidecar
+from tuner.compile.saved import Sidecar, read_sidecar
 from tuner.cost import Cost
-from tuner.errors import ConfigError
+from tuner.errors import TunerError
 from tuner.study.results import StudyView
 
 STAGE_ORDER = ("retrieve", "generate", "faithfulness", "answer_relevancy", "context_precision", "context_recall")
@@ -89,15 +89,13 @@ def compiled(view: StudyView) -> list[CompiledRow]:
     rows = []
     for path in view.meta.programs:
         try:
-            meta = read_sidecar(Path(path))
-        except ConfigError:
-            meta = {}
-        comparison = ((meta.get("held_out") or {}).get("compiled") or {}).get("vs_reference", {})
-        said = next((c["sentence"] for c in comparison.values()), "not judged on held-out questions")
+            sidecar = read_sidecar(Path(path)) or Sidecar()
+        except TunerError:  # a report never fails on one unreadable sidecar
+            sidecar = Sidecar()
         used = tuple((t.number, t.values[0] if t.values else None) for t in view.trials
                      if t.params.get("program") == path)
-        rows.append(CompiledRow(path, meta.get("optimizer"), meta.get("calls", meta.get("calls_paid")),
-                                len(search & set(meta.get("train_ids", []))), said, used))
+        rows.append(CompiledRow(path, sidecar.optimizer, sidecar.calls, len(search & set(sidecar.train_ids)),
+                                sidecar.held_out_sentence, used))
     return rows
 
 

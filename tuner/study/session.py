@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from tuner.cache import is_database
-from tuner.compile.saved import compiled_programs, read_sidecar
+from tuner.compile.saved import Sidecar, compiled_programs, read_sidecar
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
@@ -178,7 +178,7 @@ class Session:
                          f"the reference point, but no later trial can draw it")
         search = {q.id for q in self.search_questions}
         for path in self.folder.read_meta().programs:
-            seen = search & set(read_sidecar(Path(path)).get("train_ids", []))
+            seen = search & set((read_sidecar(Path(path)) or Sidecar()).train_ids)
             notes.append(f"program choice {path}" + (
                 f": compiled on {len(seen)} of this study's {len(search)} search questions, so its trials score "
                 f"optimistically there; the held-out verdict is not affected" if seen else ""))
