@@ -21,7 +21,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -30,7 +29,7 @@ from rich.table import Table
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import WEAVIATE_FUSIONS, BackendConfig, Bm25Config, PipelineConfig, ProjectConfig
 from tuner.data import load_dataset
-from tuner.evaluation.retrieval_eval import evaluate_retrieval
+from tuner.evaluation.rag_eval import RagRunner
 from tuner.pipeline.fusion import FUSIONS, hybrid
 from tuner.workspace import Workspace, open_workspace
 
@@ -80,7 +79,7 @@ Figures = tuple[float, float, float]  # recall@5, nDCG@10, recall@10
 
 
 def scores(workspace: Workspace, config: PipelineConfig) -> Figures:
-    summary = evaluate_retrieval(workspace.dataset, workspace.pipeline, config)["retrieval"]
+    summary = RagRunner(workspace).evaluate(config, answer=False).retrieval
     return summary["recall@5"], summary["ndcg@10"], summary["recall@10"]
 
 
@@ -124,14 +123,14 @@ def multi_hop() -> list[list[str]]:
     retrieval put after them) for hops 0 / 1 / 2, at each alpha and a top_k below 5, where a linked document can
     earn a place."""
     workspace = open_workspace(ProjectConfig())
-    dataset = replace(workspace.dataset, questions=[q for q in workspace.dataset.questions if len(q.relevant_ids) > 1])
+    runner = RagRunner(workspace)
+    questions = [q for q in workspace.dataset.questions if len(q.relevant_ids) > 1]
     rows = []
     for alpha in (0.0, 0.5, 1.0):
         for top_k in (2, 3):
-            found = [evaluate_retrieval(dataset, workspace.pipeline,
-                                        PipelineConfig(alpha=alpha, top_k=top_k, hops=hops))
-                     ["retrieval"]["recall@5"] for hops in (0, 1, 2)]
-            rows.append([f"{len(dataset.questions)} q", f"{alpha}", str(top_k), *[f"{r:.3f}" for r in found]])
+            found = [runner.evaluate(PipelineConfig(alpha=alpha, top_k=top_k, hops=hops), questions, answer=False)
+                     .retrieval["recall@5"] for hops in (0, 1, 2)]
+            rows.append([f"{len(questions)} q", f"{alpha}", str(top_k), *[f"{r:.3f}" for r in found]])
     return rows
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import dataset_path
+from tests.fakes import ScriptedLLM
+from tuner.evaluation.records import EvalResult
 
 
 def tuner(*args, cwd):
@@ -38,6 +40,19 @@ def test_eval_retrieval_only_on_the_demo_writes_the_results_json(tmp_path):
     assert len(data["per_question"]) == data["dataset"]["questions"] == 22
     assert "recall@k" in result.stdout  # the table
     assert (tmp_path / "studies" / ".cache" / "embeddings.sqlite").is_file()  # default cache location
+
+
+def test_eval_writes_one_shape_with_or_without_answers(tmp_path, cli_with):
+    """A retrieval-only evaluation is an EvalResult like a RAG one: the same keys, no metric, no answer."""
+    invoke = cli_with(ScriptedLLM())
+    for args in (["--retrieval-only", "-o", "r.json"], ["-m", "faithfulness", "-o", "rag.json"]):
+        assert invoke("eval", "--limit", "2", *args).exit_code == 0
+    retrieval, rag = (json.loads((tmp_path / name).read_text()) for name in ("r.json", "rag.json"))
+    assert set(retrieval) == set(rag) and set(retrieval["per_question"][0]) == set(rag["per_question"][0])
+    assert retrieval["metrics"] == {} and set(rag["metrics"]) == {"faithfulness"}
+    assert retrieval["per_question"][0]["answer"] == "" and rag["per_question"][0]["answer"]
+    assert retrieval["retrieval"] == rag["retrieval"]  # the same retrieval, scored once by one rule
+    assert EvalResult.from_json(retrieval).retrieval == retrieval["retrieval"]
 
 
 def test_eval_on_squad_normans_with_a_config_file(tmp_path):

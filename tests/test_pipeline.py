@@ -3,7 +3,7 @@
 import pytest
 
 from tuner.config import PipelineConfig, ProjectConfig
-from tuner.evaluation.retrieval_eval import evaluate_retrieval
+from tuner.evaluation.rag_eval import RagRunner
 from tuner.pipeline.selection import autocut
 from tuner.workspace import open_workspace
 
@@ -32,10 +32,10 @@ def counted(fake_embedder, tmp_path):
 
 
 def test_real_retrieval_on_the_demo_finds_the_gold_documents(demo):
-    result = evaluate_retrieval(demo.dataset, demo.pipeline, PipelineConfig(top_k=5, alpha=0.5))
-    assert result["retrieval"]["recall@5"] >= 0.9
-    assert result["retrieval"]["mean_k"] == 5
-    assert len(result["per_question"]) == len(demo.dataset.questions)
+    result = RagRunner(demo).evaluate(PipelineConfig(top_k=5, alpha=0.5), answer=False)
+    assert result.retrieval["recall@5"] >= 0.9
+    assert result.retrieval["mean_k"] == 5
+    assert len(result.questions) == len(demo.dataset.questions) and not result.metrics and not result.models
 
 
 def test_alpha_changes_the_ranking_between_bm25_and_vector(demo):
@@ -90,8 +90,8 @@ def test_autocut_keeps_what_weaviate_would_of_the_top_k(demo):
 def test_dynamic_k_with_a_reranker_raises_precision(demo):
     fixed = PipelineConfig(top_k=10, reranker="embedding")
     gated = fixed.model_copy(update={"confidence_threshold": 0.6, "max_docs": 10})
-    fixed_result = evaluate_retrieval(demo.dataset, demo.pipeline, fixed)["retrieval"]
-    gated_result = evaluate_retrieval(demo.dataset, demo.pipeline, gated)["retrieval"]
+    fixed_result = RagRunner(demo).evaluate(fixed, answer=False).retrieval
+    gated_result = RagRunner(demo).evaluate(gated, answer=False).retrieval
     assert gated_result["mean_k"] < fixed_result["mean_k"]
     assert gated_result["precision"] > 2 * fixed_result["precision"]
     assert gated_result["recall@k"] >= 0.8

@@ -63,44 +63,37 @@ def eval_command(
     print_notes(data)
 
     started = time.perf_counter()
-    evaluated = None
-    if retrieval_only:
-        from tuner.evaluation.retrieval_eval import evaluate_retrieval
-
-        with progress() as bar:
-            task = bar.add_task("retrieving", total=len(data.questions))
-            results = evaluate_retrieval(data, workspace.pipeline, pipeline_config, lambda: bar.advance(task))
-    else:
-        evaluated = run_rag_evaluation(workspace, pipeline_config, metrics, no_cache)
-        results = evaluated.to_json()
+    evaluated = run_evaluation(workspace, pipeline_config, metrics, no_cache, answer=not retrieval_only)
     elapsed = time.perf_counter() - started
 
-    report = eval_json(project.model_dump(mode="json"), data, len(workspace.index.chunks), split, results, elapsed)
+    report = eval_json(project.model_dump(mode="json"), data, len(workspace.index.chunks), split, evaluated.to_json(),
+                       elapsed)
     print_retrieval_table(report["retrieval"], pipeline_config)
-    if evaluated is not None:
+    if not retrieval_only:
         print_rag_tables(evaluated)
     if out:
         write_json(out, report)
         err_console.print(f"results written to {out}")
 
 
-def run_rag_evaluation(workspace, pipeline_config: PipelineConfig, metrics: Optional[str], no_cache: bool):
+def run_evaluation(workspace, pipeline_config: PipelineConfig, metrics: Optional[str], no_cache: bool,
+                   answer: bool = True):
+    """The configuration scored question by question; `answer=False`: retrieval alone (no model loads)."""
     from tuner.evaluation.rag_eval import RagRunner
 
     requested = metric_list(metrics)
-    with err_console.status("loading models"):
-        runner = RagRunner(workspace, use_cache=not no_cache)
-    _, skipped = runner.metrics_for(requested)
-    for metric, why in skipped.items():
-        err_console.print(f"[yellow]note:[/] skipping {metric}: {why}")
+    runner = RagRunner(workspace, use_cache=not no_cache)
+    if answer:
+        for metric, why in runner.metrics_for(requested)[1].items():
+            err_console.print(f"[yellow]note:[/] skipping {metric}: {why}")
     questions = workspace.dataset.questions
     with progress() as bar:
-        task = bar.add_task("evaluating", total=len(questions))
+        task = bar.add_task("evaluating" if answer else "retrieving", total=len(questions))
 
         def on_progress(index: int, question_id: str, stage: str) -> None:
             bar.update(task, completed=index + (stage == "done"), description=f"{question_id}: {stage}")
 
-        return runner.evaluate(pipeline_config, metrics=requested, on_progress=on_progress)
+        return runner.evaluate(pipeline_config, metrics=requested, on_progress=on_progress, answer=answer)
 
 
 @app.command("index")

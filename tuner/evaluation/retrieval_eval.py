@@ -1,16 +1,13 @@
-"""Run one pipeline configuration over a dataset's questions and score retrieval."""
+"""What one question's retrieval found, in records: where its gold documents were, and the passages selected."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
-from tuner.config import PipelineConfig
-from tuner.data import Dataset
 from tuner.evaluation.records import Passage, RetrievalTrace
-from tuner.evaluation.retrieval_metrics import aggregate, first_rank, question_metrics
+from tuner.evaluation.retrieval_metrics import first_rank, question_metrics
 from tuner.pipeline.candidate import Candidate
-from tuner.pipeline.run import RetrievalPipeline, RetrievalResult
+from tuner.pipeline.run import RetrievalResult
 
 
 def trace(result: RetrievalResult, gold: Iterable[str], top_k: int) -> RetrievalTrace:
@@ -26,33 +23,6 @@ def trace(result: RetrievalResult, gold: Iterable[str], top_k: int) -> Retrieval
         in_pool=tuple(sorted(gold.intersection(docs(result.pool)))),
         selected=tuple(sorted(gold.intersection(docs(result.selected)))),
     )
-
-
-def evaluate_retrieval(
-    dataset: Dataset,
-    pipeline: RetrievalPipeline,
-    config: PipelineConfig,
-    on_question: Callable[[], None] | None = None,
-) -> dict[str, Any]:
-    per_question = []
-    for question in dataset.questions:
-        result = pipeline.run(question.text, config)
-        found = trace(result, question.relevant_ids, config.top_k)
-        per_question.append(
-            {
-                "id": question.id,
-                "question": question.text,
-                "gold_ids": list(found.gold_ids),
-                "gold_rank": found.candidate_rank,
-                "k": len(result.selected),
-                "selected": [passage(c).to_json() for c in result.selected],
-                "retrieval": dict(found.metrics),
-            }
-        )
-        if on_question:
-            on_question()
-    summary = aggregate([q["retrieval"] for q in per_question], [q["k"] for q in per_question])
-    return {"retrieval": summary, "per_question": per_question}
 
 
 def passage(candidate: Candidate) -> Passage:
