@@ -14,6 +14,7 @@ the compile paid. One cache per (set, model) under --out: run again and finished
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -31,7 +32,8 @@ from tuner.workspace import open_workspace
 ROOT = Path(__file__).resolve().parents[1]
 AMNESTY = ROOT.parent / "shared" / "datasets" / "amnesty_qa" / "amnesty_qa.jsonl"
 METRICS = ["faithfulness", "answer_relevancy"]
-console = Console(width=200)  # the table is the result: never squeezed to 80 columns in a log
+# the table is the result: never squeezed to 80 columns in a log; on this stdout while DSPy's chatter goes to a log
+console = Console(width=200, file=sys.stdout)
 
 
 def main() -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -24,6 +25,17 @@ def progress(transient: bool = False) -> Progress:
         transient=transient,
         disable=not err_console.is_terminal,
     )
+
+
+@contextlib.contextmanager
+def terminal_kept() -> Iterator[None]:
+    """tuner's consoles keep writing to the terminal while library code redirects sys.stdout and sys.stderr (a
+    compile sends DSPy's chatter to a log): pinned to the streams they write to now, then following sys again."""
+    console.file, err_console.file = console.file, err_console.file
+    try:
+        yield
+    finally:
+        console.file = err_console.file = None
 
 
 def knobs(values: Mapping[str, Any]) -> str:

@@ -13,7 +13,7 @@ from tuner.cli._display import index_progress
 from tuner.cli._options import ConfigOption, DatasetOption, LimitOption, StorageOption, StudiesDirOption
 from tuner.config import PipelineConfig, load_config
 from tuner.errors import ConfigError
-from tuner.ui import console, err_console, progress
+from tuner.ui import console, err_console, progress, terminal_kept
 
 
 @app.command("compile")
@@ -74,7 +74,7 @@ def compile_command(
     err_console.print(f"compiling program {pipeline.program!r} for {target} with {optimizer} on "
                       f"{len(train_questions)} training questions of {workspace.dataset.name} "
                       f"({len(held_out)} held out), budget {budget} LLM calls", highlight=False)
-    with progress() as bar:
+    with terminal_kept(), progress() as bar:
         task = bar.add_task(f"compiling ({optimizer})", total=budget)
         paid = runner.meter.paid
         compiled = compile_program(runner, pipeline, train_questions, held_out, settings,

@@ -26,7 +26,6 @@ from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.records import Constraint
 from tuner.prompts.programs import RAGAnswer, program_id
-from tuner.ui import err_console
 
 if TYPE_CHECKING:
     from tuner.evaluation.rag_eval import RagRunner
@@ -147,14 +146,10 @@ def compile_program(runner: RagRunner, pipeline: PipelineConfig, train: Sequence
 @contextlib.contextmanager
 def chatter_to(log: Path) -> Iterator[None]:
     """DSPy's optimizers print, log and draw tqdm bars on stdout and stderr as they go: into a log beside the
-    program, while tuner's own progress bar keeps the terminal (its console is pinned to it meanwhile)."""
-    err_console.file = err_console.file
-    try:
-        with open(log, "a", encoding="utf-8") as stream, contextlib.redirect_stdout(stream), \
-                contextlib.redirect_stderr(stream):
-            yield
-    finally:
-        err_console.file = None  # follows sys.stderr again
+    program (a caller showing progress meanwhile writes to the terminal it holds, not to sys.stdout/stderr)."""
+    with open(log, "a", encoding="utf-8") as stream, contextlib.redirect_stdout(stream), \
+            contextlib.redirect_stderr(stream):
+        yield
 
 
 def answer_of(program: RAGAnswer, example: dspy.Example) -> str:
