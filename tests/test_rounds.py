@@ -36,7 +36,9 @@ def test_rounds_chain_studies_share_caches_and_stop_when_nothing_gains(tmp_path,
     project = ProjectConfig(cache_dir=tmp_path / "cache")
     spec = StudySpec("agent", StudySettings(["faithfulness"], sampler="random", seed=1), space, project,
                      limit=2, studies_dir=tmp_path / "studies")
-    prepare = lambda session: session.runner(models=Models(llm, llm), embedder=fake_embedder)  # noqa: E731
+    def prepare(session):
+        return session.runner(models=Models(llm, llm), embedder=fake_embedder)
+
     outcomes, stop = run_rounds(spec, rounds=4, trials=2, reports_dir=tmp_path / "reports", prepare=prepare)
 
     assert [o.study for o in outcomes] == ["agent", "agent.r2"]
@@ -95,8 +97,8 @@ def test_two_real_rounds_killed_and_resumed(tmp_path, small_gguf):
     assert "round 2 (ci.r2) done" in resumed.stderr and "journey" in resumed.stderr
 
     round1, round2 = (read_study(study_folder(studies, round_name("ci", n))) for n in (1, 2))
-    finished = lambda view: [t for t in view.trials if t.state in ("complete", "pruned")]  # noqa: E731
-    assert len(finished(round1)) == 2 and len(finished(round2)) == 2  # round 1 was not run again
+    assert [sum(t.state in ("complete", "pruned") for t in view.trials) for view in (round1, round2)] == [2, 2]
+    # round 1 was not run again
     assert round2.baseline.pipeline == round1.best.pipeline
     assert round2.project.cache_dir == round1.project.cache_dir
     assert SqliteStore(round1.project.cache_dir / "llm_calls.sqlite").repeated() == 0  # no call paid twice

@@ -33,11 +33,11 @@ def cache_info(config: ConfigOption = None, study: CacheStudyOption = None, stor
     table = Table()
     for column in ("kind", "model", "entries", "MB", "last used"):
         table.add_column(column, justify="right" if column in ("entries", "MB") else "left")
-    day = lambda days: datetime.date.fromtimestamp(days * 86400).isoformat() if days else "not recorded"  # noqa: E731
     for kind, store in cache_stores(location).items():
         for group in store.summary():
             table.add_row(kind, group.tag or "(untagged)", str(group.entries), f"{group.bytes / 1e6:.1f}",
-                          day(group.last_used))
+                          datetime.date.fromtimestamp(group.last_used * 86400).isoformat() if group.last_used
+                          else "not recorded")
     if not table.rows:
         table.caption = "empty"
     console.print(table)

@@ -15,7 +15,6 @@ def trace(result: RetrievalResult, gold: Iterable[str], top_k: int) -> Retrieval
     gold = frozenset(gold)
     if not gold:
         return RetrievalTrace()
-    docs = lambda candidates: [c.chunk.doc_id for c in candidates]  # noqa: E731
     return RetrievalTrace(
         gold_ids=tuple(sorted(gold)),
         metrics=question_metrics(docs(result.ranking), docs(result.selected), gold, top_k),
@@ -23,6 +22,10 @@ def trace(result: RetrievalResult, gold: Iterable[str], top_k: int) -> Retrieval
         in_pool=tuple(sorted(gold.intersection(docs(result.pool)))),
         selected=tuple(sorted(gold.intersection(docs(result.selected)))),
     )
+
+
+def docs(candidates: Iterable[Candidate]) -> list[str]:
+    return [c.chunk.doc_id for c in candidates]
 
 
 def passage(candidate: Candidate) -> Passage:
