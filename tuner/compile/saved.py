@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import ConfigError, DataError
+from tuner.versioned import check_schema, known_fields
 
 SIDECAR_SUFFIX = ".meta.json"
 SIDECAR_SCHEMA = 1
@@ -102,13 +103,9 @@ class Sidecar:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str) -> Sidecar:
-        schema = data.get("schema", 1)
-        if not isinstance(schema, int) or schema > SIDECAR_SCHEMA:
-            raise DataError(f"{source}: written by a newer tuner (schema {schema}; this one reads up to "
-                            f"{SIDECAR_SCHEMA}): upgrade tuner to read it")
+        check_schema(data, SIDECAR_SCHEMA, source)
         try:
-            known = {f.name for f in fields(cls)}
-            values = {k: v for k, v in data.items() if k in known}
+            values = known_fields(cls, data)
             values.setdefault("calls", data.get("calls_paid"))  # sidecars from before both were kept
             values["train_ids"] = tuple(values.get("train_ids") or ())
             values["held_out_ids"] = tuple(values.get("held_out_ids") or ())

@@ -17,6 +17,7 @@ from typing import Any
 from tuner.config import ALL_METRICS
 from tuner.cost import Cost
 from tuner.errors import ConfigError, DataError
+from tuner.versioned import check_schema
 
 SCHEMA_VERSION = 2
 
@@ -254,10 +255,7 @@ class TrialFile:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "trial file") -> TrialFile:
-        schema = data.get("schema", 1)
-        if not isinstance(schema, int) or schema > SCHEMA_VERSION:
-            raise DataError(f"{source}: written by a newer tuner (schema {schema}; this one reads up to "
-                            f"{SCHEMA_VERSION}): upgrade tuner to read it")
+        check_schema(data, SCHEMA_VERSION, source)
         try:
             return cls(int(data["number"]), dict(data.get("params", {})), dict(data.get("pipeline", {})),
                        bool(data.get("pruned", False)), EvalResult.from_json(data))

@@ -13,6 +13,7 @@ from typing import Any
 from tuner.config import ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import DataError
+from tuner.versioned import check_schema, known_fields
 
 META_SCHEMA = 1
 
@@ -62,13 +63,9 @@ class StudyMeta:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "study.json") -> StudyMeta:
-        schema = data.get("schema", 1)
-        if not isinstance(schema, int) or schema > META_SCHEMA:
-            raise DataError(f"{source}: written by a newer tuner (schema {schema}; this one reads up to "
-                            f"{META_SCHEMA}): upgrade tuner to read it")
+        check_schema(data, META_SCHEMA, source)
         try:
-            known = {f.name for f in fields(cls)}
-            values = {k: v for k, v in data.items() if k in known}
+            values = known_fields(cls, data)
             for key in ("targets", "constraints", "metrics", "programs"):
                 values[key] = tuple(str(v) for v in values.get(key) or ())
             values["split"] = Split.from_json(data["split"]) if data.get("split") else None
