@@ -55,6 +55,28 @@ def test_eval_writes_one_shape_with_or_without_answers(tmp_path, cli_with):
     assert EvalResult.from_json(retrieval).retrieval == retrieval["retrieval"]
 
 
+def test_eval_with_index_knobs_set_retrieves_from_their_index(tmp_path):
+    result = tuner("eval", "--retrieval-only", "--set", "chunker=sections", "--set", "chunk_size=12", "--set",
+                   "chunk_overlap=4", "--set", "stemmer=english", "-o", "r.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["config"]["pipeline"]["chunker"] == "sections" and data["dataset"]["chunks"] > 35  # 35 documents
+    assert data["retrieval"]["recall@10"] >= 0.8
+
+
+def test_a_retrieval_study_searches_index_knobs_and_reports_the_indexes_it_built(tmp_path):
+    result = tuner("optimize", "--target", "ndcg@10", "--search-space", "retrieval", "--trials", "5", "--limit", "8",
+                   "--sampler", "random", "--seed", "3", "--study", "ix", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    trials = [json.loads(f.read_text()) for f in sorted((tmp_path / "studies" / "ix" / "trials").glob("*.json"))]
+    drawn = {(t["pipeline"]["chunk_size"], t["pipeline"]["chunker"], t["pipeline"]["contextual"]) for t in trials[1:]}
+    assert len(drawn) >= 2  # other indexes than one
+    built = [t for t in trials if "index" in t["cost_by_stage"]]
+    assert built and "index" not in trials[0]["cost_by_stage"]  # the baseline uses the project's index
+    report = (tmp_path / "reports" / "ix" / "report.md").read_text()
+    assert f"| indexes | {len(built)} built by trials for their index knobs" in report
+
+
 def test_eval_on_squad_normans_with_a_config_file(tmp_path):
     squad = dataset_path("squad2_dev_normans")
     (tmp_path / "tuner.yaml").write_text(f"dataset:\n  path: {squad}\npipeline:\n  alpha: 0.5\n  reranker: embedding\n")

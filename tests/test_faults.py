@@ -569,6 +569,27 @@ def test_a_grid_too_large_to_run_is_refused_before_anything_starts(tmp_path):
     assert ran.returncode == 0, ran.stderr
 
 
+def test_bad_index_knob_values_are_one_line_before_any_index_is_built(tmp_path):
+    one_line_error(tuner("eval", "--retrieval-only", "--set", "chunker=paragraphs", cwd=tmp_path), "chunker",
+                   "paragraphs")
+    one_line_error(tuner("eval", "--retrieval-only", "--set", "chunk_size=12", cwd=tmp_path),
+                   "chunk_overlap 30 is not below chunk_size 12")
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"params": {
+        "chunker": {"type": "categorical", "choices": ["words", "paragraphs"]}}}))
+    one_line_error(tuner("spaces", "show", "bad.yaml", cwd=tmp_path), "params.chunker", "'paragraphs'")
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump({"params": {
+        "chunk_size": {"type": "categorical", "choices": [20, 150]}}}))
+    refused = tuner("optimize", "--target", "recall@5", "--search-space", "small.yaml", "--trials", "2",
+                    "--limit", "2", cwd=tmp_path)
+    one_line_error(refused, "small.yaml", "chunk_size=20", "chunk_overlap 30 is not below chunk_size 20")
+    assert not (tmp_path / "studies" / "default").exists()
+    (tmp_path / "tuner.yaml").write_text("chunking: {size: 200}\n")  # a baseline no choice of the space holds
+    refused = tuner("optimize", "--target", "recall@5", "--search-space", "retrieval", "--trials", "2", "--limit", "2",
+                    "--config", "tuner.yaml", cwd=tmp_path)
+    one_line_error(refused, "the baseline's chunk_size=200 is not among the space's choices")
+    assert not (tmp_path / "studies" / "default").exists()
+
+
 def test_a_space_whose_draws_clash_is_refused_before_any_trial(tmp_path):
     (tmp_path / "clash.yaml").write_text(yaml.safe_dump({"params": {
         "min_docs": {"type": "int", "low": 1, "high": 5},

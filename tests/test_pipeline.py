@@ -102,3 +102,27 @@ def test_selected_is_top_k_without_threshold_and_ranking_covers_the_window(count
     result = workspace.pipeline.run("Who designed the Greywater Bridge?", PipelineConfig(top_k=3, hops=2))
     assert len(result.selected) == 3
     assert len({c.position for c in result.ranking}) == len(result.ranking) >= 3
+
+
+@pytest.mark.parametrize("knobs", [{"chunk_size": 12, "chunk_overlap": 0},  # the demo's documents: 17-40 words
+                                   {"chunker": "sentences", "chunk_size": 12, "chunk_overlap": 8},
+                                   {"chunker": "sections", "chunk_size": 12, "chunk_overlap": 8},
+                                   {"stemmer": "english"}, {"contextual": "none"}, {"contextual": "title_path"}])
+def test_index_knobs_retrieve_from_their_own_index_built_once(demo, knobs):
+    runner = RagRunner(demo)
+    config = PipelineConfig(**knobs)
+    first, again = (runner.evaluate(config, answer=False) for _ in range(2))
+    assert "index" in first.cost_by_stage and "index" not in again.cost_by_stage  # built once, its cost said
+    assert "index" not in runner.evaluate(PipelineConfig(), answer=False).cost_by_stage  # the project's own
+    index = demo.pipeline.index_for(config)
+    assert index is not demo.index and index.settings == demo.config.index_settings(config)
+    selected = [p for q in first.questions for p in q.selected]
+    assert selected and all(p.chunk_id in {c.id for c in index.chunks} for p in selected)
+    assert first.retrieval["recall@10"] >= 0.8  # a working index, scored by document ids whatever the chunks
+    if "chunk_size" in knobs:
+        assert len(index.chunks) > len(demo.index.chunks)
+        titles = {d.id: len(d.title.split()) for d in demo.dataset.documents}
+        assert all(len(c.text.split()) <= 12 + titles[c.doc_id] for c in index.chunks)  # the size, and the title
+    if knobs.get("contextual") == "none":
+        titled = {d.id: d.title for d in demo.dataset.documents if d.title}
+        assert any(not c.text.startswith(titled[c.doc_id]) for c in index.chunks if c.doc_id in titled)

@@ -51,15 +51,45 @@ class DatasetConfig(_Strict):
                                   "verdict; none = 0.3 from 20 questions on, else 0")
 
 
+ChunkerName = Literal["words", "sentences", "sections"]
+StemmerName = Literal["none", "english"]
+ContextualName = Literal["none", "title", "title_path"]
+
+
 class ChunkingConfig(_Strict):
+    """The project's index settings; a pipeline's chunk_size, chunk_overlap, chunker and contextual override them
+    (a study can search them: each distinct index is built once)."""
+
     size: int = Field(150, ge=8, description="words per chunk (150 words stay inside MiniLM's 256-token window)")
-    overlap: int = Field(30, ge=0, description="words shared by consecutive chunks")
+    overlap: int = Field(30, ge=0, description="words shared by consecutive chunks (sentences and sections: the "
+                         "last whole sentences of the chunk before, at most two, within this many words)")
+    chunker: ChunkerName = Field("words", description="words = fixed word windows; sentences = windows cut at "
+                                 "sentence ends; sections = split at markdown headings and paragraph breaks, then "
+                                 "packed to size")
+    contextual: ContextualName = Field("title", description="what each chunk carries about its document: none, its "
+                                       "title (a first line), or title_path (title and heading path)")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingConfig:
         if self.overlap >= self.size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
         return self
+
+
+class IndexSettings(_Strict):
+    """What one index is built with: a project's chunking and BM25 stemmer, with a pipeline's overrides."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunk_size: int
+    chunk_overlap: int
+    chunker: ChunkerName
+    stemmer: StemmerName
+    contextual: ContextualName
+
+    def describe(self) -> str:
+        return (f"{self.chunker} {self.chunk_size}/{self.chunk_overlap}, stemmer {self.stemmer}, "
+                f"contextual {self.contextual}")
 
 
 class EmbedderConfig(_Strict):
@@ -194,11 +224,23 @@ class PipelineConfig(_Strict):
         "none = keep top_k")
     program: Annotated[str, AfterValidator(_program_name)] = Field(
         "default", description="answer program: default, strict, or a saved DSPy program JSON")
+    # index knobs: none = the project's (chunking:, backend.bm25.stemmer); another value retrieves from an index
+    # built with it (once, then kept)
+    chunk_size: int | None = Field(None, ge=8, description="words per chunk; none = chunking.size")
+    chunk_overlap: int | None = Field(None, ge=0, description="words shared by consecutive chunks; none = "
+                                      "chunking.overlap")
+    chunker: ChunkerName | None = Field(None, description="words, sentences or sections; none = chunking.chunker")
+    stemmer: StemmerName | None = Field(None, description="BM25 stemming; none = backend.bm25.stemmer")
+    contextual: ContextualName | None = Field(None, description="none, title or title_path; none = "
+                                              "chunking.contextual")
 
     @model_validator(mode="after")
     def _docs_range(self) -> PipelineConfig:
         if self.min_docs > self.max_docs:
             raise ValueError(f"min_docs ({self.min_docs}) must not exceed max_docs ({self.max_docs})")
+        if self.chunk_size is not None and self.chunk_overlap is not None and self.chunk_overlap >= self.chunk_size:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size "
+                             f"({self.chunk_size})")
         if self.autocut is not None and self.confidence_threshold is not None:
             raise ValueError("autocut and confidence_threshold both choose K: set one of them")
         return self
@@ -216,6 +258,24 @@ class ProjectConfig(_Strict):
     judge: LLMConfig | None = Field(None, description="the RAGAS judge; none = same model as the generator")
     evaluation: EvaluationConfig = EvaluationConfig()
     pipeline: PipelineConfig = PipelineConfig()
+
+    def index_settings(self, pipeline: PipelineConfig | None = None) -> IndexSettings:
+        """The index `pipeline` retrieves from: the project's settings, overridden by the pipeline's index knobs."""
+        chunking, pipeline = self.chunking, pipeline or self.pipeline
+        settings = {"chunk_size": chunking.size, "chunk_overlap": chunking.overlap, "chunker": chunking.chunker,
+                    "stemmer": self.backend.bm25.stemmer, "contextual": chunking.contextual}
+        settings.update({k: v for k, v in pipeline.model_dump(include=set(settings)).items() if v is not None})
+        if self.backend.type == "weaviate" and settings["stemmer"] != "none":
+            raise ConfigError(f"stemmer {settings['stemmer']}: Weaviate does not stem; use the embedded backend")
+        if settings["chunk_overlap"] >= settings["chunk_size"]:
+            raise ConfigError(f"chunk_overlap {settings['chunk_overlap']} is not below chunk_size "
+                              f"{settings['chunk_size']} (with the project's chunking where the pipeline sets none)")
+        return IndexSettings(**settings)
+
+    def resolved(self, pipeline: PipelineConfig | None = None) -> PipelineConfig:
+        """`pipeline` (default: the project's) with its index knobs set to the index it retrieves from."""
+        pipeline = pipeline or self.pipeline
+        return pipeline.model_copy(update=self.index_settings(pipeline).model_dump())
 
     @property
     def judge_llm(self) -> LLMConfig:

@@ -8,7 +8,7 @@ from pathlib import Path
 from tuner.config import ProjectConfig
 from tuner.data import Dataset, load_dataset
 from tuner.models.embedders import Embedder, make_embedder
-from tuner.pipeline.index import Index, IndexProgress, build_index
+from tuner.pipeline.index import Index, Indexes, IndexProgress, build_index
 from tuner.pipeline.run import RetrievalPipeline
 
 
@@ -36,5 +36,7 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
     )
     embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, cache)
     index = build_index(dataset, config, embedder, on_progress)
-    pipeline = RetrievalPipeline(index, embedder, config.rerankers, window=config.backend.candidates)
+    indexes = Indexes(index, lambda settings: build_index(dataset, config, embedder, settings=settings))
+    pipeline = RetrievalPipeline(indexes, embedder, config.rerankers, config.index_settings,
+                                 window=config.backend.candidates)
     return Workspace(config, dataset, embedder, index, pipeline, cache)

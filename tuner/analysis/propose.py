@@ -23,7 +23,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from tuner.analysis.importance import MIN_TRIALS, KnobEffect
 from tuner.analysis.stages import StageShares
-from tuner.config import PipelineConfig
+from tuner.config import PipelineConfig, ProjectConfig
 from tuner.study.results import StudyView
 from tuner.study.space import Param, SearchSpace
 
@@ -58,6 +58,17 @@ class Proposal:
     @property
     def in_space(self) -> bool:
         return self.kind != "advice"
+
+
+def index_knobs(project: ProjectConfig) -> dict[str, Param]:
+    """The index knobs a next round may add, over a few values each (every value a new index to build), with the
+    project's own value among them."""
+    chunking = project.chunking
+    sizes = sorted(s for s in {100, 150, 250, 400, chunking.size} if s > chunking.overlap)
+    knobs = {"chunk_size": sizes, "chunker": ["words", "sentences", "sections"]}
+    if project.backend.type == "embedded":  # Weaviate does not stem
+        knobs["stemmer"] = ["none", "english"]
+    return {name: Param(type="categorical", choices=choices) for name, choices in knobs.items()}
 
 
 def propose(view: StudyView, effects: list[KnobEffect], shares: StageShares | None) -> list[Proposal]:
@@ -160,11 +171,17 @@ def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
         unreached = [q for q in lost if q.question_id in records
                      and records[q.question_id].retrieval.candidate_rank is None]
         if unreached:
-            out.append(Proposal("advice", None, "re-index: try another chunk size, embedder or BM25 stemming",
-                                "for some questions no gold document is among the candidates at all: no trial "
-                                "knob reaches them, only a new index does", f"{len(unreached)} question(s) with "
-                                f"no gold document among the {view.project.backend.candidates} candidates per "
-                                f"side", retrieval * 0.7))
+            trigger = (f"{len(unreached)} question(s) with no gold document among the "
+                       f"{view.project.backend.candidates} candidates per side")
+            reason = ("for some questions no gold document is among the candidates at all: only another index "
+                      "reaches them")
+            indexing = {name: param for name, param in index_knobs(view.project).items() if name not in params}
+            for name, param in indexing.items():
+                out.append(Proposal("add", name, f"{name}: {param.describe()}", reason, trigger, retrieval * 0.7,
+                                    param))
+            if not indexing:  # every index knob is searched already
+                out.append(Proposal("advice", None, "re-index with another embedder (embedder.model)", reason,
+                                    trigger, retrieval * 0.7))
 
     if generation >= STAGE_SHARE:
         trigger = f"generation loses {generation:.0%} of the lost {shares.target} points " \
@@ -226,7 +243,7 @@ def _runnable(view: StudyView, proposals: list[Proposal]) -> list[Proposal]:
     while True:
         changes = [p for p in proposals if p.in_space]
         space = _space(view.space, changes, view.best.params) if changes else None
-        clash = space.first_clash(base) if space is not None else None
+        clash = space.first_clash(base, view.project.index_settings) if space is not None else None
         involved = [p for p in changes if clash is not None and p.knob in clash.knobs]
         if not involved:
             break

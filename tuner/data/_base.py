@@ -48,6 +48,10 @@ class Dataset:
     def has_references(self) -> bool:
         return any(q.answers for q in self.questions)
 
+    def corpus_hash(self) -> str:
+        """The documents' identity (ids, titles, texts): what an index built from them depends on."""
+        return stable_hash(sorted((d.id, d.title, d.text) for d in self.documents))[:16]
+
     def identity(self) -> dict[str, int | str]:
         """What a study's numbers are measured on: its questions and documents, counted and hashed (ids and
         texts). A resume on other questions (another --limit, dataset or file) would mix means over other sets."""

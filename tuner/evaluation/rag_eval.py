@@ -104,12 +104,23 @@ class RagRunner:
         program = self.program(config.program) if answer else None
         started = time.perf_counter()
         self.meter.records.clear()  # each evaluation reports its own cost
+        self.index_for(config)
         per_question = []
         for index, question in enumerate(questions):
             per_question.append(self._one(index, question, config, program, scored, on_progress))
             if on_question:
                 on_question(index, per_question[-1])
         return self.summarise(per_question, scored, skipped, config, time.perf_counter() - started, answer)
+
+    def index_for(self, config: PipelineConfig) -> None:
+        """Build the index `config` retrieves from if no earlier evaluation did: its seconds (and any LLM call)
+        are this evaluation's `index` cost."""
+        indexes = self.workspace.pipeline.indexes
+        before = len(indexes.built)
+        with self.meter.stage("", "index"):
+            self.workspace.pipeline.index_for(config)
+        if len(indexes.built) == before:
+            self.meter.records.pop(("", "index"))
 
     def summarise(self, per_question: Sequence[QuestionResult], scored: Sequence[str], skipped: dict[str, str],
                   config: PipelineConfig, seconds: float, answered: bool = True) -> EvalResult:

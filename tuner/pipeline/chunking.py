@@ -1,26 +1,88 @@
-"""Split documents into overlapping word windows; every chunk remembers its document."""
+"""Split documents into chunks; every chunk remembers its document.
+
+Three chunkers: `words` (fixed windows of words, the seed's), `sentences` (windows cut at sentence ends) and
+`sections` (split at markdown headings and paragraph breaks, then packed up to the size). Overlap is in words for
+`words`; the other two repeat the last whole sentences of the chunk before — at most two, within the overlap's
+words — so no sentence is ever cut. What a chunk carries about its document (`contextual`): nothing, its title as a
+first line (the seed's), or the title and the heading path it sits under.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tuner.config import IndexSettings
 from tuner.data import Document
+
+#: a markdown heading line: "## Norman conquest"
+HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+#: whitespace after a sentence's end: . ! or ?, perhaps closed by a quote or bracket (kept with the sentence)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"')\]])\s+")
+#: sentences the overlap of `sentences` and `sections` repeats at most
+OVERLAP_SENTENCES = 2
 
 
 @dataclass(frozen=True)
 class Chunk:
     id: str  # "<doc id>#<n>"
     doc_id: str
-    text: str  # what is searched, reranked and shown to the generator (title first when the doc has one)
+    text: str  # what is searched, reranked and shown to the generator (with its context line, if any)
 
 
-def chunk_documents(documents: Iterable[Document], size: int, overlap: int) -> list[Chunk]:
+@dataclass(frozen=True)
+class Block:
+    """A paragraph (or a heading line) and the headings it sits under."""
+
+    text: str
+    path: tuple[str, ...]
+
+
+def chunk_documents(documents: Iterable[Document], settings: IndexSettings) -> list[Chunk]:
     chunks: list[Chunk] = []
     for doc in documents:
-        for n, piece in enumerate(split_words(doc.text, size, overlap)):
-            chunks.append(Chunk(id=f"{doc.id}#{n}", doc_id=doc.id, text=_with_title(doc.title, piece)))
+        for n, (piece, path) in enumerate(CHUNKERS[settings.chunker](doc.text, settings.chunk_size,
+                                                                     settings.chunk_overlap)):
+            chunks.append(Chunk(id=f"{doc.id}#{n}", doc_id=doc.id,
+                                text=in_context(settings.contextual, doc.title, path, piece)))
     return chunks
+
+
+def in_context(contextual: str, title: str, path: tuple[str, ...], text: str) -> str:
+    if contextual == "none":
+        return text
+    line = " › ".join(p for p in ((title,) + path if contextual == "title_path" else (title,)) if p)
+    # the title anchors short chunks ("Mount Oswy") for both BM25 and the embedder
+    if not line or text.lower().startswith(line.lower()):
+        return text
+    return f"{line}\n{text}"
+
+
+def blocks(text: str) -> list[Block]:
+    """The text's paragraphs (blank-line separated) and heading lines, each with its heading path."""
+    found: list[Block] = []
+    path: list[tuple[int, str]] = []
+    paragraph: list[str] = []
+
+    def close() -> None:
+        if paragraph:
+            found.append(Block(" ".join(paragraph), tuple(t for _, t in path)))
+            paragraph.clear()
+
+    for line in text.splitlines():
+        heading = HEADING.match(line.strip())
+        if heading:
+            close()
+            level = len(heading.group(1))
+            path[:] = [(lv, t) for lv, t in path if lv < level] + [(level, heading.group(2))]
+            found.append(Block(line.strip(), tuple(t for _, t in path)))
+        elif line.strip():
+            paragraph.append(line.strip())
+        else:
+            close()
+    close()
+    return found
 
 
 def split_words(text: str, size: int, overlap: int) -> list[str]:
@@ -39,8 +101,80 @@ def split_words(text: str, size: int, overlap: int) -> list[str]:
     return pieces
 
 
-def _with_title(title: str, text: str) -> str:
-    # the title anchors short chunks ("Mount Oswy") for both BM25 and the embedder
-    if not title or text.lower().startswith(title.lower()):
-        return text
-    return f"{title}\n{text}"
+Path = tuple[str, ...]
+
+
+def by_words(text: str, size: int, overlap: int) -> list[tuple[str, Path]]:
+    """The seed's word windows; each under the heading path in force where it starts."""
+    pieces = split_words(text, size, overlap)
+    if "#" not in text:  # no heading (the common case): the seed's windows exactly
+        return [(piece, ()) for piece in pieces]
+    paths = [b.path for b in blocks(text) for _ in b.text.split()] or [()]
+    return [(piece, paths[min(i * (size - overlap), len(paths) - 1)]) for i, piece in enumerate(pieces)]
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in SENTENCE_END.split(text.strip()) if s]
+
+
+def pack(units: list[tuple[str, Path]], size: int, overlap: int) -> list[tuple[str, Path]]:
+    """Sentences packed into chunks of at most `size` words, each chunk after the first opening with the last
+    whole sentences of the one before (at most two, within `overlap` words); a sentence longer than `size` is cut
+    into word windows. A chunk sits under the heading path of its first new sentence."""
+    pieces = [(piece, path) for sentence, path in units
+              for piece in (split_words(sentence, size, 0) if len(sentence.split()) > size else [sentence])]
+    chunks: list[tuple[str, Path]] = []
+    current: list[str] = []
+    carried, path = 0, ()  # sentences at the head of `current` repeated from the chunk before
+    for piece, piece_path in pieces:
+        if len(current) > carried and _words(current + [piece]) > size:
+            chunks.append((" ".join(current), path))
+            current = _tail(current, overlap)
+            while current and _words(current + [piece]) > size:
+                current = current[1:]
+            carried = len(current)
+        if len(current) == carried:
+            path = piece_path
+        current.append(piece)
+    if len(current) > carried:
+        chunks.append((" ".join(current), path))
+    return chunks
+
+
+def _words(units: list[str]) -> int:
+    return sum(len(u.split()) for u in units)
+
+
+def _tail(units: list[str], overlap: int) -> list[str]:
+    tail: list[str] = []
+    for unit in reversed(units[-OVERLAP_SENTENCES:]):
+        if _words([unit, *tail]) > overlap:
+            break
+        tail.insert(0, unit)
+    return tail
+
+
+def by_sentences(text: str, size: int, overlap: int) -> list[tuple[str, Path]]:
+    """Windows cut at sentence ends, across paragraphs and headings."""
+    return pack([(s, b.path) for b in blocks(text) for s in sentences(b.text)], size, overlap)
+
+
+def by_sections(text: str, size: int, overlap: int) -> list[tuple[str, Path]]:
+    """Split at headings (a heading line opens its section's first chunk) and paragraph breaks: a section that fits
+    is one chunk, paragraphs kept apart; a longer one is packed at sentence ends, never across sections."""
+    found: list[tuple[str, Path]] = []
+    section: list[Block] = []
+    for block in [*blocks(text), None]:  # None closes the last section
+        if section and (block is None or HEADING.match(block.text)):
+            paragraphs = [b.text for b in section]
+            if _words(paragraphs) <= size:
+                found.append(("\n".join(paragraphs), section[-1].path))
+            else:
+                found.extend(pack([(s, b.path) for b in section for s in sentences(b.text)], size, overlap))
+            section = []
+        if block is not None:
+            section.append(block)
+    return found
+
+
+CHUNKERS = {"words": by_words, "sentences": by_sentences, "sections": by_sections}

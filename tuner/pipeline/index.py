@@ -1,20 +1,29 @@
-"""Build the searchable index of a dataset: chunks, cached embeddings, BM25 and the entity graph."""
+"""Build the searchable index of a dataset: chunks, cached embeddings, BM25 and the entity graph.
+
+A study may search index knobs (chunk size and overlap, chunker, stemmer, contextual): `Indexes` builds each
+distinct index once, on first use, and keeps the last few in memory; chunk embeddings are cached by text, so an
+index that shares chunks with another embeds only what is new.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuner.config import ProjectConfig
+from tuner.config import IndexSettings, ProjectConfig
 from tuner.data import Dataset
 from tuner.errors import DataError
 from tuner.models.embedders import CachedEmbedder, Embedder
 from tuner.pipeline.backends import RetrievalBackend, make_backend
 from tuner.pipeline.chunking import Chunk, chunk_documents
 from tuner.pipeline.graph import EntityGraph
+from tuner.pipeline.retrieval import HybridRetriever
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -25,6 +34,13 @@ class Index:
     graph: EntityGraph
     timings: dict[str, float] = field(default_factory=dict)  # seconds per build step
     embedded: int = 0  # chunks the embedding model computed for this build (the rest came from the cache)
+    settings: IndexSettings | None = None
+    #: the retriever over this index's backend, with its per-question candidate cache (set on first search)
+    retriever: HybridRetriever | None = None
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.timings.values())
 
 
 #: (step, done, total) while an index is built: "embedding 5305 chunks", then "BM25 + vector index", "entity graph"
@@ -32,11 +48,13 @@ IndexProgress = Callable[[str, int, int], None]
 
 
 def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
-                on_progress: IndexProgress | None = None) -> Index:
+                on_progress: IndexProgress | None = None, settings: IndexSettings | None = None) -> Index:
+    """The index of `dataset` with `settings` (default: the project's own)."""
     report = on_progress or (lambda step, done, total: None)
+    settings = settings or config.index_settings()
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    chunks = chunk_documents(dataset.documents, config.chunking.size, config.chunking.overlap)
+    chunks = chunk_documents(dataset.documents, settings)
     if not chunks:
         raise DataError(f"{dataset.source}: the corpus has no text to index")
     timings["chunk"] = time.perf_counter() - started
@@ -57,7 +75,8 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
 
     started = time.perf_counter()
     report("BM25 + vector index", 0, 1)
-    backend = make_backend(config.backend)
+    backend = make_backend(config.backend.model_copy(update={
+        "bm25": config.backend.bm25.model_copy(update={"stemmer": settings.stemmer})}))
     backend.add([c.text for c in chunks], vectors)
     report("BM25 + vector index", 1, 1)
     timings["index"] = time.perf_counter() - started
@@ -68,4 +87,32 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
                         {doc.id: doc.title for doc in dataset.documents if doc.title}, config.graph.links)
     report("entity graph", 1, 1)
     timings["graph"] = time.perf_counter() - started
-    return Index(chunks, vectors, backend, graph, timings, computed)
+    return Index(chunks, vectors, backend, graph, timings, computed, settings)
+
+
+class Indexes:
+    """The indexes of one dataset, one per IndexSettings, each built on first use; the `keep` last used stay in
+    memory (the project's own always)."""
+
+    def __init__(self, first: Index, build: Callable[[IndexSettings], Index], keep: int = 4):
+        self.first = first
+        self._build = build
+        self._keep = keep
+        self._recent: dict[IndexSettings, Index] = {}
+        #: every index built after the first, in order, with its build seconds: what index knobs cost
+        self.built: list[tuple[IndexSettings, float]] = []
+
+    def get(self, settings: IndexSettings) -> Index:
+        if settings == self.first.settings:
+            return self.first
+        index = self._recent.pop(settings, None)
+        if index is None:
+            log.info(f"building the index {settings.describe()}")
+            index = self._build(settings)
+            self.built.append((settings, index.seconds))
+            log.info(f"index {settings.describe()}: {len(index.chunks)} chunks ({index.embedded} embedded now) in "
+                     f"{index.seconds:.1f} s")
+        self._recent[settings] = index  # most recent last
+        while len(self._recent) > self._keep:
+            self._recent.pop(next(iter(self._recent)))
+        return index

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tuner.config import PipelineConfig, RerankerConfig
+from tuner.config import IndexSettings, PipelineConfig, RerankerConfig
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM
 from tuner.pipeline.candidate import Candidate
-from tuner.pipeline.index import Index
+from tuner.pipeline.index import Index, Indexes
 from tuner.pipeline.rerankers import Reranker, make_reranker
 from tuner.pipeline.retrieval import HybridRetriever
 from tuner.pipeline.selection import select_autocut, select_dynamic_k
@@ -41,9 +41,12 @@ class RetrievalResult:
 
 
 class RetrievalPipeline:
-    def __init__(self, index: Index, embedder: Embedder, rerankers: RerankerConfig, window: int = 100):
-        self.index = index
-        self.retriever = HybridRetriever(index.backend, embedder, window)
+    def __init__(self, indexes: Indexes, embedder: Embedder, rerankers: RerankerConfig,
+                 settings_of: Callable[[PipelineConfig], IndexSettings], window: int = 100):
+        """`settings_of(config)`: the index a pipeline configuration retrieves from."""
+        self.indexes = indexes
+        self.settings_of = settings_of
+        self.window = window
         self.embedder = embedder
         self.reranker_settings = rerankers
         self._rerankers: dict[str, Reranker] = {}
@@ -62,13 +65,32 @@ class RetrievalPipeline:
             self._rerankers[name] = make_reranker(name, self.reranker_settings, self.embedder, llm, self._llm_top_n)
         return self._rerankers[name]
 
+    @property
+    def index(self) -> Index:
+        """The project's own index."""
+        return self.indexes.first
+
+    @property
+    def retriever(self) -> HybridRetriever:
+        return self.retriever_of(self.index)
+
+    def retriever_of(self, index: Index) -> HybridRetriever:
+        if index.retriever is None:
+            index.retriever = HybridRetriever(index.backend, self.embedder, self.window)
+        return index.retriever
+
+    def index_for(self, config: PipelineConfig) -> Index:
+        """The index `config` retrieves from, built now if it is the first to need it."""
+        return self.indexes.get(self.settings_of(config))
+
     def run(self, question: str, config: PipelineConfig) -> RetrievalResult:
-        chunks = self.index.chunks
-        fused = self.retriever.search(question, config.alpha, config.fusion, self.retriever.window,
-                                      config.rank_constant)
+        index = self.index_for(config)
+        chunks = index.chunks
+        fused = self.retriever_of(index).search(question, config.alpha, config.fusion, self.window,
+                                                config.rank_constant)
         retrieved = [Candidate(int(p), chunks[p], float(s)) for p, s in zip(fused.ids, fused.scores)]
         seeds = retrieved[: config.top_k]
-        expanded = self.index.graph.expand(seeds, chunks, config.hops, config.hop_decay, config.top_k,
+        expanded = index.graph.expand(seeds, chunks, config.hops, config.hop_decay, config.top_k,
                                            dict(zip(fused.ids.tolist(), fused.scores.tolist())))
         pool = sorted(seeds + expanded, key=lambda c: -c.score)  # stable: a seed stays ahead of a tied expansion
 

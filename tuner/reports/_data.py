@@ -12,7 +12,8 @@ from tuner.cost import Cost
 from tuner.errors import TunerError
 from tuner.study.results import StudyView
 
-STAGE_ORDER = ("retrieve", "generate", "faithfulness", "answer_relevancy", "context_precision", "context_recall")
+STAGE_ORDER = ("index", "retrieve", "generate", "faithfulness", "answer_relevancy", "context_precision",
+               "context_recall")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,10 @@ class Spend:
     cached_tokens: int
     trial_seconds: float
     model_seconds: float
+    #: indexes the trials built for their index knobs (the project's own, built before the first trial, not
+    #: counted), and the seconds they took
+    indexes: int = 0
+    index_seconds: float = 0.0
 
 
 def history(view: StudyView) -> History:
@@ -102,11 +107,13 @@ def compiled(view: StudyView) -> list[CompiledRow]:
 def spend(view: StudyView) -> Spend:
     total = Cost()
     seconds = 0.0
+    builds = [t.result.cost_by_stage["index"] for t in view.trials if t.result and "index" in t.result.cost_by_stage]
     for t in view.trials:
         if t.result is not None:
             total.add(t.result.cost)
             seconds += t.result.cost.seconds
-    return Spend(total.llm_calls, total.tokens, total.cache_hits, total.cached_tokens, seconds, total.model_seconds)
+    return Spend(total.llm_calls, total.tokens, total.cache_hits, total.cached_tokens, seconds, total.model_seconds,
+                 len(builds), sum(b.seconds for b in builds))
 
 
 def cost_by_stage(view: StudyView) -> tuple[list[int], dict[str, list[float]]]:

@@ -150,6 +150,10 @@ def _question(view: StudyView) -> list[str]:
         ["LLM calls", f"{spend.calls} paid ({spend.tokens:,} tokens), {spend.cache_hits} served from the cache "
                       f"({spend.cached_tokens:,} tokens)"],
     ]
+    if spend.indexes:
+        rows.append(["indexes", f"{spend.indexes} built by trials for their index knobs, "
+                                f"{_duration(spend.index_seconds)} in all (chunk embeddings are cached by text, shared "
+                                f"by every index and study)"])
     out = ["## The question answered", "",
            f"Which configuration of the search space maximises {', '.join(view.targets)} on these questions? "
            f"Every trial answered the same search questions; the LLM cache served every call a trial repeated.", ""]

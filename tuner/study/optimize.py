@@ -7,7 +7,6 @@ the interrupted configuration runs again — its completed LLM calls come back f
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import optuna
+from pydantic import ValidationError
 from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAINTS_KEY  # trial.set_constraint's
 from optuna.trial import TrialState
 
@@ -319,16 +319,23 @@ def counted(study: optuna.Study) -> int:
     return sum(DUPLICATE not in t.user_attrs for t in study.get_trials(deepcopy=False, states=DONE))
 
 
+def same_pipeline(stored: Any, config: PipelineConfig) -> bool:
+    try:
+        return PipelineConfig.model_validate(stored) == config
+    except ValidationError:  # a knob value this version no longer takes: not this configuration
+        return False
+
+
 def tried_before(study: optuna.Study, config: PipelineConfig, project: str, number: int) -> int | None:
     """The trial that already ran this pipeline configuration with the same project, if any: a finished one, or
     one running on another worker. Of two running at once, the earlier (lower number) runs it, unless the later one
     had looked before the earlier one said what it runs and so decided to run it: every trial says what it runs
     before looking, so the later one's look saw the earlier one unless that happened, and the earlier one waits for
-    the later one's decision to find out. Compared as the storage keeps it: JSON."""
-    wanted = json.dumps(config.model_dump(mode="json"), sort_keys=True)
+    the later one's decision to find out. Compared as validated configs: one stored before a knob existed has its
+    default."""
     for trial in study.get_trials(deepcopy=False, states=(*DONE, TrialState.RUNNING)):
         if trial.number == number or trial.user_attrs.get(PROJECT) != project or DUPLICATE in trial.user_attrs or \
-                json.dumps(trial.user_attrs.get(PIPELINE), sort_keys=True, default=str) != wanted:
+                not same_pipeline(trial.user_attrs.get(PIPELINE), config):
             continue
         if trial.state != TrialState.RUNNING or trial.number < number or decided_to_run(study, trial, DECISION_SECONDS):
             return trial.number

@@ -140,7 +140,8 @@ class Session:
         # recorded in the project too, so `tuner best` writes a config whose `eval --split` finds the same split
         project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"holdout": split.fraction})})
         # a space that cannot run is refused before the judge check, the study, or any trial
-        space.check_runnable(project.pipeline, str(spec.search_space))
+        space.check_runnable(project.pipeline, str(spec.search_space), project.index_settings)
+        space.check_baseline(pipeline_for(project.resolved(), dict(spec.baseline)), str(spec.search_space))
         if spec.settings.sampler == "grid":
             space.grid()  # too large a grid to run is refused here, not materialised by Optuna
         session = cls(spec, folder, None, space, project, data, split, [], location)
@@ -160,8 +161,9 @@ class Session:
 
     @property
     def base(self) -> PipelineConfig:
-        """What a knob outside the space, or one whose `when:` fails, takes: the project's pipeline."""
-        return self.project.pipeline
+        """What a knob outside the space, or one whose `when:` fails, takes: the project's pipeline (its index
+        knobs spelled out: the project's chunking and stemmer)."""
+        return self.project.resolved()
 
     @property
     def baseline(self) -> PipelineConfig:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -158,9 +158,11 @@ class SearchSpace(_Strict):
                                      f"({self.params[other].describe()}), so {name} would never be searched")
         return self
 
-    def first_clash(self, base: PipelineConfig) -> Clash | None:
+    def first_clash(self, base: PipelineConfig, project_check: Callable[[PipelineConfig], Any] | None = None
+                    ) -> Clash | None:
         """A draw that is no valid pipeline from `base` (min_docs above max_docs, autocut beside a confidence
-        threshold), or None when every draw is one. The pipeline's cross-knob rules each read two knobs, and a
+        threshold) or that `project_check` refuses (a chunk overlap not below the project's chunk size), or None
+        when every draw is one. The pipeline's cross-knob rules each read two knobs, and a
         rule broken anywhere is broken at a range's end: so every pair of knobs is tried at its ends and choices,
         and where a knob's `when:` fails, at the base's value, which it then keeps."""
         names = list(self.params)
@@ -174,7 +176,9 @@ class SearchSpace(_Strict):
                         continue
                     tried.add(key)
                     try:
-                        pipeline_for(base, chosen)
+                        pipeline = pipeline_for(base, chosen)
+                        if project_check is not None:
+                            project_check(pipeline)
                     except ConfigError as exc:
                         knobs = tuple(dict.fromkeys((first, second)))
                         shown = ", ".join(f"{n}={chosen[n]}" if n in chosen else f"{n}={getattr(base, n)} (the "
@@ -182,11 +186,22 @@ class SearchSpace(_Strict):
                         return Clash(knobs, shown, str(exc).removeprefix("trial parameters: "))
         return None
 
-    def check_runnable(self, base: PipelineConfig, where: str) -> None:
-        clash = self.first_clash(base)
+    def check_runnable(self, base: PipelineConfig, where: str,
+                       project_check: Callable[[PipelineConfig], Any] | None = None) -> None:
+        clash = self.first_clash(base, project_check)
         if clash is not None:
             raise ConfigError(f"{where}: a trial may draw {clash.draw}, which no pipeline takes ({clash.reason}); "
                               f"make the knobs' ranges or `when:` conditions exclude it")
+
+    def check_baseline(self, baseline: PipelineConfig, where: str) -> None:
+        """Trial 0 runs the baseline through Optuna, which records a number outside a range but not a choice
+        outside a categorical knob's choices."""
+        drawn = self.drawn_from(baseline.model_dump())
+        foreign = [f"{n}={v}" for n, v in drawn.items() if self.params[n].type == "categorical"
+                   and not self.params[n].takes(v)]
+        if foreign:
+            raise ConfigError(f"{where}: the baseline's {', '.join(foreign)} is not among the space's choices, so "
+                              f"trial 0 cannot run it: add it to the choices (or set the project's pipeline to one)")
 
     def _ancestors(self, name: str) -> set[str]:
         found = {name}
