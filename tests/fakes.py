@@ -73,6 +73,8 @@ class ScriptedLLM(LLM):
 
 
 SCRIPTED_JSON = {
+    "QueryRewrite": {"questions": ["Which bridge crosses the river?", "Who designed the bridge?",
+                                   "When did the bridge open?"]},
     "StatementGeneratorOutput": {"statements": ["The bridge is the Sorrel Bridge."]},
     "NLIStatementOutput": {"statements": [{"statement": "The bridge is the Sorrel Bridge.", "reason": "stated",
                                            "verdict": 1}]},

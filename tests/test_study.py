@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import optuna
 import pytest
 import yaml
@@ -324,3 +326,12 @@ def test_a_shared_study_reruns_a_stopped_trial_but_leaves_running_ones_to_heartb
     assert study.trials[running.number].state == optuna.trial.TrialState.RUNNING
     assert study.trials[-1].user_attrs["rerun_of"] == stopped.number
     assert recover_interrupted(study, running_too=False) == []  # once
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "search_spaces").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_shipped_space_loads_and_runs_every_draw_from_the_defaults(path):
+    space = load_space(path)
+    project = ProjectConfig()
+    space.check_runnable(project.pipeline, path.name, project.index_settings)
+    space.check_baseline(project.resolved(), path.name)  # trial 0, the defaults, is a draw Optuna can record

@@ -54,6 +54,7 @@ class DatasetConfig(_Strict):
 ChunkerName = Literal["words", "sentences", "sections"]
 StemmerName = Literal["none", "english"]
 ContextualName = Literal["none", "title", "title_path"]
+QueryName = Literal["none", "hyde", "decomposition", "multi_query"]
 
 
 class ChunkingConfig(_Strict):
@@ -224,6 +225,9 @@ class PipelineConfig(_Strict):
         "none = keep top_k")
     program: Annotated[str, AfterValidator(_program_name)] = Field(
         "default", description="answer program: default, strict, or a saved DSPy program JSON")
+    query: QueryName = Field("none", description="what a question is searched as: none, hyde (a passage the "
+                             "generator writes), decomposition (2-4 sub-questions) or multi_query (3 paraphrases), "
+                             "the lists of several searches merged by RRF; all but none call the generator")
     # index knobs: none = the project's (chunking:, backend.bm25.stemmer); another value retrieves from an index
     # built with it (once, then kept)
     chunk_size: int | None = Field(None, ge=8, description="words per chunk; none = chunking.size")

@@ -47,6 +47,7 @@ class RagRunner:
         self.cache = open_store(workspace.cache, "llm_calls") if use_cache else None
         self._models = models
         workspace.pipeline.attach_llm(lambda: self.judge, workspace.config.evaluation.llm_rerank_top_n)
+        workspace.pipeline.attach_generator(lambda: self.generator)
         self._programs: dict[str, RAGAnswer] = {}
 
     def _model(self, role: str) -> CachedLLM:
@@ -142,9 +143,15 @@ class RagRunner:
             if on_progress:
                 on_progress(index, question.id, stage)
 
+        pipeline = self.workspace.pipeline
+        rewritten = None
+        if config.query != "none":
+            step("query")
+            with self.meter.stage(question.id, "query"):
+                rewritten = pipeline.rewrite(question.text, config)
         step("retrieve")
         with self.meter.stage(question.id, "retrieve"):
-            retrieval = self.workspace.pipeline.run(question.text, config)
+            retrieval = pipeline.run(question.text, config, rewritten)
         contexts = [c.chunk.text for c in retrieval.selected]
         answer, generation_error = "", None
         if program is not None:
@@ -175,6 +182,9 @@ class RagRunner:
             citations=tuple(sorted({int(n) for n in re.findall(r"\[(\d+)\]", answer)})),
             generation_error=generation_error,
             refusal=program is not None and is_refusal(answer),
+            searched=tuple(dict.fromkeys(s.dense for s in rewritten.searches if s.dense != question.text))
+            if rewritten else (),
+            query_fell_back=bool(rewritten and rewritten.fell_back),
         )
 
     def _answer(self, program: RAGAnswer, question: str, contexts: list[str]) -> tuple[str, str | None]:

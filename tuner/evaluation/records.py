@@ -120,6 +120,10 @@ class QuestionResult:
     citations: tuple[int, ...] = ()
     generation_error: str | None = None
     refusal: bool = False
+    #: what the query strategy searched besides the question (a passage, sub-questions, paraphrases)
+    searched: tuple[str, ...] = ()
+    #: the query strategy's rewrite was empty or did not parse: the question alone was searched
+    query_fell_back: bool = False
 
     @property
     def k(self) -> int:
@@ -134,6 +138,7 @@ class QuestionResult:
         return {
             "id": self.id, "question": self.question, "reference": self.reference, "answer": self.answer,
             "citations": list(self.citations), "generation_error": self.generation_error, "refusal": self.refusal,
+            "searched": list(self.searched), "query_fell_back": self.query_fell_back,
             "contexts": list(self.contexts), "selected": [p.to_json() for p in self.selected], "k": self.k,
             "gold_ids": list(self.retrieval.gold_ids), "retrieval": dict(self.retrieval.metrics),
             "gold_rank": self.retrieval.candidate_rank, "gold_in_pool": list(self.retrieval.in_pool),
@@ -163,6 +168,7 @@ class QuestionResult:
                       for m, f in data.get("failures", {}).items()},
             cost={stage: Cost.from_dict(c) for stage, c in data.get("cost", {}).items()},
             citations=tuple(data.get("citations", [])), generation_error=data.get("generation_error"),
+            searched=tuple(data.get("searched", [])), query_fell_back=bool(data.get("query_fell_back", False)),
             refusal=bool(data.get("refusal", False)),
         )
 
@@ -198,6 +204,9 @@ class EvalResult:
         generation_errors = sum(1 for q in questions if q.generation_error)
         if generation_errors:
             failures["generation"] = {"unparsable": generation_errors}
+        fell_back = sum(q.query_fell_back for q in questions)
+        if fell_back:  # searched as the question alone: counted, never lost
+            failures["query"] = {"fallback": fell_back}
         retrieval = aggregate([q.retrieval.metrics for q in questions], [q.k for q in questions])
         return cls(means, retrieval, tuple(questions), cost, dict(cost_by_stage), dict(skipped), failures,
                    dict(models or {}))

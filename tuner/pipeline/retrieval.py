@@ -23,15 +23,19 @@ class HybridRetriever:
         self.window = window  # Weaviate fetches max(100, limit) per side
         self._cache: dict[str, Candidates] = {}
 
-    def candidates(self, question: str, limit: int = 0) -> Candidates:
+    def candidates(self, question: str, limit: int = 0, dense_text: str | None = None) -> Candidates:
+        """BM25 hits for `question`, dense hits for `dense_text` (default: the question; HyDE: its passage)."""
         window = max(self.window, limit)
-        cached = self._cache.get(question)
+        dense_text = question if dense_text is None else dense_text
+        key = question if dense_text == question else (question, dense_text)
+        cached = self._cache.get(key)
         if cached is None or cached.window < window:
-            vector = self.embedder.encode([question])[0]
+            vector = self.embedder.encode([dense_text])[0]
             cached = Candidates(self.backend.bm25(question, window), self.backend.dense(vector, window), window)
-            self._cache[question] = cached
+            self._cache[key] = cached
         return cached
 
-    def search(self, question: str, alpha: float, fusion: str, limit: int, rank_constant: int = RANK_CONSTANT) -> Hits:
-        found = self.candidates(question, limit)
+    def search(self, question: str, alpha: float, fusion: str, limit: int, rank_constant: int = RANK_CONSTANT,
+               dense_text: str | None = None) -> Hits:
+        found = self.candidates(question, limit, dense_text)
         return hybrid(found.bm25, found.dense, alpha, fusion, limit, rank_constant)

@@ -6,10 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tuner.config import IndexSettings, PipelineConfig, RerankerConfig
+from tuner.errors import ConfigError
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM
 from tuner.pipeline.candidate import Candidate
+from tuner.pipeline.fusion import fuse
 from tuner.pipeline.index import Index, Indexes
+from tuner.pipeline.query import RRF_K, Rewrite, rewrite
 from tuner.pipeline.rerankers import Reranker, make_reranker
 from tuner.pipeline.retrieval import HybridRetriever
 from tuner.pipeline.selection import select_autocut, select_dynamic_k
@@ -27,6 +30,8 @@ class RetrievalResult:
     selected: list[Candidate]
     # the reranker put its own order on the pool (False: the pool is in retrieval-score order)
     reordered: bool = True
+    # what the question was searched as (the query strategy's rewrite; None: the question itself)
+    rewrite: Rewrite | None = None
 
     @property
     def ranking(self) -> list[Candidate]:
@@ -52,12 +57,25 @@ class RetrievalPipeline:
         self._rerankers: dict[str, Reranker] = {}
         self._llm: Callable[[], LLM] | None = None
         self._llm_top_n = 5
+        self._generator: Callable[[], LLM] | None = None
 
     def attach_llm(self, llm: Callable[[], LLM], top_n: int) -> None:
         """Make the LLM reranker available (full evaluation has a model; --retrieval-only has none). `llm()`
         loads the model when the LLM reranker is first asked for, so configurations without it never do."""
         self._llm, self._llm_top_n = llm, top_n
         self._rerankers.pop("llm", None)
+
+    def attach_generator(self, llm: Callable[[], LLM]) -> None:
+        """The model query strategies write with; `llm()` loads it when a strategy first needs it."""
+        self._generator = llm
+
+    def rewrite(self, question: str, config: PipelineConfig) -> Rewrite:
+        """What `question` is searched as under `config.query` (calls the generator unless the query is none)."""
+        if config.query == "none":
+            return Rewrite.plain(question)
+        if self._generator is None:
+            raise ConfigError(f"query {config.query} writes with the generator LLM: this command has none")
+        return rewrite(question, config.query, self._generator())
 
     def reranker(self, name: str) -> Reranker:
         if name not in self._rerankers:
@@ -83,11 +101,16 @@ class RetrievalPipeline:
         """The index `config` retrieves from, built now if it is the first to need it."""
         return self.indexes.get(self.settings_of(config))
 
-    def run(self, question: str, config: PipelineConfig) -> RetrievalResult:
+    def run(self, question: str, config: PipelineConfig, rewritten: Rewrite | None = None) -> RetrievalResult:
+        """`rewritten`: what the question is searched as (default: `self.rewrite`); several searches are merged by
+        reciprocal rank fusion, and the reranker always judges the original question."""
         index = self.index_for(config)
         chunks = index.chunks
-        fused = self.retriever_of(index).search(question, config.alpha, config.fusion, self.window,
-                                                config.rank_constant)
+        rewritten = rewritten or self.rewrite(question, config)
+        retriever = self.retriever_of(index)
+        lists = [retriever.search(s.bm25, config.alpha, config.fusion, self.window, config.rank_constant, s.dense)
+                 for s in rewritten.searches]
+        fused = lists[0] if len(lists) == 1 else fuse([(hits, 1.0) for hits in lists], "ranked", self.window, RRF_K)
         retrieved = [Candidate(int(p), chunks[p], float(s)) for p, s in zip(fused.ids, fused.scores)]
         seeds = retrieved[: config.top_k]
         expanded = index.graph.expand(seeds, chunks, config.hops, config.hop_decay, config.top_k,
@@ -105,4 +128,5 @@ class RetrievalPipeline:
             selected = select_autocut(reranked, config.top_k, config.autocut)
         else:
             selected = reranked[: config.top_k]
-        return RetrievalResult(retrieved, pool, reranked, selected, reordered=reranker.reorders)
+        return RetrievalResult(retrieved, pool, reranked, selected, reordered=reranker.reorders,
+                               rewrite=None if config.query == "none" else rewritten)

@@ -12,7 +12,7 @@ from tuner.cost import Cost
 from tuner.errors import TunerError
 from tuner.study.results import StudyView
 
-STAGE_ORDER = ("index", "retrieve", "generate", "faithfulness", "answer_relevancy", "context_precision",
+STAGE_ORDER = ("index", "query", "retrieve", "generate", "faithfulness", "answer_relevancy", "context_precision",
                "context_recall")
 
 

@@ -141,7 +141,8 @@ class Session:
         project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"holdout": split.fraction})})
         # a space that cannot run is refused before the judge check, the study, or any trial
         space.check_runnable(project.pipeline, str(spec.search_space), project.index_settings)
-        space.check_baseline(pipeline_for(project.resolved(), dict(spec.baseline)), str(spec.search_space))
+        if not meta:  # a resume's trial 0 ran (and a resume on another space is refused with that reason)
+            space.check_baseline(pipeline_for(project.resolved(), dict(spec.baseline)), str(spec.search_space))
         if spec.settings.sampler == "grid":
             space.grid()  # too large a grid to run is refused here, not materialised by Optuna
         session = cls(spec, folder, None, space, project, data, split, [], location)
@@ -178,6 +179,13 @@ class Session:
         if outside and not self.finished:
             notes.append(f"the baseline's {', '.join(outside)} lies outside the search space: it runs as trial 0, "
                          f"the reference point, but no later trial can draw it")
+        writing = [f"{name} ({', '.join(v for v in map(str, param.choices or []) if v in LLM_VALUES[name])})"
+                   for name, param in self.space.params.items()
+                   if name in LLM_VALUES and param.type == "categorical"
+                   and set(map(str, param.choices or [])) & LLM_VALUES[name]]
+        if writing and not self.finished:
+            notes.append(f"the space's {', '.join(writing)} call the generator ({self.project.generator.model}) "
+                         f"for every question they run on, in a retrieval-target study too; the calls are cached")
         search = {q.id for q in self.search_questions}
         for path in self.folder.read_meta().programs:
             seen = search & set((read_sidecar(Path(path)) or Sidecar()).train_ids)
@@ -212,6 +220,10 @@ class Session:
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,
                               self.search_questions, hook)
         return run_study(self.study, objective, trials, timeout)
+
+
+#: knob values that call an LLM for every question (the reranker's is the judge's, said by the judge check)
+LLM_VALUES = {"query": {"hyde", "decomposition", "multi_query"}}
 
 
 #: index settings every trial of a study retrieved with: a resume with others would compare other indexes
