@@ -6,8 +6,13 @@ document ids, the seconds the index took to build (chunk embeddings computed now
 set, so every index embeds its new chunks) and the LLM calls per question. A study searches these knobs jointly;
 this table says which of them can matter on a set, and what a study pays to try them.
 
-    python bench/strategies.py                          # demo + the smaller shared sets
+With --query-model, each query strategy (hyde, decomposition, multi_query) is measured the same way on the first
+--query-limit questions, the generator writing the rewrites (calls per question, seconds per question, fallbacks),
+and the two-document questions of each set get their own recall@5 per strategy.
+
+    python bench/strategies.py                          # demo + the smaller shared sets, index knobs
     python bench/strategies.py --sets demo vaswani_npl  # a large corpus: every chunking embeds ~11k chunks anew
+    python bench/strategies.py --sets demo squad2_dev_normans --query-model qwen2.5-1.5b --query-limit 100
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.config import PipelineConfig, ProjectConfig
+from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
 from tuner.data import load_dataset
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.workspace import open_workspace
@@ -63,22 +68,73 @@ def measure(name: str, limit: int | None) -> list[list[str]]:
     return rows
 
 
+def queries(name: str, limit: int, model: str) -> tuple[list[list[str]], list[str]]:
+    """Rows of the query-strategy table, and one row of recall@5 on the two-document questions per strategy."""
+    dataset = load_dataset(None if name == "demo" else DATASETS / name, limit=limit)
+    gold = sum(1 for q in dataset.questions if q.relevant_ids)
+    with tempfile.TemporaryDirectory() as cache:
+        project = ProjectConfig(cache_dir=Path(cache), generator=LLMConfig(model=model))
+        runner = RagRunner(open_workspace(project, dataset=dataset))
+        rows, two = [], [f"{name}"]
+        for strategy in ("none", "hyde", "decomposition", "multi_query"):
+            result = runner.evaluate(PipelineConfig(query=strategy), answer=False)
+            stage = result.cost_by_stage.get("query")
+            asked = len(result.questions)
+            calls = (stage.llm_calls + stage.cache_hits) / asked if stage else 0.0
+            fell = result.failures.get("query", {}).get("fallback", 0)
+            r = result.retrieval
+            rows.append([f"{name} ({gold} q)", f"query {strategy}", f"{r['recall@5']:.3f}", f"{r['ndcg@10']:.3f}",
+                         f"{r['recall@10']:.3f}", f"{calls:.1f}", f"{stage.seconds / asked:.2f}" if stage else "0",
+                         f"{fell} of {asked}" if stage else "—"])
+            console.print(" | ".join(rows[-1]), highlight=False)
+            pairs = [q.retrieval.metrics["recall@5"] for q in result.questions if len(q.retrieval.gold_ids) > 1]
+            two.append(f"{sum(pairs) / len(pairs):.3f} ({len(pairs)} q)" if pairs else "—")
+    return rows, two
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=list(SETS), help="shared set names, demo, or paths")
     parser.add_argument("--limit", type=int, default=None, help="questions per set (documents: all of them)")
+    parser.add_argument("--query-model", default=None, help="measure the query strategies with this generator")
+    parser.add_argument("--query-limit", type=int, default=100, help="questions per set for the query strategies")
+    parser.add_argument("--no-index", action="store_true", help="only the query strategies")
     args = parser.parse_args()
+    sets = [n for n in args.sets if n == "demo" or (DATASETS / n).is_dir() or Path(n).exists()]
+    for name in sorted(set(args.sets) - set(sets)):
+        console.print(f"[yellow]skipped {name}: not in {DATASETS}[/]")
+    if not args.no_index:
+        index_table(sets, args.limit)
+    if args.query_model:
+        query_table(sets, args.query_limit, args.query_model)
+
+
+def index_table(sets: list[str], limit: int | None) -> None:
     table = Table(title="one index knob at a time from the defaults: retrieval by gold document ids, no LLM")
     for column in ("set", "strategy", "recall@5", "nDCG@10", "recall@10", "chunks", "index build s",
                    "LLM calls / q"):
         table.add_column(column)
-    for name in args.sets:
-        if name != "demo" and not (DATASETS / name).is_dir() and not Path(name).exists():
-            console.print(f"[yellow]skipped {name}: not in {DATASETS}[/]")
-            continue
-        for row in measure(name, args.limit):
+    for name in sets:
+        for row in measure(name, limit):
             table.add_row(*row)
     console.print(table)
+
+
+def query_table(sets: list[str], limit: int, model: str) -> None:
+    table = Table(title=f"query strategies (generator {model}, first {limit} questions), default index and retrieval")
+    for column in ("set", "strategy", "recall@5", "nDCG@10", "recall@10", "LLM calls / q", "query s / q",
+                   "fell back"):
+        table.add_column(column)
+    pairs = Table(title="recall@5 on the questions with two gold documents, per query strategy")
+    for column in ("set", "none", "hyde", "decomposition", "multi_query"):
+        pairs.add_column(column)
+    for name in sets:
+        rows, two = queries(name, limit, model)
+        for row in rows:
+            table.add_row(*row)
+        pairs.add_row(*two)
+    console.print(table)
+    console.print(pairs)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from tuner.config import ProjectConfig
 from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study
 from tuner.study.session import Session, StudySpec
+from tuner.study.space import resolve_space
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -47,18 +48,23 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--target", default="ndcg@10")
     parser.add_argument("--studies", type=Path, default=Path("studies"))
+    parser.add_argument("--space", default=str(SPACE), help="search space file or name (default: retrieval)")
+    parser.add_argument("--sets", nargs="+", default=list(SETS), help="which of the BEIR-layout sets")
     args = parser.parse_args()
+    space = resolve_space(args.space)
 
     table = Table(title=f"{args.target}: best − baseline, in-sample vs held-out (TPE, {args.trials} trials, "
-                        f"{SPACE.name})")
+                        f"{space.name})")
     for column in ("set", "questions (search + held-out)", "best trial", "baseline → best in-sample",
                    "in-sample Δ [95 % CI]", "baseline → best held-out", "held-out Δ [95 % CI]", "reading"):
         table.add_column(column)
-    for name, limit in SETS.items():
+    for name in args.sets:
+        limit = SETS.get(name)
         if not (DATASETS / name).is_dir():
             console.print(f"[yellow]skipped {name}: not in {DATASETS}[/]")
             continue
-        spec = StudySpec(f"{args.target.replace('@', '')}-{name}", StudySettings([args.target]), SPACE,
+        study = f"{args.target.replace('@', '')}-{name}" + ("" if space.stem == "retrieval" else f"-{space.stem}")
+        spec = StudySpec(study, StudySettings([args.target]), space,
                          ProjectConfig(), DATASETS / name, limit, studies_dir=args.studies,
                          cache_dir=args.studies / f".cache-{name}")
         console.print(f"{name}: study {spec.name}", highlight=False)

@@ -3,6 +3,8 @@
 import pytest
 
 from tuner.config import PipelineConfig, ProjectConfig
+from tuner.errors import ConfigError
+from tuner.pipeline.chunking import chunk_documents
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.pipeline.selection import autocut
 from tuner.workspace import open_workspace
@@ -126,3 +128,24 @@ def test_index_knobs_retrieve_from_their_own_index_built_once(demo, knobs):
     if knobs.get("contextual") == "none":
         titled = {d.id: d.title for d in demo.dataset.documents if d.title}
         assert any(not c.text.startswith(titled[c.doc_id]) for c in index.chunks if c.doc_id in titled)
+
+
+def test_llm_written_contexts_are_one_cached_call_per_chunk_counted_as_the_index_cost(fake_embedder, tmp_path):
+    from tests.fakes import ScriptedLLM
+    from tuner.evaluation.rag_eval import Models
+
+    llm = ScriptedLLM()
+    runner = RagRunner(open_workspace(ProjectConfig(cache_dir=tmp_path), limit=2, embedder=fake_embedder),
+                       models=Models(llm, llm))
+    config = PipelineConfig(contextual="llm")
+    first = runner.evaluate(config, answer=False)
+    index = runner.workspace.pipeline.index_for(config)
+    assert first.cost_by_stage["index"].llm_calls == len(index.chunks) == len(llm.calls) == 35
+    written = llm.calls[0]["messages"][0]["content"]
+    assert "<document>" in written and "<chunk>" in written  # the model read the chunk inside its document
+    assert all(c.text.startswith("[[ ## answer ## ]] The Sorrel Bridge [1].") for c in index.chunks)
+    rebuilt = RagRunner(open_workspace(ProjectConfig(cache_dir=tmp_path), limit=2, embedder=fake_embedder),
+                        models=Models(llm, llm)).evaluate(config, answer=False)
+    assert rebuilt.cost_by_stage["index"].llm_calls == 0 and len(llm.calls) == 35  # every context from the cache
+    with pytest.raises(ConfigError, match="contextual llm writes with the generator"):
+        chunk_documents(runner.workspace.dataset.documents, ProjectConfig().index_settings(config))

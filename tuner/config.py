@@ -53,7 +53,7 @@ class DatasetConfig(_Strict):
 
 ChunkerName = Literal["words", "sentences", "sections"]
 StemmerName = Literal["none", "english"]
-ContextualName = Literal["none", "title", "title_path"]
+ContextualName = Literal["none", "title", "title_path", "llm"]
 QueryName = Literal["none", "hyde", "decomposition", "multi_query"]
 
 
@@ -68,7 +68,8 @@ class ChunkingConfig(_Strict):
                                  "sentence ends; sections = split at markdown headings and paragraph breaks, then "
                                  "packed to size")
     contextual: ContextualName = Field("title", description="what each chunk carries about its document: none, its "
-                                       "title (a first line), or title_path (title and heading path)")
+                                       "title (a first line), title_path (title and heading path), or llm (a "
+                                       "sentence the generator writes per chunk, situating it in its document)")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingConfig:
@@ -235,7 +236,7 @@ class PipelineConfig(_Strict):
                                       "chunking.overlap")
     chunker: ChunkerName | None = Field(None, description="words, sentences or sections; none = chunking.chunker")
     stemmer: StemmerName | None = Field(None, description="BM25 stemming; none = backend.bm25.stemmer")
-    contextual: ContextualName | None = Field(None, description="none, title or title_path; none = "
+    contextual: ContextualName | None = Field(None, description="none, title, title_path or llm; none = "
                                               "chunking.contextual")
 
     @model_validator(mode="after")

@@ -8,8 +8,10 @@ from pathlib import Path
 from tuner.config import ProjectConfig
 from tuner.data import Dataset, load_dataset
 from tuner.models.embedders import Embedder, make_embedder
+from tuner.models.llms import LLM
 from tuner.pipeline.index import Index, Indexes, IndexProgress, build_index
 from tuner.pipeline.run import RetrievalPipeline
+from tuner.pipeline.situate import situating
 
 
 @dataclass
@@ -35,8 +37,28 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
         limit if limit is not None else config.dataset.limit,
     )
     embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, cache)
-    index = build_index(dataset, config, embedder, on_progress)
-    indexes = Indexes(index, lambda settings: build_index(dataset, config, embedder, settings=settings))
+    writer = own_writer(config, cache)
+    try:
+        index = build_index(dataset, config, embedder, on_progress, situate=writer and situating(writer))
+    finally:
+        if writer is not None:
+            writer.close()  # the evaluation loads its own generator when it needs one
+    # a trial's index writes its LLM contexts with the evaluation's generator: cached, and counted in its cost
+    indexes = Indexes(index, lambda settings: build_index(
+        dataset, config, embedder, settings=settings,
+        situate=situating(pipeline.generator()) if settings.contextual == "llm" else None))
     pipeline = RetrievalPipeline(indexes, embedder, config.rerankers, config.index_settings,
                                  window=config.backend.candidates)
     return Workspace(config, dataset, embedder, index, pipeline, cache)
+
+
+def own_writer(config: ProjectConfig, cache: Path | str) -> LLM | None:
+    """The generator that writes the LLM contexts of the project's own index (`contextual: llm`), built before any
+    evaluation: through the shared LLM cache, so a rebuild pays nothing. None when the index needs no writer."""
+    if config.index_settings().contextual != "llm":
+        return None
+    from tuner.cache import open_store
+    from tuner.cost import CostMeter
+    from tuner.models.llms import CachedLLM, make_llm
+
+    return CachedLLM(make_llm(config.generator), open_store(cache, "llm_calls"), CostMeter())

@@ -4,17 +4,20 @@ Three chunkers: `words` (fixed windows of words, the seed's), `sentences` (windo
 `sections` (split at markdown headings and paragraph breaks, then packed up to the size). Overlap is in words for
 `words`; the other two repeat the last whole sentences of the chunk before — at most two, within the overlap's
 words — so no sentence is ever cut. What a chunk carries about its document (`contextual`): nothing, its title as a
-first line (the seed's), or the title and the heading path it sits under.
+first line (the seed's), the title and the heading path it sits under, or a sentence an LLM wrote to situate it
+(`situate`, see situate.py; where it wrote none, the title).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tuner.config import IndexSettings
 from tuner.data import Document
+from tuner.errors import ConfigError
+from tuner.pipeline.situate import Situate
 
 #: a markdown heading line: "## Norman conquest"
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -39,13 +42,24 @@ class Block:
     path: tuple[str, ...]
 
 
-def chunk_documents(documents: Iterable[Document], settings: IndexSettings) -> list[Chunk]:
+def chunk_documents(documents: Iterable[Document], settings: IndexSettings, situate: Situate | None = None,
+                    on_chunk: Callable[[int, int], None] | None = None) -> list[Chunk]:
+    """`situate` writes the context of `contextual: llm`: one call per chunk, `on_chunk(done, total)` after each."""
+    if settings.contextual == "llm" and situate is None:
+        raise ConfigError("contextual llm writes with the generator LLM: this command has none")
+    pieces = [(doc, n, piece, path) for doc in documents
+              for n, (piece, path) in enumerate(CHUNKERS[settings.chunker](doc.text, settings.chunk_size,
+                                                                           settings.chunk_overlap))]
     chunks: list[Chunk] = []
-    for doc in documents:
-        for n, (piece, path) in enumerate(CHUNKERS[settings.chunker](doc.text, settings.chunk_size,
-                                                                     settings.chunk_overlap)):
-            chunks.append(Chunk(id=f"{doc.id}#{n}", doc_id=doc.id,
-                                text=in_context(settings.contextual, doc.title, path, piece)))
+    for doc, n, piece, path in pieces:
+        if settings.contextual == "llm":
+            written = situate(doc, piece)
+            text = f"{written}\n{piece}" if written else in_context("title", doc.title, path, piece)
+            if on_chunk:
+                on_chunk(len(chunks) + 1, len(pieces))
+        else:
+            text = in_context(settings.contextual, doc.title, path, piece)
+        chunks.append(Chunk(id=f"{doc.id}#{n}", doc_id=doc.id, text=text))
     return chunks
 
 

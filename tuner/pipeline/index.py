@@ -22,6 +22,7 @@ from tuner.pipeline.backends import RetrievalBackend, make_backend
 from tuner.pipeline.chunking import Chunk, chunk_documents
 from tuner.pipeline.graph import EntityGraph
 from tuner.pipeline.retrieval import HybridRetriever
+from tuner.pipeline.situate import Situate
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +49,15 @@ IndexProgress = Callable[[str, int, int], None]
 
 
 def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
-                on_progress: IndexProgress | None = None, settings: IndexSettings | None = None) -> Index:
-    """The index of `dataset` with `settings` (default: the project's own)."""
+                on_progress: IndexProgress | None = None, settings: IndexSettings | None = None,
+                situate: Situate | None = None) -> Index:
+    """The index of `dataset` with `settings` (default: the project's own); `situate` writes `contextual: llm`."""
     report = on_progress or (lambda step, done, total: None)
     settings = settings or config.index_settings()
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    chunks = chunk_documents(dataset.documents, settings)
+    chunks = chunk_documents(dataset.documents, settings, situate,
+                             lambda done, total: report("writing chunk contexts", done, total))
     if not chunks:
         raise DataError(f"{dataset.source}: the corpus has no text to index")
     timings["chunk"] = time.perf_counter() - started

@@ -69,13 +69,17 @@ class RetrievalPipeline:
         """The model query strategies write with; `llm()` loads it when a strategy first needs it."""
         self._generator = llm
 
+    def generator(self) -> LLM:
+        """The model query strategies and LLM-written chunk contexts write with."""
+        if self._generator is None:
+            raise ConfigError("this command has no generator LLM to write with")
+        return self._generator()
+
     def rewrite(self, question: str, config: PipelineConfig) -> Rewrite:
         """What `question` is searched as under `config.query` (calls the generator unless the query is none)."""
         if config.query == "none":
             return Rewrite.plain(question)
-        if self._generator is None:
-            raise ConfigError(f"query {config.query} writes with the generator LLM: this command has none")
-        return rewrite(question, config.query, self._generator())
+        return rewrite(question, config.query, self.generator())
 
     def reranker(self, name: str) -> Reranker:
         if name not in self._rerankers:

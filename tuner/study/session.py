@@ -223,7 +223,7 @@ class Session:
 
 
 #: knob values that call an LLM for every question (the reranker's is the judge's, said by the judge check)
-LLM_VALUES = {"query": {"hyde", "decomposition", "multi_query"}}
+LLM_VALUES = {"query": {"hyde", "decomposition", "multi_query"}, "contextual": {"llm"}}
 
 
 #: index settings every trial of a study retrieved with: a resume with others would compare other indexes

@@ -30,6 +30,9 @@ class CachedLLM(LLM):
         return self._through_cache(key, lambda: self.inner.chat(
             messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_schema=json_schema))
 
+    def close(self) -> None:
+        self.inner.close()
+
     def yes_probability(self, messages: Messages) -> Completion:
         return self._through_cache(["yes", self.name, messages], lambda: self.inner.yes_probability(messages))
 
