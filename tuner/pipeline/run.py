@@ -66,7 +66,8 @@ class RetrievalPipeline:
         self._rerankers.pop("llm", None)
 
     def attach_generator(self, llm: Callable[[], LLM]) -> None:
-        """The model query strategies write with; `llm()` loads it when a strategy first needs it."""
+        """The model query strategies and LLM-written chunk contexts write with; `llm()` loads it when first
+        needed, so configurations without them never do."""
         self._generator = llm
 
     def generator(self) -> LLM:
@@ -118,7 +119,7 @@ class RetrievalPipeline:
         retrieved = [Candidate(int(p), chunks[p], float(s)) for p, s in zip(fused.ids, fused.scores)]
         seeds = retrieved[: config.top_k]
         expanded = index.graph.expand(seeds, chunks, config.hops, config.hop_decay, config.top_k,
-                                           dict(zip(fused.ids.tolist(), fused.scores.tolist())))
+                                      dict(zip(fused.ids.tolist(), fused.scores.tolist())))
         pool = sorted(seeds + expanded, key=lambda c: -c.score)  # stable: a seed stays ahead of a tied expansion
 
         reranker = self.reranker(config.reranker)
