@@ -2,9 +2,11 @@
 0.02 of the best any of them found, as a user runs them (pruner on, held-out split, repeats skipped).
 
 Retrieval targets load no LLM, so 60-trial studies on a few hundred questions take minutes: the space
-(search_spaces/retrieval.yaml, ~3,000 configurations) is large enough that a sampler has to search instead of
-enumerating it. Every study shares one cache per set (embeddings are computed once). Studies are ordinary resumable
-studies under --studies: run again and finished ones are only read back.
+(search_spaces/retrieval.yaml: its query-time knobs alone make thousands of configurations, and its index knobs,
+added since the figures in docs/performance.md were measured, multiply them by 144, each new chunking embedding
+the corpus once) is large enough that a sampler has to search instead of enumerating it. Every study shares one
+cache per set (embeddings are computed once). Studies are ordinary resumable studies under --studies: run again and
+finished ones are only read back.
 
     python bench/samplers.py                                    # vaswani_npl, ndcg@10, 60 trials, seeds 0 1 2
     python bench/samplers.py --dataset clapnq_dev --trials 80 --seeds 0 1 2 3 4 --within 0.005
