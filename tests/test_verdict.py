@@ -90,7 +90,8 @@ def test_no_trial_touches_a_held_out_question_before_the_verdict(tmp_path, fake_
     runner = session.runner(models=Models(llm, llm), embedder=fake_embedder)
     asked: list[str] = []
     pipeline_run = runner.workspace.pipeline.run
-    runner.workspace.pipeline.run = lambda text, config: (asked.append(text), pipeline_run(text, config))[1]
+    runner.workspace.pipeline.run = lambda text, config, *rewritten: (asked.append(text),
+                                                                       pipeline_run(text, config, *rewritten))[1]
     session.run(5)
 
     held_out = session.split.holdout(session.dataset.questions)
