@@ -105,35 +105,49 @@ def test_llm_written_contexts_with_the_real_small_model_through_the_cli(small_gg
     """The project's own index with `contextual: llm` (written before any evaluation), 3 documents, the 0.5B model:
     each chunk opens with what the model wrote; run again, every context comes from the cache."""
     import json
-    import sqlite3
 
     from tests.test_cli import tuner
 
-    data = tmp_path / "set"
-    data.mkdir()
-    docs = {"d1": ("Greywater Bridge", "The Greywater Bridge crosses the Sorrel river. Ilsa Marrow designed it in "
-                   "1911 after the old ferry sank."),
-            "d2": ("Port Ardent", "Port Ardent is the capital of Velmora. Its harbour handles fish and wool."),
-            "d3": ("Ilsa Marrow", "Ilsa Marrow was an engineer born in Halvard. She trained at the Dunmore "
-                   "Institute.")}
-    (data / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n"
-                                               for i, (t, x) in docs.items()))
-    (data / "queries.jsonl").write_text('{"_id": "q1", "text": "Who designed the Greywater Bridge?"}\n'
-                                        '{"_id": "q2", "text": "Where was Ilsa Marrow born?"}\n')
-    (data / "qrels.tsv").write_text("q1\td1\t1\nq2\td3\t1\n")
-    (tmp_path / "tuner.yaml").write_text(f"generator: {{model: qwen2.5-0.5b, path: {small_gguf}}}\n"
-                                         f"cache_dir: cache\ndataset: {{path: set}}\n")
+    three_documents(tmp_path, small_gguf)
     command = ["eval", "--retrieval-only", "--config", "tuner.yaml", "--set", "contextual=llm", "-o", "r.json"]
     first = tuner(*command, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["dataset"]["chunks"] == 3 and result["retrieval"]["recall@5"] == 1.0
     selected = [p["text"] for q in result["per_question"] for p in q["selected"]]
-    assert all(text.split("\n")[0] not in {t for t, _ in docs.values()} for text in selected)  # written, not titles
-    with sqlite3.connect(tmp_path / "cache" / "llm_calls.sqlite") as db:
-        table = db.execute("select name from sqlite_master where type='table'").fetchone()[0]
-        assert db.execute(f"select count(*) from {table}").fetchone()[0] == 3  # one call per chunk
+    assert all(text.split("\n")[0] not in {t for t, _ in DOCS.values()} for text in selected)  # written, not titles
+    assert llm_calls_cached(tmp_path / "cache") == 3  # one call per chunk
     again = tuner(*command, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert [p["text"] for q in json.loads((tmp_path / "r.json").read_text())["per_question"]
             for p in q["selected"]] == selected  # the same contexts, from the cache
+
+
+DOCS = {"d1": ("Greywater Bridge", "The Greywater Bridge crosses the Sorrel river. Ilsa Marrow designed it in 1911 "
+               "after the old ferry sank."),
+        "d2": ("Port Ardent", "Port Ardent is the capital of Velmora. Its harbour handles fish and wool."),
+        "d3": ("Ilsa Marrow", "Ilsa Marrow was an engineer born in Halvard. She trained at the Dunmore Institute.")}
+
+
+def three_documents(folder, gguf) -> None:
+    """A BEIR set of three one-chunk documents and two questions in `folder`/set, and a tuner.yaml whose generator
+    is `gguf`, caching in `folder`/cache."""
+    import json
+
+    data = folder / "set"
+    data.mkdir()
+    (data / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n"
+                                               for i, (t, x) in DOCS.items()))
+    (data / "queries.jsonl").write_text('{"_id": "q1", "text": "Who designed the Greywater Bridge?"}\n'
+                                        '{"_id": "q2", "text": "Where was Ilsa Marrow born?"}\n')
+    (data / "qrels.tsv").write_text("q1\td1\t1\nq2\td3\t1\n")
+    (folder / "tuner.yaml").write_text(f"generator: {{model: qwen2.5-0.5b, path: {gguf}}}\n"
+                                       f"cache_dir: cache\ndataset: {{path: set}}\n")
+
+
+def llm_calls_cached(cache) -> int:
+    import sqlite3
+
+    with sqlite3.connect(cache / "llm_calls.sqlite") as db:
+        table = db.execute("select name from sqlite_master where type='table'").fetchone()[0]
+        return db.execute(f"select count(*) from {table}").fetchone()[0]

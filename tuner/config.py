@@ -51,7 +51,7 @@ class DatasetConfig(_Strict):
                                   "verdict; none = 0.3 from 20 questions on, else 0")
 
 
-ChunkerName = Literal["words", "sentences", "sections"]
+ChunkerName = Literal["words", "sentences", "sections", "raptor"]
 StemmerName = Literal["none", "english"]
 ContextualName = Literal["none", "title", "title_path", "llm"]
 QueryName = Literal["none", "hyde", "decomposition", "multi_query"]
@@ -66,7 +66,8 @@ class ChunkingConfig(_Strict):
                          "last whole sentences of the chunk before, at most two, within this many words)")
     chunker: ChunkerName = Field("words", description="words = fixed word windows; sentences = windows cut at "
                                  "sentence ends; sections = split at markdown headings and paragraph breaks, then "
-                                 "packed to size")
+                                 "packed to size; raptor = sentence windows plus generator-written summaries of "
+                                 "clusters of them, two levels (RAPTOR)")
     contextual: ContextualName = Field("title", description="what each chunk carries about its document: none, its "
                                        "title (a first line), title_path (title and heading path), or llm (a "
                                        "sentence the generator writes per chunk, situating it in its document)")
@@ -88,6 +89,11 @@ class IndexSettings(_Strict):
     chunker: ChunkerName
     stemmer: StemmerName
     contextual: ContextualName
+
+    @property
+    def writes(self) -> bool:
+        """Whether building this index calls the generator (LLM-written contexts, RAPTOR's summaries)."""
+        return self.contextual == "llm" or self.chunker == "raptor"
 
     def describe(self) -> str:
         return (f"{self.chunker} {self.chunk_size}/{self.chunk_overlap}, stemmer {self.stemmer}, "

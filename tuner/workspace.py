@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.cache import open_store, stable_hash
 from tuner.config import ProjectConfig
 from tuner.data import Dataset, load_dataset
 from tuner.models.embedders import Embedder, make_embedder
 from tuner.models.llms import LLM
 from tuner.pipeline.index import Index, Indexes, IndexProgress, build_index
 from tuner.pipeline.run import RetrievalPipeline
-from tuner.pipeline.situate import situating
 
 
 @dataclass
@@ -39,25 +39,30 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
     embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, cache)
     writer = own_writer(config, cache)
     try:
-        index = build_index(dataset, config, embedder, on_progress, situate=writer and situating(writer))
+        index = build_index(dataset, config, embedder, on_progress, writer=writer)
     finally:
         if writer is not None:
             writer.close()  # the evaluation loads its own generator when it needs one
-    # a trial's index writes its LLM contexts with the evaluation's generator: cached, and counted in its cost
+    # a trial's index writes (LLM contexts, RAPTOR summaries) with the evaluation's generator: cached, and counted
+    # in the trial's cost
     indexes = Indexes(index, lambda settings: build_index(
-        dataset, config, embedder, settings=settings,
-        situate=situating(pipeline.generator()) if settings.contextual == "llm" else None))
+        dataset, config, embedder, settings=settings, writer=pipeline.generator() if settings.writes else None),
+        builds=open_store(cache, "indexes"), identity=stable_hash([embedder.name, corpus_identity(dataset)]))
     pipeline = RetrievalPipeline(indexes, embedder, config.rerankers, config.index_settings,
                                  window=config.backend.candidates)
     return Workspace(config, dataset, embedder, index, pipeline, cache)
 
 
+def corpus_identity(dataset: Dataset) -> str:
+    """What the documents are (ids and texts), whatever folder or format they came from."""
+    return stable_hash([(doc.id, doc.title, doc.text) for doc in dataset.documents])
+
+
 def own_writer(config: ProjectConfig, cache: Path | str) -> LLM | None:
-    """The generator that writes the LLM contexts of the project's own index (`contextual: llm`), built before any
+    """The generator that writes the project's own index (`contextual: llm`, `chunker: raptor`), built before any
     evaluation: through the shared LLM cache, so a rebuild pays nothing. None when the index needs no writer."""
-    if config.index_settings().contextual != "llm":
+    if not config.index_settings().writes:
         return None
-    from tuner.cache import open_store
     from tuner.cost import CostMeter
     from tuner.models.llms import CachedLLM, make_llm
 

@@ -104,7 +104,7 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
     if len(targets) == 1 and questions <= max(session.spec.settings.prune_after, PAIRED_MINIMUM):
         err_console.print(f"note: no pruning: a trial is only stopped early after {PAIRED_MINIMUM}+ paired "
                           f"questions and before its last, and this study searches {questions}", highlight=False)
-    with StudyDisplay(session.study, trials, questions, targets) as display:
+    with StudyDisplay(session.study, trials, questions, targets, runner.workspace.pipeline.indexes) as display:
         return session.run(trials, timeout, hook=display)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from rich.console import Group
@@ -14,10 +14,16 @@ from rich.text import Text
 from tuner.study.attrs import COST
 from tuner.ui import err_console, knobs
 
+if TYPE_CHECKING:
+    from tuner.pipeline.index import Indexes
+
 
 class StudyDisplay:
-    def __init__(self, study: optuna.Study, total_trials: int, questions: int, targets: list[str]):
+    def __init__(self, study: optuna.Study, total_trials: int, questions: int, targets: list[str],
+                 indexes: Indexes | None = None):
+        """`indexes`: the study's indexes, to say how many trials built and what they cost."""
         self.study = study
+        self.indexes = indexes
         self.targets = targets
         self.questions = questions
         self.started = time.perf_counter()
@@ -63,8 +69,10 @@ class StudyDisplay:
 
     def _update_status(self, last: str, best: str) -> None:
         minutes = (time.perf_counter() - self.started) / 60
-        self.status.plain = f"best: {best}\nLLM calls this run: {self.llm_calls}   time: {minutes:.1f} min" + (
-            f"\nlast: {last}" if last else "")
+        built = self.indexes.built if self.indexes is not None else []
+        indexes = f"   indexes built: {len(built)} ({sum(s for _, s in built):.0f} s)" if built else ""
+        self.status.plain = (f"best: {best}\nLLM calls this run: {self.llm_calls}{indexes}   time: {minutes:.1f} min"
+                             + (f"\nlast: {last}" if last else ""))
 
 
 def trial_values(trial: optuna.trial.FrozenTrial, targets: list[str], digits: int = 4) -> list[str]:

@@ -79,7 +79,7 @@ def examples(runner: RagRunner, questions: Sequence[Question], pipeline: Pipelin
         retrieval = runner.workspace.pipeline.run(question.text, pipeline)
         contexts = [c.chunk.text for c in retrieval.selected]
         gold = question.relevant_ids
-        answerable = not gold or any(c.chunk.doc_id in gold for c in retrieval.selected)
+        answerable = not gold or any(set(c.chunk.doc_ids) & set(gold) for c in retrieval.selected)
         found.append(dspy.Example(id=question.id, question=question.text, contexts=contexts,
                                   reference=question.reference, answerable=answerable)
                      .with_inputs("question", "contexts"))

@@ -119,7 +119,8 @@ def gold_chunks(workspace) -> GoldTexts:
     index = workspace.index
     by_doc: dict[str, list[int]] = {}
     for position, chunk in enumerate(index.chunks):
-        by_doc.setdefault(chunk.doc_id, []).append(position)
+        if chunk.level == 0:  # a passage of the document, not a RAPTOR summary over several
+            by_doc.setdefault(chunk.doc_id, []).append(position)
 
     def texts(question: Question) -> tuple[str, ...]:
         if question.contexts:

@@ -165,7 +165,7 @@ class RagRunner:
                 outcomes[metric] = self.scorer.score(metric, question.text, answer, contexts, question.reference)
         if program is not None and is_refusal(answer):
             gold = question.relevant_ids
-            answerable = not gold or any(c.chunk.doc_id in gold for c in retrieval.selected)
+            answerable = not gold or any(set(c.chunk.doc_ids) & set(gold) for c in retrieval.selected)
             outcomes = score_refusal(outcomes, self.workspace.config.evaluation.refusal, answerable)
         step("done")
         return QuestionResult(

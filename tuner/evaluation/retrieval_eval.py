@@ -25,7 +25,8 @@ def trace(result: RetrievalResult, gold: Iterable[str], top_k: int) -> Retrieval
 
 
 def docs(candidates: Iterable[Candidate]) -> list[str]:
-    return [c.chunk.doc_id for c in candidates]
+    """The documents the candidates count as, in order (a RAPTOR summary as every document under it)."""
+    return [doc for c in candidates for doc in c.chunk.doc_ids]
 
 
 def passage(candidate: Candidate) -> Passage:

@@ -1,7 +1,8 @@
 """Split documents into chunks; every chunk remembers its document.
 
 Three chunkers: `words` (fixed windows of words, the seed's), `sentences` (windows cut at sentence ends) and
-`sections` (split at markdown headings and paragraph breaks, then packed up to the size). Overlap is in words for
+`sections` (split at markdown headings and paragraph breaks, then packed up to the size); `raptor` adds LLM
+summaries over the `sentences` windows (raptor.py). Overlap is in words for
 `words`; the other two repeat the last whole sentences of the chunk before — at most two, within the overlap's
 words — so no sentence is ever cut. What a chunk carries about its document (`contextual`): nothing, its title as a
 first line (the seed's), the title and the heading path it sits under, or a sentence an LLM wrote to situate it
@@ -29,9 +30,16 @@ OVERLAP_SENTENCES = 2
 
 @dataclass(frozen=True)
 class Chunk:
-    id: str  # "<doc id>#<n>"
-    doc_id: str
+    id: str  # "<doc id>#<n>"; a RAPTOR summary's "raptor<level>#<n>"
+    doc_id: str  # a summary's: the document most of it comes from
     text: str  # what is searched, reranked and shown to the generator (with its context line, if any)
+    covers: tuple[str, ...] = ()  # a summary's documents, most-represented first (raptor.py)
+    level: int = 0  # 0: a passage of one document; 1, 2: a RAPTOR summary over the level below
+
+    @property
+    def doc_ids(self) -> tuple[str, ...]:
+        """The documents this chunk counts as for the id-based metrics."""
+        return self.covers or (self.doc_id,)
 
 
 @dataclass(frozen=True)
@@ -191,4 +199,5 @@ def by_sections(text: str, size: int, overlap: int) -> list[tuple[str, Path]]:
     return found
 
 
-CHUNKERS = {"words": by_words, "sentences": by_sentences, "sections": by_sections}
+#: raptor's leaves are sentence windows; index.py adds its summaries once the leaves are embedded
+CHUNKERS = {"words": by_words, "sentences": by_sentences, "sections": by_sections, "raptor": by_sentences}

@@ -79,13 +79,13 @@ class EntityGraph:
         if hops <= 0 or limit <= 0 or not seeds:
             return []
         retrieved = retrieved or {}
-        taken = {seed.chunk.doc_id for seed in seeds}
+        taken = {doc for seed in seeds for doc in seed.chunk.doc_ids}
         ceiling = min(seed.score for seed in seeds)
         best: dict[int, Candidate] = {}
         for seed in seeds:
             distances = nx.single_source_shortest_path_length(self.graph, seed.position, cutoff=2 * hops)
             for node, distance in distances.items():
-                if isinstance(node, tuple) or chunks[node].doc_id in taken:
+                if isinstance(node, tuple) or taken.intersection(chunks[node].doc_ids):
                     continue
                 hop, own = distance // 2, retrieved.get(node, 0.0)
                 score = min(ceiling, own + decay**hop * max(0.0, seed.score - own))
@@ -109,11 +109,12 @@ def _title_links(chunks: Sequence[Chunk], per_chunk: Sequence[set[str]],
     link to each other directly. A title named in more than TITLE_SHARE of the chunks links nothing."""
     leads: dict[str, int] = {}
     for position, chunk in enumerate(chunks):
-        leads.setdefault(chunk.doc_id, position)
+        if chunk.level == 0:  # a document's lead is its first passage, never a summary
+            leads.setdefault(chunk.doc_id, position)
     named = {title.lower(): doc for doc, title in titles.items() if doc in leads and len(title) > 2}
     edges: list[tuple[Any, Any]] = []
     for title, doc in named.items():
-        mentions = [p for p, entities in enumerate(per_chunk) if title in entities and chunks[p].doc_id != doc]
+        mentions = [p for p, entities in enumerate(per_chunk) if title in entities and doc not in chunks[p].doc_ids]
         if len(mentions) <= TITLE_SHARE * len(chunks):
             for p in mentions:
                 edges += [(p, ("title", doc, p)), (("title", doc, p), leads[doc])]

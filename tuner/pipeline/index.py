@@ -14,15 +14,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tuner.cache import KeyValue, stable_hash
 from tuner.config import IndexSettings, ProjectConfig
 from tuner.data import Dataset
-from tuner.errors import DataError
+from tuner.errors import ConfigError, DataError
 from tuner.models.embedders import CachedEmbedder, Embedder
+from tuner.models.llms import LLM
 from tuner.pipeline.backends import RetrievalBackend, make_backend
 from tuner.pipeline.chunking import Chunk, chunk_documents
 from tuner.pipeline.graph import EntityGraph
 from tuner.pipeline.retrieval import HybridRetriever
-from tuner.pipeline.situate import Situate
+from tuner.pipeline.raptor import summaries, summarizing
+from tuner.pipeline.situate import situating
 
 log = logging.getLogger(__name__)
 
@@ -50,31 +53,33 @@ IndexProgress = Callable[[str, int, int], None]
 
 def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
                 on_progress: IndexProgress | None = None, settings: IndexSettings | None = None,
-                situate: Situate | None = None) -> Index:
-    """The index of `dataset` with `settings` (default: the project's own); `situate` writes `contextual: llm`."""
+                writer: LLM | None = None) -> Index:
+    """The index of `dataset` with `settings` (default: the project's own); `writer` writes what the settings ask
+    an LLM for (`contextual: llm`, RAPTOR's summaries)."""
     report = on_progress or (lambda step, done, total: None)
     settings = settings or config.index_settings()
+    if settings.writes and writer is None:
+        raise ConfigError(f"the index {settings.describe()} is written with the generator LLM: this command has none")
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    chunks = chunk_documents(dataset.documents, settings, situate,
+    chunks = chunk_documents(dataset.documents, settings, writer and situating(writer),
                              lambda done, total: report("writing chunk contexts", done, total))
     if not chunks:
         raise DataError(f"{dataset.source}: the corpus has no text to index")
     timings["chunk"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    step, done = f"embedding {len(chunks)} chunks", 0
-    report(step, 0, len(chunks))
-
-    def embedded(count: int) -> None:
-        nonlocal done
-        done += count
-        report(step, done, len(chunks))
-
     computed = embedder.misses if isinstance(embedder, CachedEmbedder) else 0
-    vectors = embedder.encode([c.text for c in chunks], on_progress=embedded)
-    computed = embedder.misses - computed if isinstance(embedder, CachedEmbedder) else len(chunks)
+    vectors = _embed(embedder, [c.text for c in chunks], report)
     timings["embed"] = time.perf_counter() - started
+    if settings.chunker == "raptor":
+        started = time.perf_counter()
+        tree, tree_vectors = summaries(chunks, vectors, summarizing(writer),
+                                       lambda texts: _embed(embedder, texts, report),
+                                       lambda done, total: report("writing RAPTOR summaries", done, total))
+        chunks, vectors = chunks + tree, np.concatenate([vectors, tree_vectors])
+        timings["summarise"] = time.perf_counter() - started
+    computed = embedder.misses - computed if isinstance(embedder, CachedEmbedder) else len(chunks)
 
     started = time.perf_counter()
     report("BM25 + vector index", 0, 1)
@@ -93,14 +98,33 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
     return Index(chunks, vectors, backend, graph, timings, computed, settings)
 
 
+def _embed(embedder: Embedder, texts: list[str], report: IndexProgress) -> np.ndarray:
+    step, done = f"embedding {len(texts)} chunks", 0
+    report(step, 0, len(texts))
+
+    def embedded(count: int) -> None:
+        nonlocal done
+        done += count
+        report(step, done, len(texts))
+
+    return embedder.encode(texts, on_progress=embedded)
+
+
 class Indexes:
     """The indexes of one dataset, one per IndexSettings, each built on first use; the `keep` last used stay in
-    memory (the project's own always)."""
+    memory (the project's own always).
 
-    def __init__(self, first: Index, build: Callable[[IndexSettings], Index], keep: int = 4):
+    What a build pays for (embeddings, LLM-written contexts and summaries) is cached on disk by text, so a rebuild
+    costs only chunking and BM25. With `builds` (a store shared by the workers of a study) a build holds a lease on
+    its fingerprint (`identity` + settings): a worker needing an index another is building waits for it, then finds
+    everything it would pay for cached."""
+
+    def __init__(self, first: Index, build: Callable[[IndexSettings], Index], keep: int = 4,
+                 builds: KeyValue | None = None, identity: str = ""):
         self.first = first
         self._build = build
         self._keep = keep
+        self._builds, self._identity = builds, identity
         self._recent: dict[IndexSettings, Index] = {}
         #: every index built after the first, in order, with its build seconds: what index knobs cost
         self.built: list[tuple[IndexSettings, float]] = []
@@ -110,12 +134,24 @@ class Indexes:
             return self.first
         index = self._recent.pop(settings, None)
         if index is None:
-            log.info(f"building the index {settings.describe()}")
-            index = self._build(settings)
+            index = self._leased(settings)
             self.built.append((settings, index.seconds))
             log.info(f"index {settings.describe()}: {len(index.chunks)} chunks ({index.embedded} embedded now) in "
                      f"{index.seconds:.1f} s")
         self._recent[settings] = index  # most recent last
         while len(self._recent) > self._keep:
             self._recent.pop(next(iter(self._recent)))
+        return index
+
+    def _leased(self, settings: IndexSettings) -> Index:
+        if self._builds is None:
+            log.info(f"building the index {settings.describe()}")
+            return self._build(settings)
+        key = stable_hash(["index", self._identity, settings.model_dump()])
+        with self._builds.lease(key) as built:  # waits while another worker builds it
+            log.info(f"building the index {settings.describe()}" + (" (built before: from the cache)" if built else ""))
+            index = self._build(settings)
+            if not built:
+                self._builds.put(key, {"settings": settings.model_dump(), "chunks": len(index.chunks),
+                                       "seconds": round(index.seconds, 3)}, tag="index")
         return index

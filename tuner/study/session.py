@@ -185,7 +185,8 @@ class Session:
                    and set(map(str, param.choices or [])) & LLM_VALUES[name]]
         if writing and not self.finished:
             notes.append(f"the space's {', '.join(writing)} call the generator ({self.project.generator.model}) "
-                         f"for every question they run on, in a retrieval-target study too; the calls are cached")
+                         f"— per question (query), per chunk (contextual llm), per cluster of chunks (raptor) — in a "
+                         f"retrieval-target study too; the calls are cached")
         search = {q.id for q in self.search_questions}
         for path in self.folder.read_meta().programs:
             seen = search & set((read_sidecar(Path(path)) or Sidecar()).train_ids)
@@ -223,7 +224,7 @@ class Session:
 
 
 #: knob values that call an LLM for every question (the reranker's is the judge's, said by the judge check)
-LLM_VALUES = {"query": {"hyde", "decomposition", "multi_query"}, "contextual": {"llm"}}
+LLM_VALUES = {"query": {"hyde", "decomposition", "multi_query"}, "contextual": {"llm"}, "chunker": {"raptor"}}
 
 
 #: index settings every trial of a study retrieved with: a resume with others would compare other indexes

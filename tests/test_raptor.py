@@ -1,0 +1,142 @@
+"""RAPTOR as `chunker: raptor`: clusters of leaf embeddings, one summary per cluster, two levels, the summaries
+indexed beside the leaves and counted as every document under them; builds cached, counted and leased."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+import time
+
+import numpy as np
+import pytest
+
+from tests.fakes import HashingEmbedder, ScriptedLLM
+from tuner.config import PipelineConfig, ProjectConfig
+from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.evaluation.retrieval_eval import docs
+from tuner.evaluation.retrieval_metrics import question_metrics
+from tuner.models.embedders import CachedEmbedder
+from tuner.pipeline.candidate import Candidate
+from tuner.pipeline.chunking import Chunk
+from tuner.pipeline.raptor import CLUSTER_SIZE, clusters, summaries
+from tuner.workspace import open_workspace
+
+RAPTOR = PipelineConfig(chunker="raptor")
+
+
+def test_clusters_are_the_groups_of_the_embedding_space():
+    rng = np.random.default_rng(0)
+    centres = np.eye(8)[:3] * 10
+    vectors = np.concatenate([centre + rng.normal(0, 0.1, (CLUSTER_SIZE, 8)) for centre in centres])
+    order = rng.permutation(len(vectors))  # the blobs interleaved in corpus order
+    groups = clusters(vectors[order])
+    blob = {position: int(original) // CLUSTER_SIZE for position, original in enumerate(order)}
+    assert sorted(sorted(blob[p] for p in g) for g in groups) == [[b] * CLUSTER_SIZE for b in range(3)]
+    assert all(g == sorted(g) for g in groups)  # corpus order within a cluster
+    assert clusters(vectors[:1]) == [] and clusters(vectors[:3]) == [[0, 1, 2]]
+
+
+def test_summaries_of_two_levels_cover_the_documents_under_them():
+    leaves = [Chunk(f"d{i % 7}#{i}", f"d{i % 7}", f"leaf {i} about topic {i % 5} " * 3) for i in range(40)]
+    embedder = HashingEmbedder()
+    asked: list[list[str]] = []
+
+    def summarize(texts):
+        asked.append(list(texts))
+        return f"summary {len(asked)}: " + " ".join(t.split()[3] for t in texts)  # its members" topics
+
+    tree, vectors = summaries(leaves, embedder.encode([c.text for c in leaves]), summarize, embedder.encode)
+    levels = [c.level for c in tree]
+    assert levels == sorted(levels) and set(levels) == {1, 2} and len(tree) == len(asked) == len(vectors)
+    assert sum(level == 1 for level in levels) <= -(-len(leaves) // 2)  # at most one summary per two leaves
+    leaves_under = {c.text: Counter([c.doc_id]) for c in leaves}  # per node: its leaves per document
+    for summary, texts in zip(tree, asked):
+        under = leaves_under[summary.text] = sum((leaves_under[t] for t in texts), Counter())
+        assert set(summary.covers) == set(under) and summary.doc_id == summary.covers[0]
+        counts = [under[doc] for doc in summary.covers]
+        assert counts == sorted(counts, reverse=True)  # most-represented document first
+    assert np.allclose(vectors, embedder.encode([c.text for c in tree]))
+
+
+def test_a_summary_counts_as_every_document_under_it():
+    summary = Chunk("raptor1#0", "d2", "s", covers=("d2", "d1"), level=1)
+    ranked = [Candidate(0, summary, 0.9), Candidate(1, Chunk("d3#0", "d3", "t"), 0.5)]
+    assert docs(ranked) == ["d2", "d1", "d3"]
+    metrics = question_metrics(docs(ranked), docs(ranked[:1]), {"d1"}, 1)
+    assert metrics["recall@5"] == 1.0 and metrics["mrr"] == 0.5 and metrics["precision"] == 0.5
+
+
+@pytest.fixture
+def runner(tmp_path):
+    def make(llm, embedder=None):
+        workspace = open_workspace(ProjectConfig(cache_dir=tmp_path), limit=6, embedder=embedder or HashingEmbedder())
+        return RagRunner(workspace, models=Models(llm, llm))
+    return make
+
+
+def test_a_raptor_index_is_built_by_the_trial_that_needs_it_cached_and_counted(runner):
+    llm = ScriptedLLM()
+    first = runner(llm).evaluate(RAPTOR, answer=False)
+    index = first.cost_by_stage["index"]
+    assert index.llm_calls == len(llm.calls) > 0  # one call per cluster, counted in the trial's index cost
+    assert first.retrieval["questions_scored"] == 6 and first.retrieval["recall@10"] > 0
+    again = runner(ScriptedLLM()).evaluate(RAPTOR, answer=False)  # a new process on the same cache
+    assert again.cost_by_stage["index"].llm_calls == 0 and again.cost_by_stage["index"].cache_hits == index.llm_calls
+    assert again.retrieval == first.retrieval
+
+
+class SlowEmbedder(HashingEmbedder):
+    """Takes a while per batch, as a real model does: a second build started meanwhile would overlap it."""
+
+    def encode(self, texts, on_progress=None):
+        time.sleep(0.05)
+        return super().encode(texts, on_progress)
+
+
+def test_a_worker_needing_an_index_another_is_building_waits_and_pays_nothing(runner, tmp_path):
+    workers = [runner(ScriptedLLM(), CachedEmbedder(SlowEmbedder(), tmp_path)) for _ in range(2)]
+    sentences = PipelineConfig(chunker="sentences", chunk_size=20, chunk_overlap=5)
+    errors: list[BaseException] = []
+
+    def build(worker):
+        try:
+            worker.workspace.pipeline.index_for(sentences)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build, args=(w,)) for w in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    built = [w.workspace.pipeline.indexes.get(w.workspace.config.index_settings(sentences)) for w in workers]
+    waited, paid = sorted(i.embedded for i in built)
+    assert waited == 0 < paid  # one of them embedded (without the lease, both do), the other waited for it
+    assert [c.text for c in built[0].chunks] == [c.text for c in built[1].chunks]
+
+
+@pytest.mark.slow
+def test_raptor_with_the_real_small_model_through_the_cli(small_gguf, tmp_path):
+    """3 one-chunk documents: one cluster, one summary the 0.5B model writes, indexed beside the leaves and
+    counted as all three documents; run again, the summary comes from the cache."""
+    import json
+
+    from tests.test_cli import tuner
+    from tests.test_query_strategies import llm_calls_cached, three_documents
+
+    three_documents(tmp_path, small_gguf)
+    command = ["eval", "--retrieval-only", "--config", "tuner.yaml", "--set", "chunker=raptor", "-o", "r.json"]
+    first = tuner(*command, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["dataset"]["chunks"] == 4 and result["retrieval"]["recall@5"] == 1.0
+    assert llm_calls_cached(tmp_path / "cache") == 1
+    summary = [p for q in result["per_question"] for p in q["selected"] if p["chunk_id"].startswith("raptor1#")]
+    assert summary and len(summary[0]["text"].split()) >= 5  # the model wrote a summary, and it was retrieved
+    again = tuner(*command, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    selected = [[p["text"] for p in q["selected"]] for q in result["per_question"]]
+    assert [[p["text"] for p in q["selected"]] for q in json.loads((tmp_path / "r.json").read_text())["per_question"]
+            ] == selected
+    assert llm_calls_cached(tmp_path / "cache") == 1
