@@ -10,9 +10,14 @@ With --query-model, each query strategy (hyde, decomposition, multi_query) is me
 --query-limit questions, the generator writing the rewrites (calls per question, seconds per question, fallbacks),
 and the two-document questions of each set get their own recall@5 per strategy.
 
+With --writer-model, the indexes the generator writes (contextual llm: a sentence per chunk; chunker raptor: a
+summary per cluster, two levels) are built and measured beside the defaults: what they retrieve, their build
+seconds and the LLM calls the build made (a fresh cache: every call paid).
+
     python bench/strategies.py                          # demo + the smaller shared sets, index knobs
     python bench/strategies.py --sets demo vaswani_npl  # a large corpus: every chunking embeds ~11k chunks anew
     python bench/strategies.py --sets demo squad2_dev_normans --query-model qwen2.5-1.5b --query-limit 100
+    python bench/strategies.py --sets demo squad2_dev_normans --no-index --writer-model qwen2.5-1.5b
 """
 
 from __future__ import annotations
@@ -68,6 +73,37 @@ def measure(name: str, limit: int | None) -> list[list[str]]:
     return rows
 
 
+#: the indexes an LLM writes, beside the defaults they change
+WRITTEN: dict[str, dict] = {
+    "defaults (words 150/30, title, BM25)": {},
+    "contextual llm": {"contextual": "llm"},
+    "chunker raptor": {"chunker": "raptor"},
+}
+
+
+def written(name: str, limit: int | None, model: str) -> list[list[str]]:
+    dataset = load_dataset(None if name == "demo" else DATASETS / name, limit=limit)
+    gold = sum(1 for q in dataset.questions if q.relevant_ids)
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        project = ProjectConfig(cache_dir=Path(cache), generator=LLMConfig(model=model))
+        workspace = open_workspace(project, dataset=dataset)
+        runner = RagRunner(workspace)
+        for label, knobs in WRITTEN.items():
+            config = PipelineConfig(**knobs)
+            result = runner.evaluate(config, answer=False)
+            index = workspace.pipeline.index_for(config)
+            stage = result.cost_by_stage.get("index")
+            r = result.retrieval
+            summaries = sum(c.level > 0 for c in index.chunks)
+            rows.append([f"{name} ({gold} q)", label, f"{r['recall@5']:.3f}", f"{r['ndcg@10']:.3f}",
+                         f"{r['recall@10']:.3f}", f"{len(index.chunks)}" + (f" ({summaries} summaries)" if summaries
+                                                                            else ""),
+                         f"{index.seconds:.0f}", str(stage.llm_calls if stage else 0)])
+            console.print(" | ".join(rows[-1]), highlight=False)
+    return rows
+
+
 def queries(name: str, limit: int, model: str) -> tuple[list[list[str]], list[str]]:
     """Rows of the query-strategy table, and one row of recall@5 on the two-document questions per strategy."""
     dataset = load_dataset(None if name == "demo" else DATASETS / name, limit=limit)
@@ -98,15 +134,29 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="questions per set (documents: all of them)")
     parser.add_argument("--query-model", default=None, help="measure the query strategies with this generator")
     parser.add_argument("--query-limit", type=int, default=100, help="questions per set for the query strategies")
-    parser.add_argument("--no-index", action="store_true", help="only the query strategies")
+    parser.add_argument("--writer-model", default=None, help="measure contextual llm and raptor with this generator")
+    parser.add_argument("--no-index", action="store_true", help="leave out the table of LLM-free index knobs")
     args = parser.parse_args()
     sets = [n for n in args.sets if n == "demo" or (DATASETS / n).is_dir() or Path(n).exists()]
     for name in sorted(set(args.sets) - set(sets)):
         console.print(f"[yellow]skipped {name}: not in {DATASETS}[/]")
     if not args.no_index:
         index_table(sets, args.limit)
+    if args.writer_model:
+        writer_table(sets, args.limit, args.writer_model)
     if args.query_model:
         query_table(sets, args.query_limit, args.query_model)
+
+
+def writer_table(sets: list[str], limit: int | None, model: str) -> None:
+    table = Table(title=f"indexes the generator ({model}) writes, beside the defaults: retrieval by gold ids")
+    for column in ("set", "index", "recall@5", "nDCG@10", "recall@10", "chunks", "index build s",
+                   "LLM calls (build)"):
+        table.add_column(column)
+    for name in sets:
+        for row in written(name, limit, model):
+            table.add_row(*row)
+    console.print(table)
 
 
 def index_table(sets: list[str], limit: int | None) -> None:

@@ -77,6 +77,22 @@ def test_a_retrieval_study_searches_index_knobs_and_reports_the_indexes_it_built
     assert f"| indexes | {len(built)} built by trials for their index knobs" in report
 
 
+def test_the_live_display_says_how_many_indexes_trials_built_and_their_cost():
+    from types import SimpleNamespace
+
+    import optuna
+
+    from tuner.cli._live import StudyDisplay
+
+    indexes = SimpleNamespace(built=[])
+    display = StudyDisplay(optuna.create_study(), 3, 4, ["ndcg@10"], indexes)
+    display._update_status("", "none yet")
+    assert "indexes built" not in display.status.plain  # nothing built: nothing said
+    indexes.built += [("sentences 100/30", 2.4), ("words 250/30", 1.3)]
+    display._update_status("", "none yet")
+    assert "indexes built: 2 (4 s)" in display.status.plain
+
+
 def test_eval_on_squad_normans_with_a_config_file(tmp_path):
     squad = dataset_path("squad2_dev_normans")
     (tmp_path / "tuner.yaml").write_text(f"dataset:\n  path: {squad}\npipeline:\n  alpha: 0.5\n  reranker: embedding\n")

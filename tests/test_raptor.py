@@ -140,3 +140,20 @@ def test_raptor_with_the_real_small_model_through_the_cli(small_gguf, tmp_path):
     assert [[p["text"] for p in q["selected"]] for q in json.loads((tmp_path / "r.json").read_text())["per_question"]
             ] == selected
     assert llm_calls_cached(tmp_path / "cache") == 1
+
+
+@pytest.mark.slow
+def test_the_model_that_wrote_the_projects_own_index_then_answers(small_gguf, tmp_path):
+    """The project's own index is RAPTOR's, written before any evaluation by the generator, which then answers:
+    writing the index must leave the one loaded model usable (a GGUF loads once per process)."""
+    from tests.test_query_strategies import three_documents
+    from tuner.config import load_config
+
+    three_documents(tmp_path, small_gguf)
+    project = load_config(tmp_path / "tuner.yaml").model_copy(update={"cache_dir": tmp_path / "cache"})
+    project = project.model_copy(update={"chunking": project.chunking.model_copy(update={"chunker": "raptor"}),
+                                         "dataset": project.dataset.model_copy(update={"path": tmp_path / "set"})})
+    runner = RagRunner(open_workspace(project, limit=1, embedder=HashingEmbedder()))
+    assert any(c.level == 1 for c in runner.workspace.index.chunks)
+    result = runner.evaluate(project.pipeline, metrics=[])
+    assert result.questions[0].answer and result.questions[0].generation_error is None

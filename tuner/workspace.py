@@ -37,12 +37,8 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
         limit if limit is not None else config.dataset.limit,
     )
     embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, cache)
-    writer = own_writer(config, cache)
-    try:
-        index = build_index(dataset, config, embedder, on_progress, writer=writer)
-    finally:
-        if writer is not None:
-            writer.close()  # the evaluation loads its own generator when it needs one
+    # not closed after: a GGUF loads once per process, and the evaluation's generator is this same model
+    index = build_index(dataset, config, embedder, on_progress, writer=own_writer(config, cache))
     # a trial's index writes (LLM contexts, RAPTOR summaries) with the evaluation's generator: cached, and counted
     # in the trial's cost
     indexes = Indexes(index, lambda settings: build_index(
