@@ -10,7 +10,7 @@ from tuner.config import ProjectConfig
 from tuner.data import Dataset, load_dataset
 from tuner.models.embedders import Embedder, make_embedder
 from tuner.models.llms import LLM
-from tuner.pipeline.index import Index, Indexes, IndexProgress, build_index
+from tuner.pipeline.index import Index, Indexes, IndexProgress, build_index, leased
 from tuner.pipeline.run import RetrievalPipeline
 
 
@@ -37,13 +37,15 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
         limit if limit is not None else config.dataset.limit,
     )
     embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, cache)
-    # not closed after: a GGUF loads once per process, and the evaluation's generator is this same model
-    index = build_index(dataset, config, embedder, on_progress, writer=own_writer(config, cache))
+    builds, identity = open_store(cache, "indexes"), stable_hash([embedder.name, corpus_identity(dataset)])
+    # the writer is not closed after: a GGUF loads once per process, and the evaluation's generator is this model
+    index = leased(builds, identity, config.index_settings(), lambda settings: build_index(
+        dataset, config, embedder, on_progress, settings, writer=own_writer(config, cache)))
     # a trial's index writes (LLM contexts, RAPTOR summaries) with the evaluation's generator: cached, and counted
     # in the trial's cost
     indexes = Indexes(index, lambda settings: build_index(
         dataset, config, embedder, settings=settings, writer=pipeline.generator() if settings.writes else None),
-        builds=open_store(cache, "indexes"), identity=stable_hash([embedder.name, corpus_identity(dataset)]))
+        builds=builds, identity=identity)
     pipeline = RetrievalPipeline(indexes, embedder, config.rerankers, config.index_settings,
                                  window=config.backend.candidates)
     return Workspace(config, dataset, embedder, index, pipeline, cache)

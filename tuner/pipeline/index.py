@@ -144,14 +144,20 @@ class Indexes:
         return index
 
     def _leased(self, settings: IndexSettings) -> Index:
+        log.info(f"building the index {settings.describe()}")
         if self._builds is None:
-            log.info(f"building the index {settings.describe()}")
             return self._build(settings)
-        key = stable_hash(["index", self._identity, settings.model_dump()])
-        with self._builds.lease(key) as built:  # waits while another worker builds it
-            log.info(f"building the index {settings.describe()}" + (" (built before: from the cache)" if built else ""))
-            index = self._build(settings)
-            if not built:
-                self._builds.put(key, {"settings": settings.model_dump(), "chunks": len(index.chunks),
-                                       "seconds": round(index.seconds, 3)}, tag="index")
-        return index
+        return leased(self._builds, self._identity, settings, self._build)
+
+
+def leased(builds: KeyValue, identity: str, settings: IndexSettings,
+           build: Callable[[IndexSettings], Index]) -> Index:
+    """`build(settings)` under a lease on the index's fingerprint in `builds`: a worker needing an index another is
+    building waits for it, then builds it from the cache (embeddings, LLM-written texts) without paying again."""
+    key = stable_hash(["index", identity, settings.model_dump()])
+    with builds.lease(key) as built:
+        index = build(settings)
+        if not built:
+            builds.put(key, {"settings": settings.model_dump(), "chunks": len(index.chunks),
+                             "seconds": round(index.seconds, 3)}, tag="index")
+    return index
