@@ -350,6 +350,23 @@ def test_bad_options_are_one_line(tmp_path, args, said):
     assert not (tmp_path / "studies" / "default").exists()
 
 
+def test_ctrl_c_during_eval_stops_at_once_and_promises_no_resume(tmp_path):
+    """`tuner eval` has no trial to run again: its interrupted line says so by not promising one."""
+    with FakeEndpoint("slow", delay=120) as server:
+        (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": {
+            "backend": "openai-compatible", "base_url": server.url, "model": "m", "timeout": 300}}))
+        process = interruptible([sys.executable, "-m", "tuner", "eval", "--config", "tuner.yaml", "--limit", "1",
+                                 "--metrics", "faithfulness"], tmp_path)
+        deadline = time.time() + 300
+        while not server.requests:
+            assert process.poll() is None and time.time() < deadline, process.communicate()
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr
+    assert [line for line in stderr.splitlines() if "interrupted" in line] == ["interrupted: stopping"]
+
+
 def test_ctrl_c_during_an_endpoint_call_stops_at_once_and_the_trial_runs_again(tmp_path):
     """A real `tuner optimize` subprocess waiting on a model server gets SIGINT: exit 130 within seconds, one
     line, no traceback; the trial is marked interrupted and a resume queues it again."""

@@ -26,7 +26,7 @@ def stop_promptly_on_ctrl_c(grace: tuple[float, float] = INTERRUPT_GRACE) -> Non
     import signal
     import socket
 
-    from tuner.study.running import mark_interrupted
+    from tuner.study.running import any_running, mark_interrupted
 
     if threading.current_thread() is not threading.main_thread():
         return
@@ -45,8 +45,9 @@ def stop_promptly_on_ctrl_c(grace: tuple[float, float] = INTERRUPT_GRACE) -> Non
 
     def watch(wakeup: socket.socket) -> None:  # holds the signal's end: were it collected, the fd would close
         heard_ctrl_c(None)
-        err_console.print("[red]interrupted[/]: stopping; run the same command again to resume (the trial in "
-                          "progress runs again)", highlight=False, soft_wrap=True)
+        # only a study's trial runs again: an interrupted `eval` or `judge check` has nothing to resume
+        err_console.print("[red]interrupted[/]: stopping" + ("; run the same command again to resume (the trial in "
+                          "progress runs again)" if any_running() else ""), highlight=False, soft_wrap=True)
         if not heard_ctrl_c(grace[0]) and cleaning_up.is_set():
             heard_ctrl_c(grace[1])  # the clean-up may take longer, unless Ctrl-C comes again
         mark_interrupted()  # what the unwinding did not reach: the running trial says interrupted, not running

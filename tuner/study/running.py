@@ -24,6 +24,10 @@ def running(trial: Any) -> Iterator[None]:
         _trials.remove(trial)
 
 
+def any_running() -> bool:
+    return bool(_trials)
+
+
 def mark_interrupted(reason: str = "Ctrl-C") -> None:
     """Fail every running trial with the interrupted mark; a trial its own thread finished meanwhile is left be."""
     if not _trials:
