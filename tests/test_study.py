@@ -335,3 +335,14 @@ def test_every_shipped_space_loads_and_runs_every_draw_from_the_defaults(path):
     project = ProjectConfig()
     space.check_runnable(project.pipeline, path.name, project.index_settings)
     space.check_baseline(project.resolved(), path.name)  # trial 0, the defaults, is a draw Optuna can record
+
+
+def test_a_configuration_stored_before_a_knob_existed_is_the_same_as_it_with_the_default():
+    from tuner.study.optimize import same_pipeline
+
+    config = PipelineConfig(top_k=4)
+    old = {k: v for k, v in config.model_dump().items() if k not in ("query", "chunker")}  # tuner 0.3's record
+    assert same_pipeline(config.model_dump(), config) and same_pipeline(old, config)
+    assert not same_pipeline({**old, "top_k": 5}, config)
+    assert not same_pipeline({**config.model_dump(), "query": "hyde"}, config)
+    assert not same_pipeline({**old, "reranker": "no-such-reranker"}, config)  # a value this version refuses

@@ -319,7 +319,12 @@ def counted(study: optuna.Study) -> int:
     return sum(DUPLICATE not in t.user_attrs for t in study.get_trials(deepcopy=False, states=DONE))
 
 
-def same_pipeline(stored: Any, config: PipelineConfig) -> bool:
+def same_pipeline(stored: Any, config: PipelineConfig, dumped: dict[str, Any] | None = None) -> bool:
+    """`dumped`: config.model_dump(), when the caller compares many. A record with today's knobs compares as is;
+    only one from before a knob existed is validated (which gives it the knob's default)."""
+    dumped = dumped if dumped is not None else config.model_dump()
+    if isinstance(stored, dict) and stored.keys() == dumped.keys():
+        return stored == dumped
     try:
         return PipelineConfig.model_validate(stored) == config
     except ValidationError:  # a knob value this version no longer takes: not this configuration
@@ -333,9 +338,10 @@ def tried_before(study: optuna.Study, config: PipelineConfig, project: str, numb
     before looking, so the later one's look saw the earlier one unless that happened, and the earlier one waits for
     the later one's decision to find out. Compared as validated configs: one stored before a knob existed has its
     default."""
+    dumped = config.model_dump()
     for trial in study.get_trials(deepcopy=False, states=(*DONE, TrialState.RUNNING)):
         if trial.number == number or trial.user_attrs.get(PROJECT) != project or DUPLICATE in trial.user_attrs or \
-                not same_pipeline(trial.user_attrs.get(PIPELINE), config):
+                not same_pipeline(trial.user_attrs.get(PIPELINE), config, dumped):
             continue
         if trial.state != TrialState.RUNNING or trial.number < number or decided_to_run(study, trial, DECISION_SECONDS):
             return trial.number
