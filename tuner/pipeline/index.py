@@ -36,9 +36,9 @@ class Index:
     vectors: np.ndarray
     backend: RetrievalBackend
     graph: EntityGraph
+    settings: IndexSettings
     timings: dict[str, float] = field(default_factory=dict)  # seconds per build step
     embedded: int = 0  # chunks the embedding model computed for this build (the rest came from the cache)
-    settings: IndexSettings | None = None
     #: the retriever over this index's backend, with its per-question candidate cache (set on first search)
     retriever: HybridRetriever | None = None
 
@@ -95,7 +95,7 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
                         {doc.id: doc.title for doc in dataset.documents if doc.title}, config.graph.links)
     report("entity graph", 1, 1)
     timings["graph"] = time.perf_counter() - started
-    return Index(chunks, vectors, backend, graph, timings, computed, settings)
+    return Index(chunks, vectors, backend, graph, settings, timings, computed)
 
 
 def _embed(embedder: Embedder, texts: list[str], report: IndexProgress) -> np.ndarray:
