@@ -32,6 +32,10 @@ def test_what_does_not_transfer_is_named_and_a_foreign_fusion_refused():
     on_weaviate = ProjectConfig(backend={"type": "weaviate", "bm25": Bm25Config(k1=1.5)})
     # set on the collection: nothing lost
     assert not any("k1" in lost for lost in weaviate_export(PipelineConfig(), on_weaviate).not_transferred)
+    index_and_query = " | ".join(weaviate_export(PipelineConfig(query="hyde", chunker="raptor", stemmer="english"),
+                                                 ProjectConfig()).not_transferred)
+    for knob in ("query hyde", "the index (raptor 150/30", "holds text the generator wrote", "stemmer english"):
+        assert knob in index_and_query
     with pytest.raises(ConfigError, match="'zscore', which Weaviate does not have"):
         weaviate_export(PipelineConfig(fusion="zscore"), ProjectConfig())
 

@@ -45,6 +45,15 @@ def weaviate_export(pipeline: PipelineConfig, project: ProjectConfig, collection
                     f"Weaviate reranker module)")
     if pipeline.confidence_threshold is not None:
         lost.append(f"confidence_threshold {pipeline.confidence_threshold:g} (dynamic K from reranker scores)")
+    if pipeline.query != "none":
+        lost.append(f"query {pipeline.query} (rewrite the question with your generator before searching, as tuner's "
+                    f"query strategy does)")
+    index = project.index_settings(pipeline)
+    if index.writes:
+        lost.append(f"the index ({index.describe()}) holds text the generator wrote: ingest tuner's chunks, not "
+                    f"your own chunking")
+    if pipeline.stemmer == "english" and project.backend.type != "weaviate":
+        lost.append("stemmer english (Weaviate's BM25 does not stem; alpha was tuned against stemmed BM25)")
     bm25 = project.backend.bm25
     if bm25 != Bm25Config() and project.backend.type != "weaviate":  # a weaviate backend's collection has them
         lost.append(f"BM25 stemmer {bm25.stemmer}, stopwords {bm25.stopwords}, k1 {bm25.k1:g}, b {bm25.b:g} "
