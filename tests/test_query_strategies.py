@@ -91,7 +91,7 @@ def test_a_study_searches_every_query_strategy_and_says_they_call_the_generator(
     result = invoke("optimize", "--target", "recall@5", "--search-space", "q.yaml", "--trials", "4", "--sampler",
                     "grid", "--limit", "3", "--study", "q", "--judge-check", "off")
     assert result.exit_code == 0, result.output
-    assert "query (hyde, decomposition, multi_query) call the generator" in result.output
+    assert "query (hyde, decomposition, multi_query: once per question) call the generator" in result.output
     trials = [json.loads(f.read_text()) for f in sorted((tmp_path / "studies" / "q" / "trials").glob("*.json"))]
     assert sorted(t["pipeline"]["query"] for t in trials) == sorted(QUERY_STRATEGIES)
     for trial in trials:

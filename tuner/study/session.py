@@ -179,14 +179,14 @@ class Session:
         if outside and not self.finished:
             notes.append(f"the baseline's {', '.join(outside)} lies outside the search space: it runs as trial 0, "
                          f"the reference point, but no later trial can draw it")
-        writing = [f"{name} ({', '.join(v for v in map(str, param.choices or []) if v in LLM_VALUES[name])})"
+        writing = [f"{name} ({', '.join(v for v in map(str, param.choices or []) if v in LLM_VALUES[name])}: "
+                   f"{LLM_CALLS[name]})"
                    for name, param in self.space.params.items()
                    if name in LLM_VALUES and param.type == "categorical"
                    and set(map(str, param.choices or [])) & LLM_VALUES[name]]
         if writing and not self.finished:
-            notes.append(f"the space's {', '.join(writing)} call the generator ({self.project.generator.model}) "
-                         f"— per question (query), per chunk (contextual llm), per cluster of chunks (raptor) — in a "
-                         f"retrieval-target study too; the calls are cached")
+            notes.append(f"the space's {', '.join(writing)} call the generator ({self.project.generator.model}), "
+                         f"in a retrieval-target study too; the calls are cached")
         search = {q.id for q in self.search_questions}
         for path in self.folder.read_meta().programs:
             seen = search & set((read_sidecar(Path(path)) or Sidecar()).train_ids)
@@ -223,8 +223,10 @@ class Session:
         return run_study(self.study, objective, trials, timeout)
 
 
-#: knob values that call an LLM for every question (the reranker's is the judge's, said by the judge check)
+#: knob values that call the generator (the LLM reranker calls the judge, said by the judge check)
 LLM_VALUES = {"query": {"hyde", "decomposition", "multi_query"}, "contextual": {"llm"}, "chunker": {"raptor"}}
+#: how often each of them calls it
+LLM_CALLS = {"query": "once per question", "contextual": "once per chunk", "chunker": "once per cluster of chunks"}
 
 
 #: index settings every trial of a study retrieved with: a resume with others would compare other indexes
