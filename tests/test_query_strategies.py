@@ -104,23 +104,27 @@ def test_a_study_searches_every_query_strategy_and_says_they_call_the_generator(
 def test_llm_written_contexts_with_the_real_small_model_through_the_cli(small_gguf, tmp_path):
     """The project's own index with `contextual: llm` (written before any evaluation), 3 documents, the 0.5B model:
     each chunk opens with what the model wrote; run again, every context comes from the cache."""
+    first, again = written_index_twice(tmp_path, small_gguf, "contextual=llm")
+    assert first["dataset"]["chunks"] == 3 and first["retrieval"]["recall@5"] == 1.0
+    selected = [p["text"] for q in first["per_question"] for p in q["selected"]]
+    assert all(text.split("\n")[0] not in {t for t, _ in DOCS.values()} for text in selected)  # written, not titles
+    assert llm_calls_cached(tmp_path / "cache") == 3  # one call per chunk, none more the second time
+    assert [p["text"] for q in again["per_question"] for p in q["selected"]] == selected  # from the cache
+
+
+def written_index_twice(folder, gguf, knob: str) -> tuple[dict, dict]:
+    """`tuner eval --retrieval-only --set KNOB` on three_documents, run twice: both results."""
     import json
 
     from tests.test_cli import tuner
 
-    three_documents(tmp_path, small_gguf)
-    command = ["eval", "--retrieval-only", "--config", "tuner.yaml", "--set", "contextual=llm", "-o", "r.json"]
-    first = tuner(*command, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    result = json.loads((tmp_path / "r.json").read_text())
-    assert result["dataset"]["chunks"] == 3 and result["retrieval"]["recall@5"] == 1.0
-    selected = [p["text"] for q in result["per_question"] for p in q["selected"]]
-    assert all(text.split("\n")[0] not in {t for t, _ in DOCS.values()} for text in selected)  # written, not titles
-    assert llm_calls_cached(tmp_path / "cache") == 3  # one call per chunk
-    again = tuner(*command, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    assert [p["text"] for q in json.loads((tmp_path / "r.json").read_text())["per_question"]
-            for p in q["selected"]] == selected  # the same contexts, from the cache
+    three_documents(folder, gguf)
+    results = []
+    for _ in range(2):
+        run = tuner("eval", "--retrieval-only", "--config", "tuner.yaml", "--set", knob, "-o", "r.json", cwd=folder)
+        assert run.returncode == 0, run.stderr
+        results.append(json.loads((folder / "r.json").read_text()))
+    return results[0], results[1]
 
 
 DOCS = {"d1": ("Greywater Bridge", "The Greywater Bridge crosses the Sorrel river. Ilsa Marrow designed it in 1911 "

@@ -120,26 +120,15 @@ def test_a_worker_needing_an_index_another_is_building_waits_and_pays_nothing(ru
 def test_raptor_with_the_real_small_model_through_the_cli(small_gguf, tmp_path):
     """3 one-chunk documents: one cluster, one summary the 0.5B model writes, indexed beside the leaves and
     counted as all three documents; run again, the summary comes from the cache."""
-    import json
+    from tests.test_query_strategies import llm_calls_cached, written_index_twice
 
-    from tests.test_cli import tuner
-    from tests.test_query_strategies import llm_calls_cached, three_documents
-
-    three_documents(tmp_path, small_gguf)
-    command = ["eval", "--retrieval-only", "--config", "tuner.yaml", "--set", "chunker=raptor", "-o", "r.json"]
-    first = tuner(*command, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    result = json.loads((tmp_path / "r.json").read_text())
-    assert result["dataset"]["chunks"] == 4 and result["retrieval"]["recall@5"] == 1.0
-    assert llm_calls_cached(tmp_path / "cache") == 1
-    summary = [p for q in result["per_question"] for p in q["selected"] if p["chunk_id"].startswith("raptor1#")]
+    first, again = written_index_twice(tmp_path, small_gguf, "chunker=raptor")
+    assert first["dataset"]["chunks"] == 4 and first["retrieval"]["recall@5"] == 1.0
+    assert llm_calls_cached(tmp_path / "cache") == 1  # one summary, not paid again the second time
+    summary = [p for q in first["per_question"] for p in q["selected"] if p["chunk_id"].startswith("raptor1#")]
     assert summary and len(summary[0]["text"].split()) >= 5  # the model wrote a summary, and it was retrieved
-    again = tuner(*command, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    selected = [[p["text"] for p in q["selected"]] for q in result["per_question"]]
-    assert [[p["text"] for p in q["selected"]] for q in json.loads((tmp_path / "r.json").read_text())["per_question"]
-            ] == selected
-    assert llm_calls_cached(tmp_path / "cache") == 1
+    assert [[p["text"] for p in q["selected"]] for q in again["per_question"]] == \
+        [[p["text"] for p in q["selected"]] for q in first["per_question"]]
 
 
 @pytest.mark.slow
