@@ -81,7 +81,7 @@ WRITTEN: dict[str, dict] = {
 }
 
 
-def written(name: str, limit: int | None, model: str) -> list[list[str]]:
+def written(name: str, limit: int | None, model: str, only: list[str] | None = None) -> list[list[str]]:
     dataset = load_dataset(None if name == "demo" else DATASETS / name, limit=limit)
     gold = sum(1 for q in dataset.questions if q.relevant_ids)
     rows = []
@@ -90,6 +90,8 @@ def written(name: str, limit: int | None, model: str) -> list[list[str]]:
         workspace = open_workspace(project, dataset=dataset)
         runner = RagRunner(workspace)
         for label, knobs in WRITTEN.items():
+            if knobs and only and not any(word in label for word in only):
+                continue
             config = PipelineConfig(**knobs)
             result = runner.evaluate(config, answer=False)
             index = workspace.pipeline.index_for(config)
@@ -135,6 +137,7 @@ def main() -> None:
     parser.add_argument("--query-model", default=None, help="measure the query strategies with this generator")
     parser.add_argument("--query-limit", type=int, default=100, help="questions per set for the query strategies")
     parser.add_argument("--writer-model", default=None, help="measure contextual llm and raptor with this generator")
+    parser.add_argument("--written", nargs="+", default=None, help="only these of them, e.g. raptor")
     parser.add_argument("--no-index", action="store_true", help="leave out the table of LLM-free index knobs")
     args = parser.parse_args()
     sets = [n for n in args.sets if n == "demo" or (DATASETS / n).is_dir() or Path(n).exists()]
@@ -143,18 +146,18 @@ def main() -> None:
     if not args.no_index:
         index_table(sets, args.limit)
     if args.writer_model:
-        writer_table(sets, args.limit, args.writer_model)
+        writer_table(sets, args.limit, args.writer_model, args.written)
     if args.query_model:
         query_table(sets, args.query_limit, args.query_model)
 
 
-def writer_table(sets: list[str], limit: int | None, model: str) -> None:
+def writer_table(sets: list[str], limit: int | None, model: str, only: list[str] | None) -> None:
     table = Table(title=f"indexes the generator ({model}) writes, beside the defaults: retrieval by gold ids")
     for column in ("set", "index", "recall@5", "nDCG@10", "recall@10", "chunks", "index build s",
                    "LLM calls (build)"):
         table.add_column(column)
     for name in sets:
-        for row in written(name, limit, model):
+        for row in written(name, limit, model, only):
             table.add_row(*row)
     console.print(table)
 

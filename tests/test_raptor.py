@@ -58,12 +58,13 @@ def test_summaries_of_two_levels_cover_the_documents_under_them():
     assert np.allclose(vectors, embedder.encode([c.text for c in tree]))
 
 
-def test_a_summary_counts_as_every_document_under_it():
-    summary = Chunk("raptor1#0", "d2", "s", covers=("d2", "d1"), level=1)
+def test_a_summary_counts_as_every_gold_document_under_it_and_takes_one_place():
+    summary = Chunk("raptor1#0", "d2", "s", covers=("d2", "d1", "d4"), level=1)
     ranked = [Candidate(0, summary, 0.9), Candidate(1, Chunk("d3#0", "d3", "t"), 0.5)]
-    assert docs(ranked) == ["d2", "d1", "d3"]
-    metrics = question_metrics(docs(ranked), docs(ranked[:1]), {"d1"}, 1)
-    assert metrics["recall@5"] == 1.0 and metrics["mrr"] == 0.5 and metrics["precision"] == 0.5
+    assert docs(ranked, frozenset({"d1", "d4"})) == ["d1", "d4", "d3"]  # both gold documents found at rank 1
+    assert docs(ranked, frozenset({"d3"})) == ["d2", "d3"]  # no gold under it: one place, not three
+    metrics = question_metrics(docs(ranked, frozenset({"d1"})), docs(ranked[:1], frozenset({"d1"})), {"d1"}, 1)
+    assert metrics["recall@1"] == 1.0 and metrics["mrr"] == 1.0 and metrics["precision"] == 1.0
 
 
 @pytest.fixture

@@ -17,16 +17,19 @@ def trace(result: RetrievalResult, gold: Iterable[str], top_k: int) -> Retrieval
         return RetrievalTrace()
     return RetrievalTrace(
         gold_ids=tuple(sorted(gold)),
-        metrics=question_metrics(docs(result.ranking), docs(result.selected), gold, top_k),
-        candidate_rank=first_rank(docs(result.retrieved), gold),
-        in_pool=tuple(sorted(gold.intersection(docs(result.pool)))),
-        selected=tuple(sorted(gold.intersection(docs(result.selected)))),
+        metrics=question_metrics(docs(result.ranking, gold), docs(result.selected, gold), gold, top_k),
+        candidate_rank=first_rank(docs(result.retrieved, gold), gold),
+        in_pool=tuple(sorted(gold.intersection(docs(result.pool, gold)))),
+        selected=tuple(sorted(gold.intersection(docs(result.selected, gold)))),
     )
 
 
-def docs(candidates: Iterable[Candidate]) -> list[str]:
-    """The documents the candidates count as, in order (a RAPTOR summary as every document under it)."""
-    return [doc for c in candidates for doc in c.chunk.doc_ids]
+def docs(candidates: Iterable[Candidate], gold: frozenset[str]) -> list[str]:
+    """The documents the candidates count as, in order. A RAPTOR summary counts as every gold document under it
+    (it holds what they say) and takes one place when it covers none: one context must not push the passages
+    after it down as if it were a result per document it summarises."""
+    return [doc for c in candidates for doc in (c.chunk.covers and [d for d in c.chunk.covers if d in gold])
+            or [c.chunk.doc_id]]
 
 
 def passage(candidate: Candidate) -> Passage:

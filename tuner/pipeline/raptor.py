@@ -8,7 +8,8 @@ Choices that differ from the paper, and why:
   several);
 - the number of clusters is the nodes / CLUSTER_SIZE where the paper picks it by BIC: what a build costs in LLM
   calls is then known before it starts (about n/6 + n/36 summaries over n leaves), which a study's cost needs.
-A summary counts, for the id-based metrics, as every document under it, most-represented first.
+A summary covers the documents under it, most-represented first; the id-based metrics count it as the gold ones
+among them (retrieval_eval.docs).
 """
 
 from __future__ import annotations
