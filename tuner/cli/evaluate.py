@@ -1,4 +1,4 @@
-"""`tuner eval`, `tuner index`, `tuner data`: one configuration scored, an index built, a dataset shown."""
+"""`tuner eval`, `tuner index`: one configuration scored, an index built."""
 
 from __future__ import annotations
 
@@ -157,25 +157,3 @@ def check_weaviate_fusion(workspace, count: int) -> None:
     console.print(f"Weaviate and tuner agree on all {len(checks)} hybrid queries"
                   + (f" ({sum(c.near_tie for c in checks)} differ only among scores within 1e-6)"
                      if any(c.near_tie for c in checks) else ""), highlight=False)
-
-
-@app.command("data")
-def data_command(
-    dataset: Annotated[Optional[Path], typer.Argument(help="dataset folder or file (default: the demo)")] = None,
-    format: Annotated[str, typer.Option(help="auto, beir, ragas or hotpotqa")] = "auto",
-) -> None:
-    """Show what a dataset holds: format, documents, questions, references and gold ids."""
-    from tuner.data import FORMATS, load_dataset
-
-    if format != "auto" and format not in FORMATS:
-        raise ConfigError(f"--format: expected auto, {', '.join(FORMATS)}; got {format!r}")
-    data = load_dataset(dataset, format)
-    table = Table(title=f"{data.name} ({data.format})")
-    table.add_column("what")
-    table.add_column("count", justify="right")
-    table.add_row("documents", str(len(data.documents)))
-    table.add_row("questions", str(len(data.questions)))
-    table.add_row("with reference answers", str(sum(bool(q.answers) for q in data.questions)))
-    table.add_row("with gold document ids", str(sum(bool(q.relevant_ids) for q in data.questions)))
-    console.print(table)
-    print_notes(data)

@@ -16,8 +16,10 @@ FORMATS = {"beir": beir, "ragas": ragas, "hotpotqa": hotpotqa}
 DATA_SUFFIXES = (".jsonl", ".json")
 
 
-def load_dataset(path: Path | str | None = None, format: str = "auto", limit: int | None = None) -> Dataset:
-    """Load a dataset (the bundled demo when no path is given), detect its format, check it is usable."""
+def load_dataset(path: Path | str | None = None, format: str = "auto", limit: int | None = None,
+                 require_questions: bool = True) -> Dataset:
+    """Load a dataset (the bundled demo when no path is given), detect its format, check it is usable: with
+    questions, unless `require_questions` is False (a corpus that `tuner data generate` will write them for)."""
     path = Path(path) if path is not None else DEMO_PATH
     if not path.exists():
         raise DataError(f"{path}: dataset not found")
@@ -28,13 +30,13 @@ def load_dataset(path: Path | str | None = None, format: str = "auto", limit: in
     dataset = FORMATS[format].load(path)
     if path == DEMO_PATH:
         dataset.name = "demo"
-    _check(dataset, path)
+    _check(dataset, path, require_questions)
     if limit is not None:
         dataset.questions = dataset.questions[:limit]
     return dataset
 
 
-def _check(dataset: Dataset, path: Path) -> None:
+def _check(dataset: Dataset, path: Path, require_questions: bool = True) -> None:
     """Refuse what cannot be scored right; note (and leave out) what would quietly skew the figures."""
     counts = Counter(d.id for d in dataset.documents)
     repeated = [i for i, n in counts.items() if n > 1]
@@ -47,8 +49,10 @@ def _check(dataset: Dataset, path: Path) -> None:
     if blank:
         dataset.documents = [d for d in dataset.documents if d.text.strip()]
         dataset.notes.append(f"{len(blank)} document(s) have no text and are left out (e.g. {blank[0]!r})")
-    if not dataset.questions:
-        raise DataError(f"{path}: no questions found")
+    if not dataset.questions and require_questions:
+        corpus_only = dataset.format == "beir" and not (path / "queries.jsonl").is_file()
+        raise DataError(f"{path}: no questions found" + (f" (a corpus only: write a test set with `tuner data "
+                                                          f"generate {path} --questions 50`)" if corpus_only else ""))
     known = {d.id for d in dataset.documents}
     unknown = sorted({i for q in dataset.questions for i in q.relevant_ids} - known)
     if unknown:

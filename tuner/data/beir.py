@@ -24,8 +24,8 @@ def load(path: Path) -> Dataset:
         for row in _rows_with_id(path / "corpus.jsonl")
     ]
     queries_file = path / "queries.jsonl"
-    if not queries_file.is_file():
-        raise DataError(f"{path}: BEIR folder has no queries.jsonl")
+    if not queries_file.is_file():  # a corpus only (what `tuner data ingest` writes): the caller decides
+        return Dataset(name=path.name, format="beir", source=path, documents=documents, questions=[])
     qrels = _read_qrels(path)
     questions = []
     for row in _rows_with_id(queries_file):
