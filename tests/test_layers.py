@@ -15,7 +15,7 @@ FLOORS = {  # top-level module or package of tuner -> floor
     "models": 3,
     "pipeline": 4, "prompts": 4, "workspace": 4,
     "evaluation": 5,
-    "compile": 6,
+    "compile": 6, "testset": 6,
     "study": 7,
     "analysis": 8,
     "reports": 9, "export": 9,

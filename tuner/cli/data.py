@@ -1,4 +1,5 @@
-"""`tuner data [DATASET]`, `tuner data ingest DIR --out DATASET`: datasets shown, and made from a folder of files."""
+"""`tuner data [DATASET]`, `tuner data ingest DIR --out DATASET`, `tuner data generate DATASET -n N`: datasets
+shown, made from a folder of files, and given questions."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from tuner.cli._app import app
-from tuner.cli._display import print_notes
+from tuner.cli._display import index_progress, print_notes
+from tuner.cli._options import ConfigOption
 from tuner.errors import ConfigError
+from tuner.testset import DEFAULT_SHARES, read_scorecards
 from tuner.ui import console, err_console, progress
 
 
@@ -47,6 +50,9 @@ def data_show(
     table.add_row("with reference answers", str(sum(bool(q.answers) for q in data.questions)))
     table.add_row("with gold document ids", str(sum(bool(q.relevant_ids) for q in data.questions)))
     console.print(table)
+    runs = read_scorecards(data.source) if data.format == "beir" else []
+    if runs:
+        show_scorecard(runs[-1])
     if not data.questions:
         console.print(f"a corpus without questions: write a test set with `tuner data generate {dataset} "
                       f"--questions 50`", highlight=False)
@@ -78,3 +84,59 @@ def data_ingest(
     if report.hidden:
         err_console.print(f"note: {report.hidden} hidden files or folders (names starting with '.') were not read",
                           highlight=False)
+
+
+@data_app.command("generate")
+def data_generate(
+    dataset: Annotated[Path, typer.Argument(help="dataset folder with a corpus.jsonl (what `tuner data ingest` "
+                                                 "writes)")],
+    questions: Annotated[int, typer.Option("--questions", "-n", help="questions to write")],
+    config: ConfigOption = None,
+    multi_hop: Annotated[float, typer.Option("--multi-hop", help="share of multi-hop questions (two linked "
+                                                                  "documents)")] = DEFAULT_SHARES["multi-hop"],
+    unanswerable: Annotated[float, typer.Option("--unanswerable", help="share of questions the corpus does not "
+                                                                        "answer")] = DEFAULT_SHARES["unanswerable"],
+    seed: Annotated[int, typer.Option(help="which chunks are drawn, in which order")] = 0,
+    append: Annotated[bool, typer.Option("--append", help="add to the questions already there")] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="write over the questions already there")] = False,
+) -> None:
+    """Write a test set from the corpus with the configured generator, checked by the judge: questions, reference
+    answers and gold document ids, and a scorecard of what the quality gates kept and rejected."""
+    from tuner.config import load_config
+    from tuner.testset import generate_testset
+
+    if append and replace:
+        raise ConfigError("--append and --replace: choose one")
+    if not 0 <= multi_hop + unanswerable <= 1 or min(multi_hop, unanswerable) < 0:
+        raise ConfigError(f"--multi-hop {multi_hop:g} and --unanswerable {unanswerable:g}: each ≥ 0, together ≤ 1 "
+                          f"(the rest are single-hop)")
+    shares = {"single-hop": 1 - multi_hop - unanswerable, "multi-hop": multi_hop, "unanswerable": unanswerable}
+    project = load_config(config)
+    with index_progress() as on_index, progress() as bar:
+        task = bar.add_task("writing questions", total=questions)
+        made = generate_testset(project, dataset, questions, shares, "append" if append else "replace" if replace
+                                else "new", seed, on_index=on_index,
+                                on_progress=lambda kept, total: bar.update(task, completed=kept))
+    console.print(f"{made.written} questions written to {dataset / 'queries.jsonl'} ({made.total} in all)",
+                  highlight=False)
+    show_scorecard(made.scorecard)
+
+
+def show_scorecard(card: dict) -> None:
+    """What a generation run kept and rejected, by kind and by gate."""
+    table = Table(title=f"test set scorecard (generator {card['generator']}, judge {card['judge']})")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for kind, kept in card["kept"].items():
+        table.add_row(f"kept {kind}", f"{kept} of {card['drawn'][kind]} drawn")
+    for gate, count in card["rejected"].items():
+        table.add_row(f"rejected: {gate}", str(count))
+    table.add_row("documents covered (gold)", f"{card['documents_covered']} of {card['documents']}")
+    words = card.get("question_words") or {}
+    if words:
+        table.add_row("question words (min / median / max)", f"{words['min']} / {words['median']} / {words['max']}")
+    table.add_row("LLM calls (paid / from the cache)", f"{card['llm_calls']} / {card['cache_hits']}")
+    table.add_row("seconds", f"{card['seconds']:.0f}")
+    console.print(table)
+    for note in card.get("notes", []):
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)

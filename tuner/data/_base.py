@@ -25,6 +25,8 @@ class Question:
     relevant_ids: frozenset[str] = frozenset()
     # the passages the data gives with the question (RAGAS rows: what the reference was written from)
     contexts: tuple[str, ...] = ()
+    #: a generated question's kind (single-hop, multi-hop, unanswerable); "" for questions people wrote
+    kind: str = ""
 
     @property
     def reference(self) -> str | None:

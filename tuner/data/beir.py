@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import csv
+import json
 from collections import defaultdict
 from pathlib import Path
 
 from tuner.data._base import Dataset, Document, Question
-from tuner.data._io import as_text_list, decode, first_present, read_jsonl
+from tuner.data._io import as_text_list, decode, first_present, read_jsonl, write_atomically
 from tuner.errors import DataError
 
 # fields that carry reference answers in BEIR-derived sets (SQuAD/CLAPNQ "answers", AutoRAG "generation_gt")
@@ -37,6 +38,8 @@ def load(path: Path) -> Dataset:
                 text=str(row.get("text", "")),
                 answers=tuple(as_text_list(first_present(row, *ANSWER_KEYS))),
                 relevant_ids=frozenset(relevant),
+                contexts=tuple(as_text_list(row.get("contexts"))),
+                kind=str(row.get("kind") or ""),
             )
         )
     return Dataset(name=path.name, format="beir", source=path, documents=documents, questions=questions)
@@ -78,3 +81,12 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def write_questions(path: Path, questions: list[Question]) -> None:
+    """queries.jsonl (with answers, kind and source passages) and qrels.tsv beside a corpus.jsonl."""
+    rows = [{"_id": q.id, "text": q.text, "answers": list(q.answers), "kind": q.kind, "contexts": list(q.contexts)}
+            for q in questions]
+    write_atomically(path / "queries.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    qrels = ["query-id\tcorpus-id\tscore"] + [f"{q.id}\t{doc}\t1" for q in questions for doc in sorted(q.relevant_ids)]
+    write_atomically(path / "qrels.tsv", "\n".join(qrels) + "\n")

@@ -165,7 +165,9 @@ class RagRunner:
                 outcomes[metric] = self.scorer.score(metric, question.text, answer, contexts, question.reference)
         if program is not None and is_refusal(answer):
             gold = question.relevant_ids
-            answerable = not gold or any(set(c.chunk.doc_ids) & set(gold) for c in retrieval.selected)
+            # a generated unanswerable question: declining is the right answer, the judge's word stands
+            answerable = question.kind != "unanswerable" and (
+                not gold or any(set(c.chunk.doc_ids) & set(gold) for c in retrieval.selected))
             outcomes = score_refusal(outcomes, self.workspace.config.evaluation.refusal, answerable)
         step("done")
         return QuestionResult(

@@ -1,0 +1,241 @@
+"""`tuner data generate`: the quality gates on hand-written bad questions, the writer's plumbing with scripted
+models (kinds, gold ids, scorecard, resume without paying twice), and the real 0.5B end to end on the demo."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.test_cli import tuner
+from tests.test_faults import one_line_error
+from tuner.config import ProjectConfig
+from tuner.data import DEMO_PATH, load_dataset
+from tuner.data.beir import write_questions
+from tuner.errors import DataError
+from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.models.llms import LLM, Completion
+from tuner.pipeline.chunking import Chunk
+from tuner.testset import generate_testset, read_scorecards
+from tuner.testset.gates import Rejected, check_new, clean_question, parse_reply
+from tuner.testset.generate import UNANSWERABLE, QuestionWriter, linked_pairs, spread, targets
+from tuner.workspace import open_workspace
+
+
+@pytest.mark.parametrize("written, cleaned", [
+    ("Here is a question: Where is Port Ardent?", "Where is Port Ardent?"),
+    ("Sure! Question 1: Who founded Velmora?", "Who founded Velmora?"),
+    ("Q: When is the Harbour Festival held?", "When is the Harbour Festival held?"),
+    ("1. What does the island of Velmora export", "What does the island of Velmora export?"),
+])
+def test_preambles_and_numbering_are_stripped(written, cleaned):
+    assert clean_question(written) == cleaned
+
+
+@pytest.mark.parametrize("written, gate", [
+    ("Here are three questions about Velmora:", "preamble or list"),
+    ("1. Where is Port Ardent?\n2. Who founded it?", "preamble or list"),
+    ("Where is Port Ardent? And who founded it?", "preamble or list"),
+    ("According to the passage, when was the town hall built?", "not standalone"),
+    ("What does the text say about kelp farming?", "not standalone"),
+    ("Which festival is mentioned in this excerpt?", "not standalone"),
+    ("Why?", "length"),
+    ("", "length"),
+])
+def test_bad_questions_are_rejected_by_their_gate(written, gate):
+    with pytest.raises(Rejected) as rejected:
+        clean_question(written)
+    assert rejected.value.gate == gate
+
+
+def test_replies_parse_or_are_rejected_and_near_duplicates_are_caught():
+    assert parse_reply('Sure: {"question": "Where?", "answer": " In  the east. "}', ("question", "answer")) == {
+        "question": "Where?", "answer": "In the east."}
+    for bad in ("no json here", '["a list"]', '{"question": "Where?"}'):
+        with pytest.raises(Rejected, match="unparsable"):
+            parse_reply(bad, ("question", "answer"))
+    a, b = np.array([1.0, 0.0]), np.array([0.8, 0.6])
+    check_new(b, [a])  # cosine 0.8: a different question
+    with pytest.raises(Rejected, match="near-duplicate"):
+        check_new(np.array([0.95, np.sqrt(1 - 0.95 ** 2)]), [a])
+
+
+def test_shares_round_to_the_count_asked_and_sources_spread_over_documents():
+    assert targets(10, {"single-hop": 0.6, "multi-hop": 0.25, "unanswerable": 0.15}) == {
+        "single-hop": 6, "multi-hop": 3, "unanswerable": 1}
+    assert sum(targets(7, {"single-hop": 1, "multi-hop": 1, "unanswerable": 1}).values()) == 7
+    with pytest.raises(DataError):
+        targets(5, {"single-hop": 0})
+    chunks = [Chunk(f"{d}#{n}", d, f"text {d} {n}") for d, count in (("big", 20), ("a", 2), ("b", 1)) for n in
+              range(count)]
+    first = spread(chunks, seed=3)[:6]
+    assert {c.doc_id for c in first[:3]} == {"big", "a", "b"}  # every document before any repeats
+    assert sum(c.doc_id == "big" for c in first) == 3  # then the big one only as its share allows
+    assert spread(chunks, seed=3) == spread(chunks, seed=3) != spread(chunks, seed=4)
+
+
+def test_linked_pairs_join_a_title_named_elsewhere_and_a_name_two_documents_share():
+    chunks = [Chunk("v#0", "v", "Velmora\nIts capital is Port Ardent."),
+              Chunk("p#0", "p", "Port Ardent\nA harbour town."),
+              Chunk("x#0", "x", "Kelp\nFarmed by Ilsa Marrow since 1990."),
+              Chunk("y#0", "y", "Boats\nIlsa Marrow also builds boats.")]
+    pairs = linked_pairs(chunks, {"v": "Velmora", "p": "Port Ardent", "x": "Kelp", "y": "Boats"}, seed=0)
+    found = {(frozenset(c.doc_id for c in p.chunks), p.link) for p in pairs}
+    assert found == {(frozenset("vp"), "Port Ardent"), (frozenset("xy"), "Ilsa Marrow")}
+
+
+class WriterLLM(LLM):
+    """Writes from the prompt like an obliging model: a question naming the document, an answer from its passage;
+    judges every answer supported, no single passage enough, no unanswerable question answered. Documents whose
+    title starts with one of the letters `leaning` get a question that leans on its passage. `stop_after`: a Ctrl-C
+    at that call."""
+
+    name = "writer"
+
+    def __init__(self, leaning: str = "ABCDEFGHIJKLM", stop_after: int | None = None):
+        self.leaning, self.stop_after, self.paid = leaning, stop_after, 0
+
+    def _pay(self):
+        if self.stop_after is not None and self.paid >= self.stop_after:
+            raise KeyboardInterrupt
+        self.paid += 1
+
+    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+        self._pay()
+        prompt = messages[-1]["content"]
+        title = re.search(r"Document(?: 1)?: (.+)", prompt).group(1)
+        if "does NOT answer" in prompt:
+            reply = {"question": f"How many people visited {title} in the winter of 1950?"}
+        elif "Passage 1" in prompt:
+            other = re.search(r"Document 2: (.+)", prompt).group(1)
+            reply = {"question": f"What connects {title} with {other} in the records?", "answer": "Both."}
+        elif title[0] in self.leaning:
+            reply = {"question": f"According to the passage, what is {title}?", "answer": "A festival."}
+        else:
+            passage = prompt.split("Passage:\n", 1)[1].split("\n", 2)
+            reply = {"question": f"What is known about {title}?", "answer": passage[-1][:80]}
+        return Completion(json.dumps(reply), 40, 12)
+
+    def yes_probability(self, messages):
+        self._pay()
+        prompt = messages[-1]["content"]
+        return Completion("0.9" if "Proposed answer" in prompt else "0.1", 30, 0)
+
+
+@pytest.fixture
+def demo_copy(tmp_path: Path) -> Path:
+    """The demo's corpus alone, as `tuner data ingest` would leave it."""
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    shutil.copy(DEMO_PATH / "corpus.jsonl", folder / "corpus.jsonl")
+    return folder
+
+
+def writer_on(folder: Path, llm: LLM, cache: Path, embedder) -> QuestionWriter:
+    dataset = load_dataset(folder, require_questions=False)
+    workspace = open_workspace(ProjectConfig(cache_dir=cache), dataset=dataset, embedder=embedder)
+    return QuestionWriter(RagRunner(workspace, models=Models(llm, llm)), dataset)
+
+
+def test_the_writer_makes_every_kind_counts_every_gate_and_resumes_without_paying_twice(demo_copy, tmp_path,
+                                                                                         fake_embedder):
+    llm = WriterLLM()
+    questions, card = writer_on(demo_copy, llm, tmp_path / "cache", fake_embedder).write(
+        8, {"single-hop": 0.5, "multi-hop": 0.25, "unanswerable": 0.25})
+    kinds = {q.kind for q in questions}
+    assert kinds == {"single-hop", "multi-hop", "unanswerable"} and len(questions) == 8
+    for q in questions:
+        assert q.text.endswith("?") and q.id.startswith("gen-")
+        if q.kind == "unanswerable":
+            assert not q.relevant_ids and q.answers == (UNANSWERABLE,)
+        else:
+            assert len(q.relevant_ids) == (2 if q.kind == "multi-hop" else 1) and q.contexts
+    assert card.rejected["not standalone"] >= 1  # the leaning questions
+    assert card.kept == {"single-hop": 4, "multi-hop": 2, "unanswerable": 2}
+    assert card.covered >= 5 and card.llm_calls == llm.paid and card.cache_hits == 0
+    # a Ctrl-C part-way, then the same run again: the calls paid before the stop are not paid again
+    stopped = WriterLLM(stop_after=llm.paid // 2)
+    with pytest.raises(KeyboardInterrupt):
+        writer_on(demo_copy, stopped, tmp_path / "cache2", fake_embedder).write(
+            8, {"single-hop": 0.5, "multi-hop": 0.25, "unanswerable": 0.25})
+    resumed = WriterLLM()
+    again, card2 = writer_on(demo_copy, resumed, tmp_path / "cache2", fake_embedder).write(
+        8, {"single-hop": 0.5, "multi-hop": 0.25, "unanswerable": 0.25})
+    assert resumed.paid == llm.paid - stopped.paid and card2.cache_hits == stopped.paid
+    assert [q.text for q in again] == [q.text for q in questions]
+
+
+def test_generate_writes_a_dataset_the_loader_reads_and_refuses_to_overwrite_questions(demo_copy, tmp_path,
+                                                                                      fake_embedder, monkeypatch):
+    monkeypatch.setattr("tuner.evaluation.rag_eval.make_llm", lambda config: WriterLLM())
+    monkeypatch.setattr("tuner.workspace.make_embedder", lambda *args, **kwargs: fake_embedder)
+    config = ProjectConfig(cache_dir=tmp_path / "cache")
+    made = generate_testset(config, demo_copy, 5)
+    data = load_dataset(demo_copy)
+    assert len(data.questions) == made.total == 5 and {q.kind for q in data.questions} >= {"single-hop"}
+    assert all(q.relevant_ids for q in data.questions if q.kind != "unanswerable")
+    assert read_scorecards(demo_copy)[-1]["kept"] == made.scorecard["kept"]
+    with pytest.raises(DataError, match="already holds 5 questions"):
+        generate_testset(config, demo_copy, 3)
+    appended = generate_testset(config, demo_copy, 3, mode="append", seed=1)
+    data = load_dataset(demo_copy)
+    assert appended.total == len(data.questions) == 8 and len({q.id for q in data.questions}) == 8
+    assert len(read_scorecards(demo_copy)) == 2
+    assert generate_testset(config, demo_copy, 2, mode="replace").total == 2
+    with pytest.raises(DataError, match="at most"):
+        generate_testset(config, demo_copy, 500, mode="replace")
+    with pytest.raises(DataError, match="not a dataset folder"):
+        generate_testset(config, tmp_path / "nowhere", 3)
+
+
+def test_declining_an_unanswerable_question_is_not_scored_as_a_refusal(demo_copy, tmp_path, fake_embedder):
+    """Under the default refusal rule a declined answerable question scores 0; a declined question the corpus does
+    not answer (kind unanswerable) keeps the judge's word: declining was right."""
+    from tests.test_faults import RefusesHardQuestions
+    from tuner.config import EvaluationConfig
+    from tuner.data import Question
+
+    write_questions(demo_copy, [
+        Question("asked", "When was the Tollan Lighthouse first lit?", ("In 1903.",), frozenset({"tollan-lighthouse"})),
+        Question("unanswerable", "How tall was the lighthouse keeper in 1950?", (UNANSWERABLE,), kind="unanswerable"),
+    ])
+    project = ProjectConfig(cache_dir=tmp_path, evaluation=EvaluationConfig(metrics=["faithfulness"]))
+    llm = RefusesHardQuestions()
+    runner = RagRunner(open_workspace(project, dataset=load_dataset(demo_copy), embedder=fake_embedder),
+                       models=Models(llm, llm))
+    result = {q.id: q for q in runner.evaluate(project.pipeline).questions}
+    assert result["asked"].refusal and result["unanswerable"].refusal
+    assert result["asked"].failures["faithfulness"].reason == "refusal"
+    assert "faithfulness" not in result["unanswerable"].failures or \
+        result["unanswerable"].failures["faithfulness"].reason != "refusal"
+
+
+def test_bad_generate_input_is_one_line(demo_copy, tmp_path):
+    one_line_error(tuner("data", "generate", "nowhere", "-n", "3", cwd=tmp_path), "not a dataset folder")
+    one_line_error(tuner("data", "generate", str(demo_copy), "-n", "3", "--append", "--replace", cwd=tmp_path),
+                   "choose one")
+    one_line_error(tuner("data", "generate", str(demo_copy), "-n", "3", "--multi-hop", "0.8", "--unanswerable",
+                         "0.5", cwd=tmp_path), "together ≤ 1")
+    one_line_error(tuner("data", "generate", str(DEMO_PATH), "-n", "3", cwd=tmp_path), "already holds")
+
+
+@pytest.mark.slow
+def test_the_small_model_writes_three_checked_questions_for_the_demo(demo_copy, tmp_path, small_gguf):
+    """The real 0.5B writes and judges a three-question test set of the demo corpus through the CLI."""
+    (tmp_path / "tuner.yaml").write_text(f"generator: {{model: qwen2.5-0.5b, path: {small_gguf}}}\n"
+                                         f"judge: {{model: qwen2.5-0.5b, path: {small_gguf}}}\n"
+                                         f"cache_dir: cache\n")
+    result = tuner("data", "generate", str(demo_copy), "-n", "3", "--config", "tuner.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    card = read_scorecards(demo_copy)[-1]
+    data = load_dataset(demo_copy)
+    assert 1 <= len(data.questions) <= 3 and sum(card["kept"].values()) == len(data.questions)
+    assert sum(card["drawn"].values()) == sum(card["kept"].values()) + sum(card["rejected"].values())
+    for q in data.questions:
+        clean_question(q.text)  # what was kept passes the gates
+        assert q.kind in ("single-hop", "multi-hop", "unanswerable")
+    assert "test set scorecard" in result.stdout

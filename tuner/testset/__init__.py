@@ -1,0 +1,75 @@
+"""Test sets written from a corpus (generate.py, gates.py) and how far they can be trusted (validity.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tuner.config import ProjectConfig
+from tuner.data import load_dataset
+from tuner.data._io import read_json, write_atomically
+from tuner.data import beir
+from tuner.data.beir import write_questions
+from tuner.errors import DataError
+
+__all__ = ["DEFAULT_SHARES", "KINDS", "SCORECARD", "Generated", "generate_testset", "read_scorecards"]
+
+KINDS = ("single-hop", "multi-hop", "unanswerable")
+DEFAULT_SHARES = {"single-hop": 0.6, "multi-hop": 0.25, "unanswerable": 0.15}
+
+#: the scorecards of every generation run into a dataset, oldest first
+SCORECARD = "testset.json"
+
+
+@dataclass(frozen=True)
+class Generated:
+    path: Path
+    written: int  # questions this run added
+    total: int  # questions the dataset now holds
+    scorecard: dict  # Scorecard.to_json()
+
+
+def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str, float] | None = None,
+                     mode: str = "new", seed: int = 0, on_index: Callable | None = None,
+                     on_progress: Callable[[int, int], None] | None = None) -> Generated:
+    """Write `n` questions into the BEIR folder at `path` (a corpus `tuner data ingest` wrote, or any BEIR set):
+    mode `new` refuses a dataset that has questions, `append` adds to them, `replace` writes over them."""
+    from tuner.evaluation.rag_eval import RagRunner  # the model stack: only when questions are written
+    from tuner.testset.generate import QuestionWriter
+    from tuner.workspace import open_workspace
+
+    if n < 1:
+        raise DataError(f"--questions {n}: ask for at least 1")
+    path = Path(path)
+    if not beir.looks_like(path):
+        raise DataError(f"{path}: not a dataset folder with a corpus.jsonl (make one with `tuner data ingest DIR "
+                        f"--out {path}`)")
+    dataset = load_dataset(path, "beir", require_questions=False)
+    if dataset.questions and mode == "new":
+        raise DataError(f"{path}: already holds {len(dataset.questions)} questions; add to them with --append or "
+                        f"write over them with --replace")
+    existing = dataset.questions if mode == "append" else []
+    dataset = replace(dataset, questions=[])
+    runner = RagRunner(open_workspace(config, dataset=dataset, on_progress=on_index))
+    writer = QuestionWriter(runner, dataset, seed=seed, existing=existing)
+    questions, card = writer.write(n, shares or DEFAULT_SHARES, on_progress=on_progress)
+    if not questions:
+        raise DataError(f"{path}: no question passed the gates ({card.drawn.total()} candidates; rejected: "
+                        f"{dict(card.rejected)}); nothing written")
+    write_questions(path, [*existing, *questions])
+    runs = read_scorecards(path) if mode == "append" else []
+    write_atomically(path / SCORECARD, json.dumps({"schema": 1, "runs": [*runs, card.to_json()]}, indent=1,
+                                                  ensure_ascii=False))
+    return Generated(path, len(questions), len(existing) + len(questions), card.to_json())
+
+
+def read_scorecards(path: Path) -> list[dict]:
+    """The scorecards of the generation runs that wrote the dataset's questions ([] for questions people wrote)."""
+    if not (Path(path) / SCORECARD).is_file():
+        return []
+    data = read_json(Path(path) / SCORECARD)
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise DataError(f"{Path(path) / SCORECARD}: not a test-set scorecard")
+    return data["runs"]

@@ -1,0 +1,77 @@
+"""The text gates a written question passes before any judge reads it: what the users of other generators complain
+of — model preambles and lists turned into questions, questions that only make sense beside their passage,
+duplicates. Each returns the cleaned text or raises Rejected naming the gate, so the scorecard counts every one."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+#: the scorecard's names of the gates, in the order a candidate meets them
+GATES = ("unparsable", "preamble or list", "not standalone", "length", "near-duplicate", "unsupported by its source",
+         "one document suffices", "answered by the corpus")
+#: a question this similar to a kept one (cosine of their embeddings) is the same question
+DUPLICATE_COSINE = 0.9
+#: words a question may have
+FEWEST_WORDS, MOST_WORDS = 3, 40
+
+# "Here is a question:", "Sure! Question 1:", "Q:" — what a small model writes before the question itself
+_PREAMBLE = re.compile(r"^\s*(?:(?:sure|okay|ok|certainly)[!,.]?\s*)?(?:here(?:'s| is| are)\b[^:\n]*:\s*)?"
+                       r"(?:(?:question|q)\s*\d*\s*[:.)-]\s*)?(?:\d+\s*[.)]\s+|[-*•]\s+)?", re.I)
+# the words of a question that leans on a text its reader never sees
+_DEICTIC = re.compile(r"\b(?:the|this|that|these|above|given|provided|following) (?:passage|text|context|document|"
+                      r"article|excerpt|paragraph|chunk|section|snippet|source|author)s?\b|\baccording to\b|"
+                      r"\bmentioned (?:above|here|in)\b|\bin (?:the|this) (?:passage|text|excerpt)\b", re.I)
+
+
+class Rejected(Exception):
+    """A candidate that failed a gate; `gate` is one of GATES."""
+
+    def __init__(self, gate: str, detail: str = ""):
+        assert gate in GATES, gate
+        super().__init__(f"{gate}: {detail}" if detail else gate)
+        self.gate = gate
+
+
+def parse_reply(text: str, fields: tuple[str, ...]) -> dict[str, str]:
+    """The JSON object a generator was asked for (the first {...} in the reply when it wrapped it in prose), with
+    each of `fields` a non-empty string."""
+    found = re.search(r"\{.*\}", text, flags=re.S)
+    try:
+        data = json.loads(found.group(0) if found else text)
+    except ValueError:
+        raise Rejected("unparsable", text[:60]) from None
+    if not isinstance(data, dict):
+        raise Rejected("unparsable", text[:60])
+    values = {f: " ".join(str(data.get(f) or "").split()) for f in fields}
+    if not all(values.values()):
+        raise Rejected("unparsable", f"no {next(f for f, v in values.items() if not v)}")
+    return values
+
+
+def clean_question(text: str) -> str:
+    """One standalone question of sensible length, its preamble stripped; Rejected otherwise."""
+    lines = [line for line in (_PREAMBLE.sub("", line).strip() for line in text.strip().splitlines()) if line]
+    if not lines:  # nothing, or nothing but a preamble ("Here are three questions about X:")
+        raise Rejected("preamble or list" if text.strip() else "length", text[:60])
+    question = " ".join(lines)
+    if len(lines) > 1 and sum(line.endswith("?") for line in lines) > 1 or question.count("?") > 1:
+        raise Rejected("preamble or list", question[:60])
+    if question.endswith(":"):  # "Here are three questions about X:" with nothing after it
+        raise Rejected("preamble or list", question[:60])
+    if _DEICTIC.search(question):
+        raise Rejected("not standalone", question[:60])
+    words = len(question.split())
+    if not FEWEST_WORDS <= words <= MOST_WORDS:
+        raise Rejected("length", f"{words} words")
+    return question if question.endswith("?") else question.rstrip(".") + "?"
+
+
+def check_new(vector: np.ndarray, kept: list[np.ndarray]) -> None:
+    """Rejected when `vector` (unit length) is within DUPLICATE_COSINE of a kept question's."""
+    if kept:
+        similarity = float(np.max(np.stack(kept) @ vector))
+        if similarity >= DUPLICATE_COSINE:
+            raise Rejected("near-duplicate", f"cosine {similarity:.2f}")

@@ -1,0 +1,279 @@
+"""A test set written from a corpus: `tuner data generate DATASET --questions N`.
+
+Three kinds of question, with shares the user sets:
+* single-hop: written from one chunk; gold = its document;
+* multi-hop: written from two chunks of two documents linked by a title one names or a name both use (the entity
+  extractor of graph expansion); gold = both documents; the judge must find that neither chunk alone answers it;
+* unanswerable: about a chunk's subject but asking what it does not say; no gold ids, the reference says the
+  documents do not contain the answer, and the judge must find that the top retrieved chunks do not answer it.
+
+Source chunks come round-robin over the documents in a seeded order, so no document supplies more than its share.
+Every candidate passes the text gates (gates.py) and then the judge; every rejection is counted by gate in the
+scorecard. Calls go through the shared LLM cache, so a run stopped by Ctrl-C or kill -9 resumes without paying a
+call twice: the candidates are drawn in the same order and the paid ones answer from the cache.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from tuner.config import PipelineConfig
+from tuner.data import Dataset, Question
+from tuner.errors import DataError
+from tuner.evaluation.rag_eval import RagRunner
+from tuner.models.llms import LLM
+from tuner.pipeline.chunking import Chunk
+from tuner.pipeline.graph import extract_entities
+from tuner.testset import KINDS
+from tuner.testset.gates import Rejected, check_new, clean_question, parse_reply
+
+#: the reference answer of an unanswerable question: a refusal, as the answer programs are told to give
+UNANSWERABLE = "The documents do not contain the answer to this question."
+#: candidates drawn per question asked, at most, before a kind is given up as short
+ATTEMPTS_PER_QUESTION = 3
+#: retrieved chunks the judge reads to decide an unanswerable question is not answered by the corpus
+UNANSWERED_TOP = 5
+#: characters of a source chunk a prompt shows
+CHUNK_CHARS = 2000
+#: a judge's P(yes) above this is a yes
+YES = 0.5
+WRITE_TOKENS = 200
+
+_SYSTEM = ("You write test questions for a search system over a collection of documents. A user of the collection "
+           "asks each question without seeing any document, so a question names its subject and never refers to "
+           "'the passage', 'the text' or 'the document'. Reply with JSON only.")
+_SINGLE = ("Document: {title}\nPassage:\n{text}\n\nWrite one question that this passage answers, and its answer "
+           "taken from the passage (one short sentence). Reply with JSON: {{\"question\": \"...\", \"answer\": "
+           "\"...\"}}")
+_MULTI = ("Document 1: {title1}\nPassage 1:\n{text1}\n\nDocument 2: {title2}\nPassage 2:\n{text2}\n\nBoth passages "
+          "concern \"{link}\". Write one question whose answer needs a fact from passage 1 AND a fact from passage 2 "
+          "(neither passage alone answers it), and its answer (one short sentence). Reply with JSON: "
+          "{{\"question\": \"...\", \"answer\": \"...\"}}")
+_UNANSWERABLE = ("Document: {title}\nPassage:\n{text}\n\nWrite one question about the subject of this passage that "
+                 "a user might well ask but that the passage does NOT answer: it asks for a specific fact the passage "
+                 "does not give. Reply with JSON: {{\"question\": \"...\"}}")
+_SUPPORTED = ("Passages:\n{passages}\n\nQuestion: {question}\nProposed answer: {answer}\n\nDo the passages answer "
+              "the question, and do they support the proposed answer? Reply yes or no.")
+_ALONE = ("Passage:\n{passage}\n\nQuestion: {question}\n\nDoes this passage alone fully answer the question? Reply "
+          "yes or no.")
+_ANSWERED = "Passages:\n{passages}\n\nQuestion: {question}\n\nDo these passages answer the question? Reply yes or no."
+
+
+@dataclass(frozen=True)
+class Source:
+    """What one candidate is written from: one chunk, or two linked by `link`."""
+
+    kind: str
+    chunks: tuple[Chunk, ...]
+    link: str = ""
+
+
+@dataclass
+class Scorecard:
+    asked: int
+    shares: dict[str, float]
+    generator: str = ""
+    judge: str = ""
+    kept: Counter = field(default_factory=Counter)
+    rejected: Counter = field(default_factory=Counter)
+    drawn: Counter = field(default_factory=Counter)
+    documents: int = 0
+    covered: int = 0
+    question_words: list[int] = field(default_factory=list)
+    llm_calls: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        words = sorted(self.question_words)
+        return {"schema": 1, "asked": self.asked, "shares": self.shares, "generator": self.generator,
+                "judge": self.judge, "kept": {k: self.kept[k] for k in KINDS},
+                "drawn": {k: self.drawn[k] for k in KINDS}, "rejected": dict(self.rejected.most_common()),
+                "documents": self.documents, "documents_covered": self.covered,
+                "question_words": {"min": words[0], "median": words[len(words) // 2], "max": words[-1]}
+                if words else {}, "llm_calls": self.llm_calls, "cache_hits": self.cache_hits,
+                "seconds": round(self.seconds, 1), "notes": self.notes}
+
+
+def targets(n: int, shares: dict[str, float]) -> dict[str, int]:
+    """How many of each kind: the shares of n, rounded so they sum to n (largest remainders first)."""
+    total = sum(shares.values())
+    if total <= 0 or any(v < 0 for v in shares.values()):
+        raise DataError("question shares must be ≥ 0 and not all 0")
+    exact = {k: n * shares.get(k, 0) / total for k in KINDS}
+    counts = {k: int(v) for k, v in exact.items()}
+    for k in sorted(KINDS, key=lambda k: exact[k] - counts[k], reverse=True)[:n - sum(counts.values())]:
+        counts[k] += 1
+    return counts
+
+
+def spread(chunks: Sequence[Chunk], seed: int) -> list[Chunk]:
+    """Chunks round-robin over documents in a seeded order: the first k cover min(k, documents) documents, and no
+    document supplies more than one chunk more than any other."""
+    rng = random.Random(seed)
+    by_doc: dict[str, list[Chunk]] = defaultdict(list)
+    for chunk in chunks:
+        by_doc[chunk.doc_id].append(chunk)
+    order = sorted(by_doc)
+    rng.shuffle(order)
+    for doc in order:
+        rng.shuffle(by_doc[doc])
+    return [by_doc[doc][round_] for round_ in range(max(map(len, by_doc.values()), default=0))
+            for doc in order if round_ < len(by_doc[doc])]
+
+
+def linked_pairs(chunks: Sequence[Chunk], titles: dict[str, str], seed: int) -> list[Source]:
+    """Chunk pairs of two documents joined by a title one names (to the named document's lead) or by a name only
+    those two documents use; seeded order, each document in as few pairs as the order allows."""
+    leads: dict[str, Chunk] = {}
+    for chunk in chunks:
+        leads.setdefault(chunk.doc_id, chunk)
+    pairs: dict[frozenset, Source] = {}
+    named = {doc: title for doc, title in titles.items() if len(title) > 3 and not title.isdigit()}
+    for chunk in chunks:
+        body = chunk.text.lower()
+        for doc, title in named.items():
+            if doc != chunk.doc_id and re.search(rf"\b{re.escape(title.lower())}\b", body):
+                pairs.setdefault(frozenset((chunk.doc_id, doc)), Source("multi-hop", (chunk, leads[doc]), title))
+    users: dict[str, dict[str, Chunk]] = defaultdict(dict)
+    for chunk in chunks:
+        for name in extract_entities(chunk.text):
+            users[name].setdefault(chunk.doc_id, chunk)
+    for name, docs in sorted(users.items()):
+        if len(docs) == 2 and " " in name:  # a two-word name only two documents use: specific enough to link them
+            first, second = sorted(docs)
+            pairs.setdefault(frozenset(docs), Source("multi-hop", (docs[first], docs[second]), name.title()))
+    found = sorted(pairs.values(), key=lambda s: (s.chunks[0].id, s.chunks[1].id))
+    random.Random(seed).shuffle(found)
+    uses: Counter = Counter()
+    ordered = []
+    while found:  # greedily the pair whose documents were used least
+        best = min(range(len(found)), key=lambda i: sum(uses[c.doc_id] for c in found[i].chunks))
+        source = found.pop(best)
+        uses.update(c.doc_id for c in source.chunks)
+        ordered.append(source)
+    return ordered
+
+
+class QuestionWriter:
+    """Writes candidates with the generator, passes them through the gates and the judge, keeps what survives."""
+
+    def __init__(self, runner: RagRunner, dataset: Dataset, seed: int = 0,
+                 existing: Sequence[Question] = ()):
+        self.runner, self.dataset, self.seed = runner, dataset, seed
+        #: ids gen-0001, ...; appended ones after the ids already there (gen-a1-0001 for a first append)
+        taken = {q.id for q in existing}
+        self.prefix = next(p for p in ("gen-", *(f"gen-a{k}-" for k in range(1, 10_000)))
+                           if not any(i.startswith(p) for i in taken))
+        self.titles = {d.id: d.title for d in dataset.documents}
+        self.kept_vectors: list[np.ndarray] = []
+        if existing:  # --append: new questions must not repeat the ones already there
+            self.kept_vectors = list(runner.workspace.embedder.encode([q.text for q in existing]))
+
+    def write(self, n: int, shares: dict[str, float],
+              on_progress: Callable[[int, int], None] | None = None) -> tuple[list[Question], Scorecard]:
+        started = time.perf_counter()
+        chunks = [c for c in self.runner.workspace.index.chunks if c.level == 0]
+        want = targets(n, shares)
+        card = Scorecard(asked=n, shares={k: shares.get(k, 0.0) for k in KINDS}, documents=len(self.titles))
+        stream = spread(chunks, self.seed)
+        pairs = linked_pairs(chunks, self.titles, self.seed) if want["multi-hop"] else []
+        if want["multi-hop"] > len(pairs):
+            moved = want["multi-hop"] - len(pairs)
+            card.notes.append(f"the corpus has {len(pairs)} linked document pair(s) for {want['multi-hop']} multi-hop "
+                              f"question(s): {moved} written as single-hop instead")
+            want["multi-hop"], want["single-hop"] = len(pairs), want["single-hop"] + moved
+        if want["single-hop"] + want["unanswerable"] > len(stream):
+            raise DataError(f"--questions {n}: the corpus has {len(stream)} chunks and {len(pairs)} linked pairs; "
+                            f"each question needs its own source — ask for at most {len(stream) + len(pairs)}")
+        # single-hop and unanswerable questions draw from one stream, so no chunk serves two questions and the
+        # round-robin over documents holds across both
+        chunk_stream = iter(stream)
+        sources = {"single-hop": chunk_stream, "multi-hop": iter(pairs), "unanswerable": chunk_stream}
+        questions: list[Question] = []
+        for kind in KINDS:
+            while card.kept[kind] < want[kind] and card.drawn[kind] < want[kind] * ATTEMPTS_PER_QUESTION:
+                item = next(sources[kind], None)
+                if item is None:
+                    break
+                card.drawn[kind] += 1
+                try:
+                    questions.append(self.candidate(Source(kind, (item,)) if isinstance(item, Chunk) else item))
+                    card.kept[kind] += 1
+                except Rejected as rejected:
+                    card.rejected[rejected.gate] += 1
+                if on_progress:
+                    on_progress(len(questions), n)
+            if card.kept[kind] < want[kind]:
+                card.notes.append(f"{kind}: {card.kept[kind]} of {want[kind]} kept after {card.drawn[kind]} "
+                                  f"candidates (see the gates' rejections)")
+        # kinds mixed, so the first questions of the file (a --limit) hold every kind
+        random.Random(self.seed).shuffle(questions)
+        questions = [replace(q, id=f"{self.prefix}{number:04d}") for number, q in enumerate(questions, 1)]
+        cost = self.runner.meter.total()
+        card.generator, card.judge = self.runner.generator.name, self.runner.judge.name
+        card.llm_calls, card.cache_hits, card.seconds = cost.llm_calls, cost.cache_hits, time.perf_counter() - started
+        card.covered = len({d for q in questions for d in q.relevant_ids})
+        card.question_words = [len(q.text.split()) for q in questions]
+        return questions, card
+
+    def candidate(self, source: Source) -> Question:
+        """One question written from `source`, or Rejected naming the gate it failed."""
+        generator, judge = self.runner.generator, self.runner.judge
+        chunks = source.chunks
+        if source.kind == "single-hop":
+            prompt = _SINGLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text))
+        elif source.kind == "multi-hop":
+            prompt = _MULTI.format(title1=self._title(chunks[0]), text1=_cut(chunks[0].text),
+                                   title2=self._title(chunks[1]), text2=_cut(chunks[1].text), link=source.link)
+        else:
+            prompt = _UNANSWERABLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text))
+        fields = ("question",) if source.kind == "unanswerable" else ("question", "answer")
+        schema = {"type": "object", "required": list(fields), "properties": {f: {"type": "string"} for f in fields}}
+        reply = generator.chat([{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}],
+                               max_tokens=WRITE_TOKENS, json_schema=schema).text
+        written = parse_reply(reply, fields)
+        question = clean_question(written["question"])
+        vector = self.runner.workspace.embedder.encode([question])[0]
+        check_new(vector, self.kept_vectors)
+        if source.kind == "unanswerable":
+            found = self.runner.workspace.pipeline.run(question, PipelineConfig(top_k=UNANSWERED_TOP)).selected
+            if _yes(judge, _ANSWERED.format(passages=_numbered([c.chunk.text for c in found]), question=question)):
+                raise Rejected("answered by the corpus")
+            answer, gold = UNANSWERABLE, ()
+        else:
+            answer = written["answer"]
+            texts = [c.text for c in chunks]
+            if not _yes(judge, _SUPPORTED.format(passages=_numbered(texts), question=question, answer=answer)):
+                raise Rejected("unsupported by its source")
+            if source.kind == "multi-hop" and any(_yes(judge, _ALONE.format(passage=_cut(t), question=question))
+                                                  for t in texts):
+                raise Rejected("one document suffices")
+            gold = tuple(dict.fromkeys(c.doc_id for c in chunks))
+        self.kept_vectors.append(vector)
+        return Question(id="", text=question, answers=(answer,),
+                        relevant_ids=frozenset(gold), kind=source.kind,
+                        contexts=tuple(c.text for c in chunks))
+
+    def _title(self, chunk: Chunk) -> str:
+        return self.titles.get(chunk.doc_id) or chunk.doc_id
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= CHUNK_CHARS else text[:CHUNK_CHARS] + " …"
+
+
+def _numbered(texts: Sequence[str]) -> str:
+    return "\n".join(f"[{i}] {_cut(t)}" for i, t in enumerate(texts, 1))
+
+
+def _yes(judge: LLM, prompt: str) -> bool:
+    return float(judge.yes_probability([{"role": "user", "content": prompt}]).text) > YES
