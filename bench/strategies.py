@@ -23,6 +23,7 @@ seconds and the LLM calls the build made (a fresh cache: every call paid).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -50,14 +51,27 @@ VARIANTS: dict[str, dict] = {
     "contextual title_path": {"contextual": "title_path"},
     "stemmer english": {"stemmer": "english"},
 }
+QUERY_STRATEGIES = ("none", "hyde", "decomposition", "multi_query")
 console = Console(width=200)  # the table is the result: never squeezed to 80 columns in a log
+#: --cache-root: keep each set's cache under ROOT/.cache-NAME (bench/verdict.py's layout, so the two share
+#: embeddings and rewrites, and a stopped run resumes without paying a call twice); None: a fresh folder per run
+CACHE_ROOT: Path | None = None
+
+
+def cache_for(name: str):
+    """The cache folder of a set: fresh (every build paid, the build seconds are true costs) unless --cache-root."""
+    if CACHE_ROOT is None:
+        return tempfile.TemporaryDirectory()
+    folder = CACHE_ROOT / f".cache-{Path(name).name}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return contextlib.nullcontext(str(folder))
 
 
 def measure(name: str, limit: int | None) -> list[list[str]]:
     dataset = load_dataset(None if name == "demo" else DATASETS / name, limit=limit)
     gold = sum(1 for q in dataset.questions if q.relevant_ids)
     rows = []
-    with tempfile.TemporaryDirectory() as cache:
+    with cache_for(name) as cache:
         workspace = open_workspace(ProjectConfig(cache_dir=Path(cache)), dataset=dataset)
         runner = RagRunner(workspace)
         for label, knobs in VARIANTS.items():
@@ -85,7 +99,7 @@ def written(name: str, limit: int | None, model: str, only: list[str] | None = N
     dataset = load_dataset(None if name == "demo" else DATASETS / name, limit=limit)
     gold = sum(1 for q in dataset.questions if q.relevant_ids)
     rows = []
-    with tempfile.TemporaryDirectory() as cache:
+    with cache_for(name) as cache:
         project = ProjectConfig(cache_dir=Path(cache), generator=LLMConfig(model=model))
         workspace = open_workspace(project, dataset=dataset)
         runner = RagRunner(workspace)
@@ -106,15 +120,18 @@ def written(name: str, limit: int | None, model: str, only: list[str] | None = N
     return rows
 
 
-def queries(name: str, limit: int, model: str) -> tuple[list[list[str]], list[str]]:
+def queries(name: str, limit: int, model: str, strategies: list[str]) -> tuple[list[list[str]], list[str]]:
     """Rows of the query-strategy table, and one row of recall@5 on the two-document questions per strategy."""
     dataset = load_dataset(None if name == "demo" else DATASETS / name, limit=limit)
     gold = sum(1 for q in dataset.questions if q.relevant_ids)
-    with tempfile.TemporaryDirectory() as cache:
+    with cache_for(name) as cache:
         project = ProjectConfig(cache_dir=Path(cache), generator=LLMConfig(model=model))
         runner = RagRunner(open_workspace(project, dataset=dataset))
         rows, two = [], [f"{name}"]
-        for strategy in ("none", "hyde", "decomposition", "multi_query"):
+        for strategy in QUERY_STRATEGIES:
+            if strategy not in strategies:
+                two.append("not run")
+                continue
             result = runner.evaluate(PipelineConfig(query=strategy), answer=False)
             stage = result.cost_by_stage.get("query")
             asked = len(result.questions)
@@ -138,8 +155,15 @@ def main() -> None:
     parser.add_argument("--query-limit", type=int, default=100, help="questions per set for the query strategies")
     parser.add_argument("--writer-model", default=None, help="measure contextual llm and raptor with this generator")
     parser.add_argument("--written", nargs="+", default=None, help="only these of them, e.g. raptor")
+    parser.add_argument("--queries", nargs="+", default=list(QUERY_STRATEGIES), choices=QUERY_STRATEGIES,
+                        help="only these query strategies (none, the baseline, is always measured)")
     parser.add_argument("--no-index", action="store_true", help="leave out the table of LLM-free index knobs")
+    parser.add_argument("--cache-root", type=Path, default=None,
+                        help="keep each set's cache under DIR/.cache-NAME (shared with bench/verdict.py --studies "
+                             "DIR; a rerun pays nothing twice, but build seconds are then warm)")
     args = parser.parse_args()
+    global CACHE_ROOT
+    CACHE_ROOT = args.cache_root
     sets = [n for n in args.sets if n == "demo" or (DATASETS / n).is_dir() or Path(n).exists()]
     for name in sorted(set(args.sets) - set(sets)):
         console.print(f"[yellow]skipped {name}: not in {DATASETS}[/]")
@@ -148,7 +172,7 @@ def main() -> None:
     if args.writer_model:
         writer_table(sets, args.limit, args.writer_model, args.written)
     if args.query_model:
-        query_table(sets, args.query_limit, args.query_model)
+        query_table(sets, args.query_limit, args.query_model, ["none", *args.queries])
 
 
 def writer_table(sets: list[str], limit: int | None, model: str, only: list[str] | None) -> None:
@@ -173,7 +197,7 @@ def index_table(sets: list[str], limit: int | None) -> None:
     console.print(table)
 
 
-def query_table(sets: list[str], limit: int, model: str) -> None:
+def query_table(sets: list[str], limit: int, model: str, strategies: list[str]) -> None:
     table = Table(title=f"query strategies (generator {model}, first {limit} questions), default index and retrieval")
     for column in ("set", "strategy", "recall@5", "nDCG@10", "recall@10", "LLM calls / q", "query s / q",
                    "fell back"):
@@ -182,7 +206,7 @@ def query_table(sets: list[str], limit: int, model: str) -> None:
     for column in ("set", "none", "hyde", "decomposition", "multi_query"):
         pairs.add_column(column)
     for name in sets:
-        rows, two = queries(name, limit, model)
+        rows, two = queries(name, limit, model, strategies)
         for row in rows:
             table.add_row(*row)
         pairs.add_row(*two)

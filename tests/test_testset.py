@@ -43,13 +43,21 @@ def test_preambles_and_numbering_are_stripped(written, cleaned):
     ("According to the passage, when was the town hall built?", "not standalone"),
     ("What does the text say about kelp farming?", "not standalone"),
     ("Which festival is mentioned in this excerpt?", "not standalone"),
+    ("What is the name of the airport?", "not standalone"),  # which airport? it names nothing
     ("Why?", "length"),
     ("", "length"),
 ])
 def test_bad_questions_are_rejected_by_their_gate(written, gate):
+    """Hand-written bad questions of the kinds other generators' users complain of, each caught by its gate."""
     with pytest.raises(Rejected) as rejected:
-        clean_question(written)
+        clean_question(written, ("Velmora Airport",) if "airport" not in written else ("Transport",))
     assert rejected.value.gate == gate
+
+
+@pytest.mark.parametrize("question", ["How long is the runway of the airport?", "Which airports fly to Halvard?",
+                                      "What happened in 1907?"])
+def test_a_question_naming_a_title_word_a_name_or_a_number_is_standalone(question):
+    assert clean_question(question, ("Airport",)) == question
 
 
 def test_replies_parse_or_are_rejected_and_near_duplicates_are_caught():
@@ -223,19 +231,80 @@ def test_bad_generate_input_is_one_line(demo_copy, tmp_path):
     one_line_error(tuner("data", "generate", str(DEMO_PATH), "-n", "3", cwd=tmp_path), "already holds")
 
 
+def demo_as_files(folder: Path, count: int | None = None) -> Path:
+    """The demo's documents as a folder of markdown files (one an HTML page): what a newcomer has."""
+    folder.mkdir()
+    for row in map(json.loads, (DEMO_PATH / "corpus.jsonl").read_text().splitlines()[:count]):
+        if row["_id"] == "velmora":
+            (folder / "velmora.html").write_text(f"<html><head><title>{row['title']}</title></head><body><nav>Home"
+                                                 f"</nav><p>{row['text']}</p></body></html>")
+        else:
+            (folder / f"{row['_id']}.md").write_text(f"# {row['title']}\n\n{row['text']}\n")
+    return folder
+
+
+def test_optimize_docs_ingests_generates_once_and_resumes_on_the_same_questions(cli_with, tmp_path):
+    llm = WriterLLM()
+    invoke = cli_with(llm)
+    demo_as_files(tmp_path / "manuals")
+    args = ("optimize", "--docs", "manuals", "--target", "ndcg@10", "--search-space", "retrieval", "--trials", "2",
+            "--judge-check", "off", "--study", "docs")
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    [dataset] = (tmp_path / "studies" / "datasets").iterdir()
+    assert dataset.name.startswith("manuals-") and "test set scorecard" in first.output
+    questions = (dataset / "queries.jsonl").read_text()
+    assert len(questions.splitlines()) >= 20  # 60 asked; the demo's 36 chunks support fewer, and say so
+    paid = llm.paid
+    again = invoke(*args[:-4], "--trials", "3", "--judge-check", "off", "--study", "docs")
+    assert again.exit_code == 0, again.output
+    assert llm.paid == paid and (dataset / "queries.jsonl").read_text() == questions  # nothing written again
+    assert "test set scorecard" not in again.output
+    clash = invoke("optimize", "--docs", "manuals", "--dataset", "x")
+    assert clash.exit_code != 0 and "choose one" in str(clash.exception)
+
+
 @pytest.mark.slow
-def test_the_small_model_writes_three_checked_questions_for_the_demo(demo_copy, tmp_path, small_gguf):
-    """The real 0.5B writes and judges a three-question test set of the demo corpus through the CLI."""
+def test_a_folder_of_files_becomes_a_checked_test_set_and_a_study_with_the_small_model(tmp_path, small_gguf):
+    """For real: a folder of files ingested, three questions written and judged by the 0.5B, a retrieval study
+    (real embedder) on them."""
+    demo_as_files(tmp_path / "manuals", count=12)
     (tmp_path / "tuner.yaml").write_text(f"generator: {{model: qwen2.5-0.5b, path: {small_gguf}}}\n"
                                          f"judge: {{model: qwen2.5-0.5b, path: {small_gguf}}}\n"
                                          f"cache_dir: cache\n")
-    result = tuner("data", "generate", str(demo_copy), "-n", "3", "--config", "tuner.yaml", cwd=tmp_path)
+    assert tuner("data", "ingest", "manuals", "--out", "data", cwd=tmp_path).returncode == 0
+    result = tuner("data", "generate", "data", "-n", "3", "--config", "tuner.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    card = read_scorecards(demo_copy)[-1]
-    data = load_dataset(demo_copy)
+    card = read_scorecards(tmp_path / "data")[-1]
+    data = load_dataset(tmp_path / "data")
     assert 1 <= len(data.questions) <= 3 and sum(card["kept"].values()) == len(data.questions)
     assert sum(card["drawn"].values()) == sum(card["kept"].values()) + sum(card["rejected"].values())
     for q in data.questions:
         clean_question(q.text)  # what was kept passes the gates
         assert q.kind in ("single-hop", "multi-hop", "unanswerable")
-    assert "test set scorecard" in result.stdout
+        assert q.kind == "unanswerable" or q.relevant_ids <= {d.id for d in data.documents}
+    assert "test set scorecard" in result.stdout and "test set scorecard" in tuner("data", "data", cwd=tmp_path).stdout
+    study = tuner("optimize", "--dataset", "data", "--config", "tuner.yaml", "--target", "ndcg@10", "--search-space",
+                  "retrieval", "--trials", "2", "--judge-check", "off", cwd=tmp_path)
+    assert study.returncode == 0, study.stderr
+
+
+def test_rank_agreement_finds_the_order_two_sets_share_and_says_how_sure_it_is():
+    from tuner.testset.validity import lexical_overlap, rank_agreement
+
+    rng = np.random.default_rng(0)
+    quality = np.linspace(0.3, 0.8, 8)  # eight configurations, clearly ordered
+    human = quality + rng.normal(0, 0.1, (200, 8))
+    same = quality + rng.normal(0, 0.1, (150, 8))
+    agreement = rank_agreement(human, same, resamples=300)
+    assert agreement.tau > 0.8 and agreement.ci[0] > 0.5 and agreement.best_human == agreement.best_synthetic == 7
+    reversed_ = rank_agreement(human, quality[::-1] + rng.normal(0, 0.1, (150, 8)), resamples=300)
+    assert reversed_.tau < -0.8 and reversed_.best_synthetic == 0
+    assert reversed_.human_of_best_synthetic < reversed_.human_of_best_human - 0.3  # what the wrong set costs
+    few = rank_agreement(human[:, :3] * 0 + rng.normal(0, 0.1, (200, 3)), rng.normal(0, 0.1, (5, 3)),
+                         resamples=300)
+    assert few.ci[1] - few.ci[0] > 1.0  # five questions and no real order: the interval says it knows nothing
+    with pytest.raises(ValueError):
+        rank_agreement(human, same[:, :5])
+    assert lexical_overlap("Where is Port Ardent built?", ["Port Ardent is built around a harbour."]) == 1.0
+    assert lexical_overlap("Which ferry runs to Halvard?", ["Port Ardent is built around a harbour."]) == 0.0

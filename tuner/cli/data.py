@@ -124,9 +124,10 @@ def data_generate(
 
 def show_scorecard(card: dict) -> None:
     """What a generation run kept and rejected, by kind and by gate."""
-    table = Table(title=f"test set scorecard (generator {card['generator']}, judge {card['judge']})")
+    table = Table(title="test set scorecard")
     table.add_column("what")
     table.add_column("count", justify="right")
+    table.add_row("questions asked", str(card["asked"]))
     for kind, kept in card["kept"].items():
         table.add_row(f"kept {kind}", f"{kept} of {card['drawn'][kind]} drawn")
     for gate, count in card["rejected"].items():
@@ -138,5 +139,6 @@ def show_scorecard(card: dict) -> None:
     table.add_row("LLM calls (paid / from the cache)", f"{card['llm_calls']} / {card['cache_hits']}")
     table.add_row("seconds", f"{card['seconds']:.0f}")
     console.print(table)
+    console.print(f"written by {card['generator']}, checked by {card['judge']}", highlight=False)
     for note in card.get("notes", []):
         err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)

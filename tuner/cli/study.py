@@ -31,6 +31,9 @@ def optimize_command(
     search_space: Annotated[Optional[str], typer.Option(
         "--search-space", help="YAML file, or a name in search_spaces/ [default: default]")] = None,
     dataset: DatasetOption = None,
+    docs: Annotated[Optional[Path], typer.Option(
+        "--docs", help="a folder of documents (.txt .md .html .pdf .docx) instead of --dataset: ingested, and a "
+        "test set generated from it the first time (the same questions on every resume)")] = None,
     config: ConfigOption = None,
     limit: LimitOption = None,
     sampler: Annotated[str, typer.Option(help="tpe, random or grid")] = "tpe",
@@ -67,6 +70,10 @@ def optimize_command(
 
     if judge_check not in MODES:
         raise ConfigError(f"--judge-check {judge_check!r}: choose {', '.join(MODES)}")
+    if docs is not None:
+        if dataset is not None:
+            raise ConfigError("--docs and --dataset: choose one (--docs makes the dataset from the folder)")
+        dataset = dataset_from_docs(docs, config, studies_dir)
     recorded = Recorded.or_given(study_folder(studies_dir, study, storage), target, constraint, search_space)
     settings = StudySettings(recorded.targets, [Constraint.parse(c) for c in recorded.constraints], sampler, seed,
                              prune_after)
@@ -86,6 +93,26 @@ def optimize_command(
     finally:  # also after Ctrl-C: the morning's report shows whatever finished
         cleaning_up.set()
         write_study_report(session.folder, reports_dir)
+
+
+def dataset_from_docs(docs: Path, config: Path | None, studies_dir: Path) -> Path:
+    """The folder ingested and, the first time, given a generated test set: the dataset the study runs on."""
+    from tuner.cli.data import show_scorecard
+    from tuner.testset import dataset_from_docs as prepare
+
+    with index_progress() as on_index, progress() as bar:
+        files = bar.add_task("reading documents", total=None)
+        asked = bar.add_task("writing questions", total=None, visible=False)
+
+        def on_question(kept: int, total: int) -> None:
+            bar.update(asked, completed=kept, total=total, visible=True)
+
+        path, made = prepare(docs, load_config(config), studies_dir, on_index=on_index, on_progress=on_question,
+                             on_file=lambda done, total: bar.update(files, completed=done, total=total))
+    if made is not None:
+        show_scorecard(made.scorecard)
+    err_console.print(f"dataset: {path} (from {docs}; `tuner data {path}` shows it)", highlight=False)
+    return path
 
 
 def judge_display(mode: str, config: Path | None, dataset: Path | None):

@@ -21,6 +21,8 @@ DEFAULT_SHARES = {"single-hop": 0.6, "multi-hop": 0.25, "unanswerable": 0.15}
 
 #: the scorecards of every generation run into a dataset, oldest first
 SCORECARD = "testset.json"
+#: questions `tuner optimize --docs` writes (fewer when the corpus is small): enough for a held-out verdict
+DOCS_QUESTIONS = 60
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,10 @@ class Generated:
 
 def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str, float] | None = None,
                      mode: str = "new", seed: int = 0, on_index: Callable | None = None,
-                     on_progress: Callable[[int, int], None] | None = None) -> Generated:
+                     on_progress: Callable[[int, int], None] | None = None, at_most: bool = False) -> Generated:
     """Write `n` questions into the BEIR folder at `path` (a corpus `tuner data ingest` wrote, or any BEIR set):
-    mode `new` refuses a dataset that has questions, `append` adds to them, `replace` writes over them."""
+    mode `new` refuses a dataset that has questions, `append` adds to them, `replace` writes over them. `at_most`:
+    fewer when the corpus cannot support `n` (else that is an error)."""
     from tuner.evaluation.rag_eval import RagRunner  # the model stack: only when questions are written
     from tuner.testset.generate import QuestionWriter
     from tuner.workspace import open_workspace
@@ -54,7 +57,7 @@ def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str
     dataset = replace(dataset, questions=[])
     runner = RagRunner(open_workspace(config, dataset=dataset, on_progress=on_index))
     writer = QuestionWriter(runner, dataset, seed=seed, existing=existing)
-    questions, card = writer.write(n, shares or DEFAULT_SHARES, on_progress=on_progress)
+    questions, card = writer.write(n, shares or DEFAULT_SHARES, on_progress=on_progress, at_most=at_most)
     if not questions:
         raise DataError(f"{path}: no question passed the gates ({card.drawn.total()} candidates; rejected: "
                         f"{dict(card.rejected)}); nothing written")
@@ -73,3 +76,20 @@ def read_scorecards(path: Path) -> list[dict]:
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise DataError(f"{Path(path) / SCORECARD}: not a test-set scorecard")
     return data["runs"]
+
+
+def dataset_from_docs(folder: Path, config: ProjectConfig, studies_dir: Path, questions: int = DOCS_QUESTIONS,
+                      on_index: Callable | None = None, on_progress: Callable[[int, int], None] | None = None,
+                      on_file: Callable[[int, int], None] | None = None) -> tuple[Path, Generated | None]:
+    """`tuner optimize --docs DIR`: the folder ingested (changed files only) into studies/datasets/NAME-HASH, and a
+    test set generated there the first time (every later run, a resume included, uses the same questions). The
+    dataset's path, and what the generation did (None when the questions were there already)."""
+    from tuner.cache import stable_hash
+    from tuner.data.ingest import ingest
+
+    folder = Path(folder)
+    out = Path(studies_dir) / "datasets" / f"{folder.resolve().name}-{stable_hash(str(folder.resolve()))[:8]}"
+    ingest(folder, out, on_file=on_file)
+    if (out / "queries.jsonl").is_file():
+        return out, None
+    return out, generate_testset(config, out, questions, on_index=on_index, on_progress=on_progress, at_most=True)

@@ -51,8 +51,10 @@ def parse_reply(text: str, fields: tuple[str, ...]) -> dict[str, str]:
     return values
 
 
-def clean_question(text: str) -> str:
-    """One standalone question of sensible length, its preamble stripped; Rejected otherwise."""
+def clean_question(text: str, subjects: tuple[str, ...] = ()) -> str:
+    """One standalone question of sensible length, its preamble stripped; Rejected otherwise. With `subjects` (the
+    titles of its source documents) the question must also name something: a word of a title, a name or a number
+    — "What is the name of the airport?" asks a reader who never saw the passage to guess which airport."""
     lines = [line for line in (_PREAMBLE.sub("", line).strip() for line in text.strip().splitlines()) if line]
     if not lines:  # nothing, or nothing but a preamble ("Here are three questions about X:")
         raise Rejected("preamble or list" if text.strip() else "length", text[:60])
@@ -66,7 +68,19 @@ def clean_question(text: str) -> str:
     words = len(question.split())
     if not FEWEST_WORDS <= words <= MOST_WORDS:
         raise Rejected("length", f"{words} words")
+    if subjects and not names_something(question, subjects):
+        raise Rejected("not standalone", f"names no subject: {question[:50]}")
     return question if question.endswith("?") else question.rstrip(".") + "?"
+
+
+def names_something(question: str, subjects: tuple[str, ...]) -> bool:
+    """A capitalised word after the first, a number, or a word (4+ letters, plural or not) of one of `subjects`."""
+    words = re.findall(r"[\w'-]+", question)
+    if any(w[0].isupper() for w in words[1:]) or any(any(ch.isdigit() for ch in w) for w in words):
+        return True
+    stem = lambda word: word.lower().removesuffix("s")  # noqa: E731
+    named = {stem(w) for subject in subjects for w in re.findall(r"\w{4,}", subject)}
+    return any(stem(w) in named for w in words)
 
 
 def check_new(vector: np.ndarray, kept: list[np.ndarray]) -> None:

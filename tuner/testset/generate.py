@@ -47,8 +47,8 @@ YES = 0.5
 WRITE_TOKENS = 200
 
 _SYSTEM = ("You write test questions for a search system over a collection of documents. A user of the collection "
-           "asks each question without seeing any document, so a question names its subject and never refers to "
-           "'the passage', 'the text' or 'the document'. Reply with JSON only.")
+           "asks each question without seeing any document, so a question names its subject (the person, place or "
+           "thing, by name) and never refers to 'the passage', 'the text' or 'the document'. Reply with JSON only.")
 _SINGLE = ("Document: {title}\nPassage:\n{text}\n\nWrite one question that this passage answers, and its answer "
            "taken from the passage (one short sentence). Reply with JSON: {{\"question\": \"...\", \"answer\": "
            "\"...\"}}")
@@ -163,6 +163,25 @@ def linked_pairs(chunks: Sequence[Chunk], titles: dict[str, str], seed: int) -> 
     return ordered
 
 
+def plan(n: int, shares: dict[str, float], chunks: int, pairs: int, at_most: bool, notes: list[str]) -> dict[str, int]:
+    """Questions per kind: multi-hop ones the linked pairs cannot source become single-hop; more single-hop and
+    unanswerable ones than chunks is an error, or (`at_most`) fewer questions. What changed goes to `notes`."""
+    want = targets(n, shares)
+    if want["multi-hop"] > pairs:
+        moved = want["multi-hop"] - pairs
+        notes.append(f"the corpus has {pairs} linked document pair(s) for {want['multi-hop']} multi-hop "
+                     f"question(s): {moved} written as single-hop instead")
+        want["multi-hop"], want["single-hop"] = pairs, want["single-hop"] + moved
+    if want["single-hop"] + want["unanswerable"] <= chunks:
+        return want
+    if not at_most:
+        raise DataError(f"--questions {n}: the corpus has {chunks} chunks and {pairs} linked pairs; each question "
+                        f"needs its own source — ask for at most {chunks + pairs}")
+    notes.append(f"the corpus has {chunks} chunks and {pairs} linked pairs: {chunks + want['multi-hop']} "
+                 f"questions asked instead of {n}")
+    return plan(chunks + want["multi-hop"], shares, chunks, pairs, True, notes)  # fewer each time: it ends
+
+
 class QuestionWriter:
     """Writes candidates with the generator, passes them through the gates and the judge, keeps what survives."""
 
@@ -178,22 +197,15 @@ class QuestionWriter:
         if existing:  # --append: new questions must not repeat the ones already there
             self.kept_vectors = list(runner.workspace.embedder.encode([q.text for q in existing]))
 
-    def write(self, n: int, shares: dict[str, float],
-              on_progress: Callable[[int, int], None] | None = None) -> tuple[list[Question], Scorecard]:
+    def write(self, n: int, shares: dict[str, float], on_progress: Callable[[int, int], None] | None = None,
+              at_most: bool = False) -> tuple[list[Question], Scorecard]:
+        """`n` questions of the kinds `shares` asks for; `at_most`: fewer when the corpus has too few sources."""
         started = time.perf_counter()
         chunks = [c for c in self.runner.workspace.index.chunks if c.level == 0]
-        want = targets(n, shares)
         card = Scorecard(asked=n, shares={k: shares.get(k, 0.0) for k in KINDS}, documents=len(self.titles))
         stream = spread(chunks, self.seed)
-        pairs = linked_pairs(chunks, self.titles, self.seed) if want["multi-hop"] else []
-        if want["multi-hop"] > len(pairs):
-            moved = want["multi-hop"] - len(pairs)
-            card.notes.append(f"the corpus has {len(pairs)} linked document pair(s) for {want['multi-hop']} multi-hop "
-                              f"question(s): {moved} written as single-hop instead")
-            want["multi-hop"], want["single-hop"] = len(pairs), want["single-hop"] + moved
-        if want["single-hop"] + want["unanswerable"] > len(stream):
-            raise DataError(f"--questions {n}: the corpus has {len(stream)} chunks and {len(pairs)} linked pairs; "
-                            f"each question needs its own source — ask for at most {len(stream) + len(pairs)}")
+        pairs = linked_pairs(chunks, self.titles, self.seed) if shares.get("multi-hop") else []
+        want = plan(n, shares, len(stream), len(pairs), at_most, card.notes)
         # single-hop and unanswerable questions draw from one stream, so no chunk serves two questions and the
         # round-robin over documents holds across both
         chunk_stream = iter(stream)
@@ -241,7 +253,7 @@ class QuestionWriter:
         reply = generator.chat([{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}],
                                max_tokens=WRITE_TOKENS, json_schema=schema).text
         written = parse_reply(reply, fields)
-        question = clean_question(written["question"])
+        question = clean_question(written["question"], tuple(self._title(c) for c in chunks))
         vector = self.runner.workspace.embedder.encode([question])[0]
         check_new(vector, self.kept_vectors)
         if source.kind == "unanswerable":

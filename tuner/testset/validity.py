@@ -1,0 +1,60 @@
+"""Does a synthetic test set measure anything? It does if it ranks pipeline configurations the way real questions do:
+Kendall's τ between the configurations' mean scores on the human questions and on the synthetic ones, with a
+bootstrap interval over the questions of both sets (each resampled on its own, as they are independent samples)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: words a lexical overlap counts: four letters or more (no "the", "was", "who"), and not a question's frame
+_WORD = re.compile(r"[a-z0-9]{4,}")
+_FRAME = frozenset("what when where which whom whose does were have been with from that this there their into "
+                   "about many much name".split())
+
+
+@dataclass(frozen=True)
+class Agreement:
+    tau: float
+    ci: tuple[float, float]
+    #: index of the best configuration by the human questions' mean, and by the synthetic ones'
+    best_human: int
+    best_synthetic: int
+    #: the human questions' mean score of each of the two bests: what choosing by the synthetic set costs
+    human_of_best_human: float
+    human_of_best_synthetic: float
+
+
+def rank_agreement(human: np.ndarray, synthetic: np.ndarray, resamples: int = 1000, seed: int = 0) -> Agreement:
+    """`human`, `synthetic`: per-question scores, shape (questions, configurations), the same configurations in the
+    same column order."""
+    from scipy.stats import kendalltau
+
+    if human.shape[1] != synthetic.shape[1] or human.shape[1] < 3:
+        raise ValueError("both sets must score the same configurations, at least 3 of them")
+    tau = float(kendalltau(human.mean(axis=0), synthetic.mean(axis=0)).statistic)
+    rng = np.random.default_rng(seed)
+    taus = []
+    for _ in range(resamples):
+        h = human[rng.integers(0, len(human), len(human))].mean(axis=0)
+        s = synthetic[rng.integers(0, len(synthetic), len(synthetic))].mean(axis=0)
+        value = kendalltau(h, s).statistic
+        if not np.isnan(value):  # every configuration tied on one side: no order to compare
+            taus.append(value)
+    low, high = (float(np.percentile(taus, 2.5)), float(np.percentile(taus, 97.5))) if taus else (np.nan, np.nan)
+    means_h, means_s = human.mean(axis=0), synthetic.mean(axis=0)
+    best_h, best_s = int(np.argmax(means_h)), int(np.argmax(means_s))
+    return Agreement(tau, (low, high), best_h, best_s, float(means_h[best_h]), float(means_h[best_s]))
+
+
+def lexical_overlap(question: str, sources: Sequence[str]) -> float:
+    """Share of the question's words (4+ letters) that its source passages contain: how far a question can be
+    found by matching its words. Synthetic questions copied from their chunk run high; people's run lower."""
+    words = set(_WORD.findall(question.lower())) - _FRAME
+    if not words:
+        return 0.0
+    text = set(_WORD.findall(" ".join(sources).lower()))
+    return len(words & text) / len(words)
