@@ -13,11 +13,10 @@ from tuner.data._io import read_json, write_atomically
 from tuner.data import beir
 from tuner.data.beir import write_questions
 from tuner.errors import DataError
+from tuner.testset.kinds import DEFAULT_SHARES, KINDS
 
 __all__ = ["DEFAULT_SHARES", "KINDS", "SCORECARD", "Generated", "generate_testset", "read_scorecards"]
 
-KINDS = ("single-hop", "multi-hop", "unanswerable")
-DEFAULT_SHARES = {"single-hop": 0.6, "multi-hop": 0.25, "unanswerable": 0.15}
 
 #: the scorecards of every generation run into a dataset, oldest first
 SCORECARD = "testset.json"

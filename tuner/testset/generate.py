@@ -31,7 +31,7 @@ from tuner.evaluation.rag_eval import RagRunner
 from tuner.models.llms import LLM
 from tuner.pipeline.chunking import Chunk
 from tuner.pipeline.graph import extract_entities
-from tuner.testset import KINDS
+from tuner.testset.kinds import KINDS
 from tuner.testset.gates import Rejected, check_new, clean_question, parse_reply
 
 #: the reference answer of an unanswerable question: a refusal, as the answer programs are told to give
