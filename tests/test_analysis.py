@@ -145,6 +145,12 @@ def test_edge_extension_rule_and_a_valid_next_space(tmp_path):
     assert not [p for p in proposals if p.knob == "top_k" and p.kind == "extend"]  # no room on the grid below 2
     unchanged = next_space(view.space, proposals, view.best.params, "s")
     assert unchanged is None or unchanged.params["top_k"] == view.space.params["top_k"]
+    # an exclusive limit (hop_decay > 0) is never a range's end: the first step past it is
+    decaying = {**SPACE, "params": {**SPACE["params"], "hop_decay": {"type": "float", "low": 0.2, "high": 0.8,
+                                                                     "step": 0.1, "when": {"hops": [1, 2]}}}}
+    view = View(decaying, {"top_k": 5, "alpha": 0.5, "hops": 1, "hop_decay": 0.2, "reranker": "none"})
+    [extended] = [p for p in propose(view, [], None) if p.knob == "hop_decay"]
+    assert extended.param.low == 0.1 and next_space(view.space, [extended], view.best.params) is not None
 
 
 def test_negligible_knobs_are_fixed_with_their_dependents():

@@ -303,14 +303,24 @@ def _conditions_first(params: dict[str, Param]) -> dict[str, Param]:
     return ordered
 
 
+#: how far inside an exclusive limit (gt/lt) a range may end
+EXCLUSIVE = 1e-9
+
+
 def _bounds(name: str) -> tuple[float, float]:
     """The knob's hard limits from the pipeline config (ge/gt/le/lt), or SOFT_MAX."""
     low, high = float("-inf"), float(SOFT_MAX.get(name, float("inf")))
     for rule in PipelineConfig.model_fields[name].metadata:
-        if isinstance(rule, (Ge, Gt)):
-            low = float(getattr(rule, "ge", getattr(rule, "gt", low)))
-        if isinstance(rule, (Le, Lt)):
-            high = float(getattr(rule, "le", getattr(rule, "lt", high)))
+        # an exclusive limit is not a value the knob takes (hop_decay > 0): the range stops just inside it, and
+        # the step grid then at the first step past it
+        if isinstance(rule, Ge):
+            low = float(rule.ge)
+        if isinstance(rule, Gt):
+            low = float(rule.gt) + EXCLUSIVE
+        if isinstance(rule, Le):
+            high = float(rule.le)
+        if isinstance(rule, Lt):
+            high = float(rule.lt) - EXCLUSIVE
     return low, high
 
 

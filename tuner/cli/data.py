@@ -27,8 +27,8 @@ class ShowByDefault(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-data_app = typer.Typer(cls=ShowByDefault, help="Datasets: `tuner data [PATH]` shows one (the demo without PATH); ingest and "
-                       "generate make one from a folder of documents.")
+data_app = typer.Typer(cls=ShowByDefault, help="Datasets: `tuner data [PATH]` shows one (the demo without PATH); "
+                       "ingest and generate make one from a folder of documents.")
 app.add_typer(data_app, name="data")
 
 

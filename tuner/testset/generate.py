@@ -16,7 +16,6 @@ call twice: the candidates are drawn in the same order and the paid ones answer 
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -136,16 +135,18 @@ def linked_pairs(chunks: Sequence[Chunk], titles: dict[str, str], seed: int) -> 
     leads: dict[str, Chunk] = {}
     for chunk in chunks:
         leads.setdefault(chunk.doc_id, chunk)
+    # names as graph expansion finds them (capitalised spans, lower-cased), once per chunk: a title is named where
+    # it is one of a chunk's names — a set lookup, so a corpus of thousands of titles costs no regex per pair
+    per_chunk = [extract_entities(chunk.text) for chunk in chunks]
+    named = {title.lower(): doc for doc, title in titles.items() if len(title) > 3 and not title.isdigit()}
     pairs: dict[frozenset, Source] = {}
-    named = {doc: title for doc, title in titles.items() if len(title) > 3 and not title.isdigit()}
-    for chunk in chunks:
-        body = chunk.text.lower()
-        for doc, title in named.items():
-            if doc != chunk.doc_id and re.search(rf"\b{re.escape(title.lower())}\b", body):
-                pairs.setdefault(frozenset((chunk.doc_id, doc)), Source("multi-hop", (chunk, leads[doc]), title))
     users: dict[str, dict[str, Chunk]] = defaultdict(dict)
-    for chunk in chunks:
-        for name in extract_entities(chunk.text):
+    for chunk, names in zip(chunks, per_chunk):
+        for name in names:
+            doc = named.get(name)
+            if doc is not None and doc != chunk.doc_id:
+                pairs.setdefault(frozenset((chunk.doc_id, doc)), Source("multi-hop", (chunk, leads[doc]),
+                                                                         titles[doc]))
             users[name].setdefault(chunk.doc_id, chunk)
     for name, docs in sorted(users.items()):
         if len(docs) == 2 and " " in name:  # a two-word name only two documents use: specific enough to link them
