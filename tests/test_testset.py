@@ -123,6 +123,8 @@ class WriterLLM(LLM):
             reply = {"question": f"What connects {title} with {other} in the records?", "answer": "Both."}
         elif title[0] in self.leaning:
             reply = {"question": f"According to the passage, what is {title}?", "answer": "A festival."}
+        elif "already asked" in prompt:  # a second pass over a small corpus: another fact
+            reply = {"question": f"Which year saw the largest change at {title}?", "answer": "1887."}
         else:
             passage = prompt.split("Passage:\n", 1)[1].split("\n", 2)
             reply = {"question": f"What is known about {title}?", "answer": passage[-1][:80]}
@@ -175,6 +177,21 @@ def test_the_writer_makes_every_kind_counts_every_gate_and_resumes_without_payin
         8, {"single-hop": 0.5, "multi-hop": 0.25, "unanswerable": 0.25})
     assert resumed.paid == llm.paid - stopped.paid and card2.cache_hits == stopped.paid
     assert [q.text for q in again] == [q.text for q in questions]
+
+
+def test_a_small_corpus_is_gone_round_again_asking_each_chunk_for_another_fact(tmp_path, fake_embedder):
+    folder = tmp_path / "two"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text(
+        '{"_id": "a", "title": "Port Ardent", "text": "Port Ardent is the capital of Velmora. Its town hall was '
+        'completed in 1887."}\n{"_id": "b", "title": "Kestrel Bay", "text": "Kestrel Bay is a fishing village on the '
+        'west coast, where Ilsa Marrow was born."}\n')
+    questions, card = writer_on(folder, WriterLLM(leaning=""), tmp_path / "cache", fake_embedder).write(
+        4, {"single-hop": 1.0})
+    assert len(questions) == 4 and card.kept["single-hop"] == 4
+    assert sum("largest change" in q.text for q in questions) == 2  # each chunk asked again, for another fact
+    with pytest.raises(DataError, match="at most 3 questions come from one chunk"):
+        writer_on(folder, WriterLLM(), tmp_path / "cache", fake_embedder).write(7, {"single-hop": 1.0})
 
 
 def test_generate_writes_a_dataset_the_loader_reads_and_refuses_to_overwrite_questions(demo_copy, tmp_path,

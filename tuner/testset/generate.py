@@ -15,6 +15,7 @@ call twice: the candidates are drawn in the same order and the paid ones answer 
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections import Counter, defaultdict
@@ -35,6 +36,8 @@ from tuner.testset.gates import Rejected, check_new, clean_question, parse_reply
 
 #: the reference answer of an unanswerable question: a refusal, as the answer programs are told to give
 UNANSWERABLE = "The documents do not contain the answer to this question."
+#: questions one chunk may source: a corpus of few chunks is gone round this many times at most
+QUESTIONS_PER_CHUNK = 3
 #: candidates drawn per question asked, at most, before a kind is given up as short
 ATTEMPTS_PER_QUESTION = 3
 #: retrieved chunks the judge reads to decide an unanswerable question is not answered by the corpus
@@ -48,16 +51,16 @@ WRITE_TOKENS = 200
 _SYSTEM = ("You write test questions for a search system over a collection of documents. A user of the collection "
            "asks each question without seeing any document, so a question names its subject (the person, place or "
            "thing, by name) and never refers to 'the passage', 'the text' or 'the document'. Reply with JSON only.")
-_SINGLE = ("Document: {title}\nPassage:\n{text}\n\nWrite one question that this passage answers, and its answer "
+_SINGLE = ("Document: {title}\nPassage:\n{text}\n{asked}\nWrite one question that this passage answers, and its answer "
            "taken from the passage (one short sentence). Reply with JSON: {{\"question\": \"...\", \"answer\": "
            "\"...\"}}")
 _MULTI = ("Document 1: {title1}\nPassage 1:\n{text1}\n\nDocument 2: {title2}\nPassage 2:\n{text2}\n\nBoth passages "
           "concern \"{link}\". Write one question whose answer needs a fact from passage 1 AND a fact from passage 2 "
           "(neither passage alone answers it), and its answer (one short sentence). Reply with JSON: "
           "{{\"question\": \"...\", \"answer\": \"...\"}}")
-_UNANSWERABLE = ("Document: {title}\nPassage:\n{text}\n\nWrite one question about the subject of this passage that "
-                 "a user might well ask but that the passage does NOT answer: it asks for a specific fact the passage "
-                 "does not give. Reply with JSON: {{\"question\": \"...\"}}")
+_UNANSWERABLE = ("Document: {title}\nPassage:\n{text}\n{asked}\nWrite one question about the subject of this passage "
+                 "that a user might well ask but that the passage does NOT answer: it asks for a specific fact the "
+                 "passage does not give. Reply with JSON: {{\"question\": \"...\"}}")
 _SUPPORTED = ("Passages:\n{passages}\n\nQuestion: {question}\nProposed answer: {answer}\n\nDo the passages answer "
               "the question, and do they support the proposed answer? Reply yes or no.")
 _ALONE = ("Passage:\n{passage}\n\nQuestion: {question}\n\nDoes this passage alone fully answer the question? Reply "
@@ -166,21 +169,23 @@ def linked_pairs(chunks: Sequence[Chunk], titles: dict[str, str], seed: int) -> 
 
 def plan(n: int, shares: dict[str, float], chunks: int, pairs: int, at_most: bool, notes: list[str]) -> dict[str, int]:
     """Questions per kind: multi-hop ones the linked pairs cannot source become single-hop; more single-hop and
-    unanswerable ones than chunks is an error, or (`at_most`) fewer questions. What changed goes to `notes`."""
+    unanswerable ones than QUESTIONS_PER_CHUNK per chunk is an error, or (`at_most`) fewer questions. What changed
+    goes to `notes`."""
     want = targets(n, shares)
     if want["multi-hop"] > pairs:
         moved = want["multi-hop"] - pairs
         notes.append(f"the corpus has {pairs} linked document pair(s) for {want['multi-hop']} multi-hop "
                      f"question(s): {moved} written as single-hop instead")
         want["multi-hop"], want["single-hop"] = pairs, want["single-hop"] + moved
-    if want["single-hop"] + want["unanswerable"] <= chunks:
+    sources = QUESTIONS_PER_CHUNK * chunks
+    if want["single-hop"] + want["unanswerable"] <= sources:
         return want
     if not at_most:
-        raise DataError(f"--questions {n}: the corpus has {chunks} chunks and {pairs} linked pairs; each question "
-                        f"needs its own source — ask for at most {chunks + pairs}")
-    notes.append(f"the corpus has {chunks} chunks and {pairs} linked pairs: {chunks + want['multi-hop']} "
+        raise DataError(f"--questions {n}: the corpus has {chunks} chunks and {pairs} linked pairs; at most "
+                        f"{QUESTIONS_PER_CHUNK} questions come from one chunk — ask for at most {sources + pairs}")
+    notes.append(f"the corpus has {chunks} chunks and {pairs} linked pairs: {sources + want['multi-hop']} "
                  f"questions asked instead of {n}")
-    return plan(chunks + want["multi-hop"], shares, chunks, pairs, True, notes)  # fewer each time: it ends
+    return plan(sources + want["multi-hop"], shares, chunks, pairs, True, notes)  # fewer each time: it ends
 
 
 class QuestionWriter:
@@ -195,6 +200,8 @@ class QuestionWriter:
                            if not any(i.startswith(p) for i in taken))
         self.titles = {d.id: d.title for d in dataset.documents}
         self.kept_vectors: list[np.ndarray] = []
+        #: chunk id -> the questions kept from it, in order
+        self.asked: dict[str, list[str]] = defaultdict(list)
         if existing:  # --append: new questions must not repeat the ones already there
             self.kept_vectors = list(runner.workspace.embedder.encode([q.text for q in existing]))
 
@@ -207,9 +214,9 @@ class QuestionWriter:
         stream = spread(chunks, self.seed)
         pairs = linked_pairs(chunks, self.titles, self.seed) if shares.get("multi-hop") else []
         want = plan(n, shares, len(stream), len(pairs), at_most, card.notes)
-        # single-hop and unanswerable questions draw from one stream, so no chunk serves two questions and the
-        # round-robin over documents holds across both
-        chunk_stream = iter(stream)
+        # single-hop and unanswerable questions draw from one stream, so the round-robin over documents holds across
+        # both; a small corpus is gone round again (a chunk's later prompts name the questions it already gave)
+        chunk_stream = itertools.chain.from_iterable(itertools.repeat(stream, QUESTIONS_PER_CHUNK))
         sources = {"single-hop": chunk_stream, "multi-hop": iter(pairs), "unanswerable": chunk_stream}
         questions: list[Question] = []
         for kind in KINDS:
@@ -243,12 +250,13 @@ class QuestionWriter:
         generator, judge = self.runner.generator, self.runner.judge
         chunks = source.chunks
         if source.kind == "single-hop":
-            prompt = _SINGLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text))
+            prompt = _SINGLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text), asked=self._asked(chunks))
         elif source.kind == "multi-hop":
             prompt = _MULTI.format(title1=self._title(chunks[0]), text1=_cut(chunks[0].text),
                                    title2=self._title(chunks[1]), text2=_cut(chunks[1].text), link=source.link)
         else:
-            prompt = _UNANSWERABLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text))
+            prompt = _UNANSWERABLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text),
+                                          asked=self._asked(chunks))
         fields = ("question",) if source.kind == "unanswerable" else ("question", "answer")
         schema = {"type": "object", "required": list(fields), "properties": {f: {"type": "string"} for f in fields}}
         reply = generator.chat([{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}],
@@ -272,9 +280,16 @@ class QuestionWriter:
                 raise Rejected("one document suffices")
             gold = tuple(dict.fromkeys(c.doc_id for c in chunks))
         self.kept_vectors.append(vector)
+        self.asked[chunks[0].id].append(question)
         return Question(id="", text=question, answers=(answer,),
                         relevant_ids=frozenset(gold), kind=source.kind,
                         contexts=tuple(c.text for c in chunks))
+
+    def _asked(self, chunks: tuple[Chunk, ...]) -> str:
+        """For a chunk that already gave questions: them, and the request for another fact."""
+        before = self.asked[chunks[0].id]
+        return ("\nQuestions already asked about this passage — ask about a different fact:\n"
+                + "".join(f"- {q}\n" for q in before)) if before else ""
 
     def _title(self, chunk: Chunk) -> str:
         return self.titles.get(chunk.doc_id) or chunk.doc_id
