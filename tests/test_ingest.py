@@ -208,3 +208,19 @@ def test_the_command_lists_what_it_left_out_and_the_data_command_shows_the_corpu
     assert shown.returncode == 0, shown.stderr
     assert "│ documents              │     6 │" in shown.stdout and "tuner data generate" in shown.stdout
     assert tuner("data", cwd=tmp_path).returncode == 0  # bare `tuner data`: the demo, as before
+
+
+def test_many_left_out_files_are_grouped_by_reason_and_all_listed_in_the_manifest(tmp_path: Path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text("# Guide\n\nRead me.\n")
+    for n in range(15):
+        (docs / f"shot{n}.png").write_bytes(b"\x89PNG")
+    for n in range(10):
+        (docs / f"log{n}.gz").write_bytes(b"\x1f\x8b")
+    result = tuner("data", "ingest", "docs", "--out", "data", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "25 files left out" in result.stdout and "(.png) 15, (.gz) 10" in result.stdout
+    assert "shot3.png" not in result.stdout  # not 25 rows: the manifest has them
+    manifest = json.loads((tmp_path / "data" / "ingest.json").read_text())
+    assert sum(bool(entry["left_out"]) for entry in manifest["files"].values()) == 25

@@ -76,15 +76,43 @@ def data_ingest(
                   + (f", {report.removed} removed: their files are gone" if report.removed else "") + ")",
                   highlight=False)
     if report.left_out:
-        table = Table(title=f"{len(report.left_out)} files left out")
+        show_left_out(report)
+    if report.hidden:
+        err_console.print(f"note: {report.hidden} hidden files or folders (names starting with '.') were not read",
+                          highlight=False)
+
+
+#: left-out files listed one by one up to this many; beyond, grouped by reason (ingest.json lists them all)
+LISTED = 20
+
+
+def show_left_out(report) -> None:
+    from collections import Counter, defaultdict
+
+    from tuner.data.ingest import BY_SUFFIX, MANIFEST
+
+    table = Table(title=f"{len(report.left_out)} files left out")
+    if len(report.left_out) <= LISTED:
         table.add_column("file")
         table.add_column("why")
         for left in report.left_out:
             table.add_row(left.path, left.reason)
-        console.print(table)
-    if report.hidden:
-        err_console.print(f"note: {report.hidden} hidden files or folders (names starting with '.') were not read",
-                          highlight=False)
+    else:  # grouped by the reason's kind ("unknown type"), its details (".gz", "no suffix") counted
+        groups = defaultdict(list)
+        for left in report.left_out:
+            groups[left.reason.split(" (")[0]].append(left)
+        table.add_column("why")
+        table.add_column("files", justify="right")
+        table.add_column("e.g.")
+        for kind, group in sorted(groups.items(), key=lambda item: -len(item[1])):
+            details = Counter(left.reason for left in group)
+            examples = (", ".join(left.path for left in group[:2]) if len(details) == 1 else
+                        ", ".join(f"{reason.removeprefix(kind).strip()} {n}" for reason, n in details.most_common(4))
+                        + (", …" if len(details) > 4 else ""))
+            table.add_row(kind, str(len(group)), examples)
+    console.print(table)
+    listed = "" if len(report.left_out) <= LISTED else f"; every one is listed in {report.out / MANIFEST}"
+    console.print(f"tuner reads {', '.join(sorted(BY_SUFFIX))}{listed}", highlight=False)
 
 
 @data_app.command("generate")

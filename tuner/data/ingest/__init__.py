@@ -53,8 +53,7 @@ def read_file(path: Path) -> Parsed:
     """One file as a document, or Unreadable with the reason it is left out."""
     reader = BY_SUFFIX.get(path.suffix.lower())
     if reader is None:
-        raise Unreadable(f"unknown type ({path.suffix or 'no suffix'}); tuner reads "
-                         f"{', '.join(sorted(BY_SUFFIX))}")
+        raise Unreadable(f"unknown type ({path.suffix or 'no suffix'})")
     if path.stat().st_size == 0:
         raise Unreadable("empty file")
     parsed = reader.read(path)
