@@ -50,6 +50,8 @@ def main() -> None:
     parser.add_argument("--studies", type=Path, default=Path("studies"))
     parser.add_argument("--space", default=str(SPACE), help="search space file or name (default: retrieval)")
     parser.add_argument("--sets", nargs="+", default=list(SETS), help="which of the BEIR-layout sets")
+    parser.add_argument("--prune-after", type=int, default=StudySettings.prune_after,
+                        help="questions a trial answers before the median pruner may stop it (as tuner optimize)")
     args = parser.parse_args()
     space = resolve_space(args.space)
 
@@ -63,8 +65,9 @@ def main() -> None:
         if not (DATASETS / name).is_dir():
             console.print(f"[yellow]skipped {name}: not in {DATASETS}[/]")
             continue
-        study = f"{args.target.replace('@', '')}-{name}" + ("" if space.stem == "retrieval" else f"-{space.stem}")
-        spec = StudySpec(study, StudySettings([args.target]), space,
+        study = f"{args.target.replace('@', '')}-{name}" + ("" if space.stem == "retrieval" else f"-{space.stem}") \
+            + ("" if args.prune_after == StudySettings.prune_after else f"-p{args.prune_after}")
+        spec = StudySpec(study, StudySettings([args.target], prune_after=args.prune_after), space,
                          ProjectConfig(), DATASETS / name, limit, studies_dir=args.studies,
                          cache_dir=args.studies / f".cache-{name}")
         console.print(f"{name}: study {spec.name}", highlight=False)
