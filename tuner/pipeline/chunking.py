@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from tuner.config import IndexSettings
 from tuner.data import Document
-from tuner.errors import ConfigError
 from tuner.pipeline.situate import Situate
 
 #: a markdown heading line: "## Norman conquest"
@@ -52,9 +51,8 @@ class Block:
 
 def chunk_documents(documents: Iterable[Document], settings: IndexSettings, situate: Situate | None = None,
                     on_chunk: Callable[[int, int], None] | None = None) -> list[Chunk]:
-    """`situate` writes the context of `contextual: llm`: one call per chunk, `on_chunk(done, total)` after each."""
-    if settings.contextual == "llm" and situate is None:
-        raise ConfigError("contextual llm writes with the generator LLM: this command has none")
+    """`situate` writes the context of `contextual: llm` (build_index refuses that setting without a writer): one
+    call per chunk, `on_chunk(done, total)` after each."""
     pieces = [(doc, n, piece, path) for doc in documents
               for n, (piece, path) in enumerate(CHUNKERS[settings.chunker](doc.text, settings.chunk_size,
                                                                            settings.chunk_overlap))]
