@@ -4,7 +4,7 @@ import pytest
 
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.errors import ConfigError
-from tuner.pipeline.chunking import chunk_documents
+from tuner.pipeline.index import build_index
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.pipeline.selection import autocut
 from tuner.workspace import open_workspace
@@ -147,5 +147,6 @@ def test_llm_written_contexts_are_one_cached_call_per_chunk_counted_as_the_index
     rebuilt = RagRunner(open_workspace(ProjectConfig(cache_dir=tmp_path), limit=2, embedder=fake_embedder),
                         models=Models(llm, llm)).evaluate(config, answer=False)
     assert rebuilt.cost_by_stage["index"].llm_calls == 0 and len(llm.calls) == 35  # every context from the cache
-    with pytest.raises(ConfigError, match="contextual llm writes with the generator"):
-        chunk_documents(runner.workspace.dataset.documents, ProjectConfig().index_settings(config))
+    with pytest.raises(ConfigError, match="is written with the generator LLM: this command has none"):
+        build_index(runner.workspace.dataset, ProjectConfig(), fake_embedder, settings=ProjectConfig().index_settings(
+            config))
