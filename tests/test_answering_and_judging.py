@@ -95,6 +95,8 @@ def test_inputs_ragas_cannot_take_are_settled_first(fake_embedder):
     assert scorer.score("faithfulness", "q?", "an answer", [], None).failure == "no_contexts"
     assert scorer.score("context_recall", "q?", "an answer", [], "ref").value == 0.0
     assert scorer.score("answer_relevancy", "q?", "  ", ["c"], None).failure == "no_answer"
+    # a question without a reference answer (SQuAD 2's unanswerable ones): not an error, not judged
+    assert scorer.score("context_precision", "q?", "an answer", ["c"], None).failure == "no_reference"
     assert llm.calls == []
 
 

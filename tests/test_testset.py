@@ -219,7 +219,8 @@ def test_generate_writes_a_dataset_the_loader_reads_and_refuses_to_overwrite_que
 
 def test_declining_an_unanswerable_question_is_not_scored_as_a_refusal(demo_copy, tmp_path, fake_embedder):
     """Under the default refusal rule a declined answerable question scores 0; a declined question the corpus does
-    not answer (kind unanswerable) keeps the judge's word: declining was right."""
+    not answer (kind unanswerable) keeps the judge's word: declining was right. Its reference (a refusal) is no fact
+    for context recall."""
     from tests.test_faults import RefusesHardQuestions
     from tuner.config import EvaluationConfig
     from tuner.data import Question
@@ -228,7 +229,8 @@ def test_declining_an_unanswerable_question_is_not_scored_as_a_refusal(demo_copy
         Question("asked", "When was the Tollan Lighthouse first lit?", ("In 1903.",), frozenset({"tollan-lighthouse"})),
         Question("unanswerable", "How tall was the lighthouse keeper in 1950?", (UNANSWERABLE,), kind="unanswerable"),
     ])
-    project = ProjectConfig(cache_dir=tmp_path, evaluation=EvaluationConfig(metrics=["faithfulness"]))
+    project = ProjectConfig(cache_dir=tmp_path, evaluation=EvaluationConfig(metrics=["faithfulness",
+                                                                                   "context_recall"]))
     llm = RefusesHardQuestions()
     runner = RagRunner(open_workspace(project, dataset=load_dataset(demo_copy), embedder=fake_embedder),
                        models=Models(llm, llm))
@@ -237,6 +239,9 @@ def test_declining_an_unanswerable_question_is_not_scored_as_a_refusal(demo_copy
     assert result["asked"].failures["faithfulness"].reason == "refusal"
     assert "faithfulness" not in result["unanswerable"].failures or \
         result["unanswerable"].failures["faithfulness"].reason != "refusal"
+    # its reference is a refusal, no fact to recall: context recall does not score it (nor call it an error)
+    assert result["unanswerable"].failures["context_recall"].reason == "no_reference"
+    assert "context_recall" not in result["asked"].failures
 
 
 def test_bad_generate_input_is_one_line(demo_copy, tmp_path):

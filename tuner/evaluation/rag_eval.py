@@ -153,6 +153,8 @@ class RagRunner:
         with self.meter.stage(question.id, "retrieve"):
             retrieval = pipeline.run(question.text, config, rewritten)
         contexts = [c.chunk.text for c in retrieval.selected]
+        # an unanswerable question's reference is a refusal, no fact a context could recall or contain
+        reference = None if question.kind == "unanswerable" else question.reference
         answer, generation_error = "", None
         if program is not None:
             step("generate")
@@ -162,7 +164,7 @@ class RagRunner:
         for metric in metrics:
             step(metric)
             with self.meter.stage(question.id, metric):
-                outcomes[metric] = self.scorer.score(metric, question.text, answer, contexts, question.reference)
+                outcomes[metric] = self.scorer.score(metric, question.text, answer, contexts, reference)
         if program is not None and is_refusal(answer):
             gold = question.relevant_ids
             # a generated unanswerable question: declining is the right answer, the judge's word stands

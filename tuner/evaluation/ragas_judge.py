@@ -151,7 +151,8 @@ class JudgeEmbeddings(BaseRagasEmbedding):
 @dataclass(frozen=True)
 class Outcome:
     value: float | None  # None: not scored (see `failure`, or skipped)
-    #: nan | unparsable | no_answer | no_contexts | error (unscored); empty (scored 0 by the rule); refusal
+    #: nan | unparsable | no_answer | no_contexts | no_reference | error (unscored); empty (scored 0 by the rule);
+    #: refusal
     #: (unscored here; rag_eval's refusal rule may score it 0)
     failure: str | None = None
     detail: str = ""
@@ -176,6 +177,8 @@ class RagasScorer:
         inputs = {"answer": answer.strip(), "contexts": contexts, "reference": reference}
         if "answer" in REQUIREMENTS[metric] and not inputs["answer"]:
             return Outcome(None, "no_answer", "empty answer")
+        if "reference" in REQUIREMENTS[metric] and not (reference or "").strip():
+            return Outcome(None, "no_reference", "the question has no reference answer (none given, or unanswerable)")
         if "contexts" in REQUIREMENTS[metric] and not contexts:
             if metric == "faithfulness":
                 return Outcome(None, "no_contexts", "nothing retrieved to be faithful to")

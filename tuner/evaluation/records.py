@@ -59,7 +59,8 @@ def clean(value: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Failure:
-    # nan | unparsable | no_answer | no_contexts | too_long | error | refusal; empty (and refusal under the rule): 0
+    # nan | unparsable | no_answer | no_contexts | no_reference | too_long | error | refusal; empty (and refusal
+    # under the rule): 0
     reason: str
     detail: str = ""
 
