@@ -50,8 +50,9 @@ def main() -> None:
     parser.add_argument("--studies", type=Path, default=Path("studies"))
     parser.add_argument("--space", default=str(SPACE), help="search space file or name (default: retrieval)")
     parser.add_argument("--sets", nargs="+", default=list(SETS), help="which of the BEIR-layout sets")
-    parser.add_argument("--prune-after", type=int, default=StudySettings.prune_after,
-                        help="questions a trial answers before the median pruner may stop it (as tuner optimize)")
+    parser.add_argument("--prune-after", type=int, default=None,
+                        help="questions a trial answers before the pruner may stop it (default as tuner optimize's: "
+                             "30 for a retrieval target)")
     args = parser.parse_args()
     space = resolve_space(args.space)
 
@@ -66,7 +67,7 @@ def main() -> None:
             console.print(f"[yellow]skipped {name}: not in {DATASETS}[/]")
             continue
         study = f"{args.target.replace('@', '')}-{name}" + ("" if space.stem == "retrieval" else f"-{space.stem}") \
-            + ("" if args.prune_after == StudySettings.prune_after else f"-p{args.prune_after}")
+            + ("" if args.prune_after is None else f"-p{args.prune_after}")
         spec = StudySpec(study, StudySettings([args.target], prune_after=args.prune_after), space,
                          ProjectConfig(), DATASETS / name, limit, studies_dir=args.studies,
                          cache_dir=args.studies / f".cache-{name}")

@@ -80,7 +80,6 @@ def verdict_with_display(view, runner):
 def run_with_display(session, trials: int, timeout: float | None) -> int:
     """Load the models (only if trials remain) and run the study behind the live display."""
     from tuner.cli._live import StudyDisplay
-    from tuner.study.optimize import PAIRED_MINIMUM
 
     if session.recovered:
         err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
@@ -101,9 +100,11 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
                       f"{questions} questions of {runner.workspace.dataset.name}"
                       + (f" ({held} more held out for the verdict)" if held else " (none held out)")
                       + f", sampler {session.spec.settings.sampler}", highlight=False)
-    if len(targets) == 1 and questions <= max(session.spec.settings.prune_after, PAIRED_MINIMUM):
-        err_console.print(f"note: no pruning: a trial is only stopped early after {PAIRED_MINIMUM}+ paired "
-                          f"questions and before its last, and this study searches {questions}", highlight=False)
+    patience = session.spec.settings.patience
+    if len(targets) == 1 and questions <= patience:
+        err_console.print(f"note: no pruning: a trial is only stopped early after {patience}+ paired questions "
+                          f"(--prune-after) and before its last, and this study searches {questions}",
+                          highlight=False)
     with StudyDisplay(session.study, trials, questions, targets, runner.workspace.pipeline.indexes) as display:
         return session.run(trials, timeout, hook=display)
 

@@ -40,8 +40,9 @@ def optimize_command(
     seed: Annotated[int, typer.Option(help="sampler seed")] = 0,
     constraint: Annotated[Optional[list[str]], typer.Option("--constraint", help='guard, e.g. "answer_relevancy>=0.7"')]
     = None,
-    prune_after: Annotated[int, typer.Option(min=1, help="questions answered before a trial may be pruned (the "
-                                             "test needs 4 at least)")] = 4,
+    prune_after: Annotated[Optional[int], typer.Option(
+        min=1, help="questions answered before a trial may be pruned (the test needs 4 at least) [default: 4; 30 "
+        "when every target is a retrieval metric: its questions cost milliseconds]")] = None,
     storage: StorageOption = None,
     studies_dir: StudiesDirOption = Path("studies"),
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="rounds of optimise -> analyse -> next space; "
