@@ -43,6 +43,7 @@ def test_preambles_and_numbering_are_stripped(written, cleaned):
     ("According to the passage, when was the town hall built?", "not standalone"),
     ("What does the text say about kelp farming?", "not standalone"),
     ("Which festival is mentioned in this excerpt?", "not standalone"),
+    ("What is the subject of the guide?", "not standalone"),  # about the document, not what it tells
     ("What is the name of the airport?", "not standalone"),  # which airport? it names nothing
     ("Why?", "length"),
     ("", "length"),

@@ -23,7 +23,9 @@ _PREAMBLE = re.compile(r"^\s*(?:(?:sure|okay|ok|certainly)[!,.]?\s*)?(?:here(?:'
 # the words of a question that leans on a text its reader never sees
 _DEICTIC = re.compile(r"\b(?:the|this|that|these|above|given|provided|following) (?:passage|text|context|document|"
                       r"article|excerpt|paragraph|chunk|section|snippet|source|author)s?\b|\baccording to\b|"
-                      r"\bmentioned (?:above|here|in)\b|\bin (?:the|this) (?:passage|text|excerpt)\b", re.I)
+                      r"\bmentioned (?:above|here|in)\b|\bin (?:the|this) (?:passage|text|excerpt)\b|"
+                      # a question about the document itself, not about what it tells
+                      r"\b(?:main )?(?:subject|topic|main idea|title|summary) of (?:the|this) \w+\s*\?", re.I)
 
 
 class Rejected(Exception):
