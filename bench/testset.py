@@ -60,7 +60,14 @@ def measure(name: str, model: str, size: int, cache_root: Path) -> tuple[list[st
     cache.mkdir(parents=True, exist_ok=True)
     project = ProjectConfig(cache_dir=cache, generator=LLMConfig(model=model))
     runner = RagRunner(open_workspace(project, dataset=corpus))
-    written, card = QuestionWriter(runner, corpus).write(len(asked), DEFAULT_SHARES)
+    shown = set()
+
+    def progress(kept: int, total: int) -> None:  # a line per 10 kept: a 1.5B run takes most of an hour
+        if kept % 10 == 0 and kept not in shown:
+            shown.add(kept)
+            console.print(f"  {name}: {kept} of {total} questions kept", highlight=False)
+
+    written, card = QuestionWriter(runner, corpus).write(len(asked), DEFAULT_SHARES, on_progress=progress)
     console.print(f"{name}: scorecard {card.to_json()}", highlight=False)
     ranked = [q for q in written if q.relevant_ids]
     human_scores = np.stack([ndcg(runner, asked, knobs) for knobs in GRID.values()], axis=1)
