@@ -18,6 +18,8 @@ seconds and the LLM calls the build made (a fresh cache: every call paid).
     python bench/strategies.py --sets demo vaswani_npl  # a large corpus: every chunking embeds ~11k chunks anew
     python bench/strategies.py --sets demo squad2_dev_normans --query-model qwen2.5-1.5b --query-limit 100
     python bench/strategies.py --sets demo squad2_dev_normans --no-index --writer-model qwen2.5-1.5b
+    python bench/strategies.py --sets clapnq_dev --no-index --query-model qwen2.5-1.5b --query-limit 50 \
+        --queries decomposition multi_query --cache-root /tmp/bench   # resumable; shares bench/verdict.py's caches
 """
 
 from __future__ import annotations
