@@ -11,7 +11,6 @@ from tuner.config import ProjectConfig
 from tuner.data import load_dataset
 from tuner.data._io import read_json, write_atomically
 from tuner.data import beir
-from tuner.data.beir import write_questions
 from tuner.errors import DataError
 from tuner.testset.kinds import DEFAULT_SHARES, KINDS
 
@@ -60,7 +59,7 @@ def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str
     if not questions:
         raise DataError(f"{path}: no question passed the gates ({card.drawn.total()} candidates; rejected: "
                         f"{dict(card.rejected)}); nothing written")
-    write_questions(path, [*existing, *questions])
+    beir.write_questions(path, [*existing, *questions])
     runs = read_scorecards(path) if mode == "append" else []
     write_atomically(path / SCORECARD, json.dumps({"schema": 1, "runs": [*runs, card.to_json()]}, indent=1,
                                                   ensure_ascii=False))
