@@ -105,8 +105,9 @@ class WriterLLM(LLM):
 
     name = "writer"
 
-    def __init__(self, leaning: str = "ABCDEFGHIJKLM", stop_after: int | None = None):
+    def __init__(self, leaning: str = "ABCDEFGHIJKLM", stop_after: int | None = None, answers_all: bool = False):
         self.leaning, self.stop_after, self.paid = leaning, stop_after, 0
+        self.answers_all = answers_all  # judges every unanswerable question answered by the corpus
 
     def _pay(self):
         if self.stop_after is not None and self.paid >= self.stop_after:
@@ -134,7 +135,8 @@ class WriterLLM(LLM):
     def yes_probability(self, messages):
         self._pay()
         prompt = messages[-1]["content"]
-        return Completion("0.9" if "Proposed answer" in prompt else "0.1", 30, 0)
+        answered = "Proposed answer" in prompt or (self.answers_all and "Do these passages answer" in prompt)
+        return Completion("0.9" if answered else "0.1", 30, 0)
 
 
 @pytest.fixture
@@ -193,6 +195,41 @@ def test_a_small_corpus_is_gone_round_again_asking_each_chunk_for_another_fact(t
     assert sum("largest change" in q.text for q in questions) == 2  # each chunk asked again, for another fact
     with pytest.raises(DataError, match="at most 3 questions come from one chunk"):
         writer_on(folder, WriterLLM(), tmp_path / "cache", fake_embedder).write(7, {"single-hop": 1.0})
+    # single-hop candidates all rejected use up every round of the stream: unanswerable ones still get theirs
+    questions, card = writer_on(folder, WriterLLM(leaning="KP"), tmp_path / "cache2", fake_embedder).write(
+        4, {"single-hop": 0.5, "unanswerable": 0.5})
+    assert card.drawn["single-hop"] == 6 and card.kept["single-hop"] == 0
+    assert card.kept["unanswerable"] == 2 and [q.kind for q in questions] == ["unanswerable"] * 2
+
+
+class TopicalLLM(WriterLLM):
+    """Asks about a topic, with no name or number in the question, as a model does of untitled abstracts."""
+
+    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+        self._pay()
+        specific = "ferroxcube" in messages[-1]["content"]
+        question = "What limits the power output of ferroxcube cores?" if specific else \
+            "What is the maximum power output of the cores?"
+        return Completion(json.dumps({"question": question, "answer": "Losses."}), 40, 12)
+
+
+def test_an_untitled_corpus_keeps_questions_naming_a_word_few_chunks_use(tmp_path, fake_embedder):
+    folder = tmp_path / "abstracts"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text(
+        '{"_id": "a", "title": "", "text": "Losses in ferroxcube cores limit the power output at centimetre '
+        'wavelengths."}\n{"_id": "b", "title": "", "text": "The power output of cores rises with their size."}\n')
+    questions, card = writer_on(folder, TopicalLLM(), tmp_path / "cache", fake_embedder).write(2, {"single-hop": 1})
+    assert [q.text for q in questions] == ["What limits the power output of ferroxcube cores?"]
+    assert card.rejected["not standalone"] >= 1  # "the cores": words every chunk uses name nothing
+
+
+def test_questions_a_kinds_gates_reject_are_written_as_single_hop_ones_and_said(demo_copy, tmp_path, fake_embedder):
+    questions, card = writer_on(demo_copy, WriterLLM(leaning="", answers_all=True), tmp_path / "cache",
+                                fake_embedder).write(4, {"single-hop": 0.5, "unanswerable": 0.5})
+    assert card.rejected["answered by the corpus"] == 6 and card.kept["unanswerable"] == 0
+    assert len(questions) == 4 and card.kept["single-hop"] == 4
+    assert "2 single-hop question(s) written in place of the 2 the other kinds' gates rejected" in card.notes
 
 
 def test_generate_writes_a_dataset_the_loader_reads_and_refuses_to_overwrite_questions(demo_copy, tmp_path,

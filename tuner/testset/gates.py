@@ -55,8 +55,9 @@ def parse_reply(text: str, fields: tuple[str, ...]) -> dict[str, str]:
 
 def clean_question(text: str, subjects: tuple[str, ...] = ()) -> str:
     """One standalone question of sensible length, its preamble stripped; Rejected otherwise. With `subjects` (the
-    titles of its source documents) the question must also name something: a word of a title, a name or a number
-    — "What is the name of the airport?" asks a reader who never saw the passage to guess which airport."""
+    titles of its source documents, the words of its source few other chunks use) the question must also name
+    something: a word of a subject, a name or a number — "What is the name of the airport?" asks a reader who never
+    saw the passage to guess which airport."""
     lines = [line for line in (_PREAMBLE.sub("", line).strip() for line in text.strip().splitlines()) if line]
     if not lines:  # nothing, or nothing but a preamble ("Here are three questions about X:")
         raise Rejected("preamble or list" if text.strip() else "length", text[:60])

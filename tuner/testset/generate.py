@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -44,6 +45,9 @@ ATTEMPTS_PER_QUESTION = 3
 UNANSWERED_TOP = 5
 #: characters of a source chunk a prompt shows
 CHUNK_CHARS = 2000
+#: a word at most this share of the corpus's chunks use (one at least) is specific: a question naming one of its
+#: source's specific words says what it is about, even in a corpus without titles or names
+SPECIFIC_SHARE = 0.01
 #: a judge's P(yes) above this is a yes
 YES = 0.5
 WRITE_TOKENS = 200
@@ -199,6 +203,10 @@ class QuestionWriter:
         self.prefix = next(p for p in ("gen-", *(f"gen-a{k}-" for k in range(1, 10_000)))
                            if not any(i.startswith(p) for i in taken))
         self.titles = {d.id: d.title for d in dataset.documents}
+        chunks = [c for c in runner.workspace.index.chunks if c.level == 0]
+        #: word -> the chunks that use it
+        self.chunk_count = Counter(w for c in chunks for w in set(_words(c.text)))
+        self.specific_below = max(1.0, SPECIFIC_SHARE * len(chunks))
         self.kept_vectors: list[np.ndarray] = []
         #: chunk id -> the questions kept from it, in order
         self.asked: dict[str, list[str]] = defaultdict(list)
@@ -215,26 +223,40 @@ class QuestionWriter:
         pairs = linked_pairs(chunks, self.titles, self.seed) if shares.get("multi-hop") else []
         want = plan(n, shares, len(stream), len(pairs), at_most, card.notes)
         # single-hop and unanswerable questions draw from one stream, so the round-robin over documents holds across
-        # both; a small corpus is gone round again (a chunk's later prompts name the questions it already gave)
+        # both; a small corpus is gone round again (a chunk's later prompts name the questions it already gave).
+        # Unanswerable ones get one more round of their own: single-hop rejections may have used up the stream
         chunk_stream = itertools.chain.from_iterable(itertools.repeat(stream, QUESTIONS_PER_CHUNK))
-        sources = {"single-hop": chunk_stream, "multi-hop": iter(pairs), "unanswerable": chunk_stream}
+        sources = {"single-hop": chunk_stream, "multi-hop": iter(pairs),
+                   "unanswerable": itertools.chain(chunk_stream, stream)}
         questions: list[Question] = []
-        for kind in KINDS:
-            while card.kept[kind] < want[kind] and card.drawn[kind] < want[kind] * ATTEMPTS_PER_QUESTION:
-                item = next(sources[kind], None)
+
+        def draw(kind: str, count: int) -> int:
+            """Up to `count` more questions of `kind`, at most ATTEMPTS_PER_QUESTION candidates each; how many kept."""
+            kept = 0
+            for _ in range(count * ATTEMPTS_PER_QUESTION):
+                item = next(sources[kind], None) if kept < count else None
                 if item is None:
                     break
                 card.drawn[kind] += 1
                 try:
                     questions.append(self.candidate(Source(kind, (item,)) if isinstance(item, Chunk) else item))
                     card.kept[kind] += 1
+                    kept += 1
                 except Rejected as rejected:
                     card.rejected[rejected.gate] += 1
                 if on_progress:
-                    on_progress(len(questions), n)
-            if card.kept[kind] < want[kind]:
+                    on_progress(len(questions), sum(want.values()))
+            return kept
+
+        for kind in KINDS:
+            if draw(kind, want[kind]) < want[kind]:
                 card.notes.append(f"{kind}: {card.kept[kind]} of {want[kind]} kept after {card.drawn[kind]} "
                                   f"candidates (see the gates' rejections)")
+        # what the gates left short is written as single-hop questions, the kind every chunk can source
+        short = sum(want.values()) - len(questions)
+        if short and want["single-hop"] and card.kept["single-hop"] == want["single-hop"]:
+            card.notes.append(f"{draw('single-hop', short)} single-hop question(s) written in place of the "
+                              f"{short} the other kinds' gates rejected")
         # kinds mixed, so the first questions of the file (a --limit) hold every kind
         random.Random(self.seed).shuffle(questions)
         questions = [replace(q, id=f"{self.prefix}{number:04d}") for number, q in enumerate(questions, 1)]
@@ -262,7 +284,7 @@ class QuestionWriter:
         reply = generator.chat([{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}],
                                max_tokens=WRITE_TOKENS, json_schema=schema).text
         written = parse_reply(reply, fields)
-        question = clean_question(written["question"], tuple(self._title(c) for c in chunks))
+        question = clean_question(written["question"], (*(self._title(c) for c in chunks), *self._specific(chunks)))
         vector = self.runner.workspace.embedder.encode([question])[0]
         check_new(vector, self.kept_vectors)
         if source.kind == "unanswerable":
@@ -293,6 +315,13 @@ class QuestionWriter:
 
     def _title(self, chunk: Chunk) -> str:
         return self.titles.get(chunk.doc_id) or chunk.doc_id
+
+    def _specific(self, chunks: tuple[Chunk, ...]) -> set[str]:
+        return {w for c in chunks for w in _words(c.text) if self.chunk_count[w] <= self.specific_below}
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w{4,}", text.lower())
 
 
 def _cut(text: str) -> str:
