@@ -117,6 +117,8 @@ def main() -> None:
         differs.add_column(column)
     for name in sets:
         row, diff = measure(name, args.model, args.questions, args.cache_root)
+        # each set's rows as soon as they are known: a run stopped in a later set keeps them in its log
+        console.print(" | ".join(row), "\n", " | ".join(diff), highlight=False)
         validity.add_row(*row)
         differs.add_row(*diff)
     console.print(validity)
