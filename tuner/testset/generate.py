@@ -203,10 +203,11 @@ class QuestionWriter:
         self.prefix = next(p for p in ("gen-", *(f"gen-a{k}-" for k in range(1, 10_000)))
                            if not any(i.startswith(p) for i in taken))
         self.titles = {d.id: d.title for d in dataset.documents}
-        chunks = [c for c in runner.workspace.index.chunks if c.level == 0]
+        #: the chunks questions are written from (RAPTOR summaries are not sources)
+        self.chunks = [c for c in runner.workspace.index.chunks if c.level == 0]
         #: word -> the chunks that use it
-        self.chunk_count = Counter(w for c in chunks for w in set(_words(c.text)))
-        self.specific_below = max(1.0, SPECIFIC_SHARE * len(chunks))
+        self.chunk_count = Counter(w for c in self.chunks for w in set(_words(c.text)))
+        self.specific_below = max(1.0, SPECIFIC_SHARE * len(self.chunks))
         self.kept_vectors: list[np.ndarray] = []
         #: chunk id -> the questions kept from it, in order
         self.asked: dict[str, list[str]] = defaultdict(list)
@@ -217,7 +218,7 @@ class QuestionWriter:
               at_most: bool = False) -> tuple[list[Question], Scorecard]:
         """`n` questions of the kinds `shares` asks for; `at_most`: fewer when the corpus has too few sources."""
         started = time.perf_counter()
-        chunks = [c for c in self.runner.workspace.index.chunks if c.level == 0]
+        chunks = self.chunks
         card = Scorecard(asked=n, shares={k: shares.get(k, 0.0) for k in KINDS}, documents=len(self.titles))
         stream = spread(chunks, self.seed)
         pairs = linked_pairs(chunks, self.titles, self.seed) if shares.get("multi-hop") else []
