@@ -97,8 +97,11 @@ def test_two_real_rounds_killed_and_resumed(tmp_path, small_gguf):
     assert "round 2 (ci.r2) done" in resumed.stderr and "journey" in resumed.stderr
 
     round1, round2 = (read_study(study_folder(studies, round_name("ci", n))) for n in (1, 2))
-    assert [sum(t.state in ("complete", "pruned") for t in view.trials) for view in (round1, round2)] == [2, 2]
-    # round 1 was not run again
+    # each round holds its 2 trials, round 1's not run again; a trial whose answers the 0.5B judge could not score
+    # fails and still takes its place (the model's output differs from one CPU to another)
+    finished = [sum(t.state in ("complete", "pruned", "fail") for t in view.trials) for view in (round1, round2)]
+    assert finished == [2, 2], resumed.stderr
+    assert any(t.baseline and t.state == "complete" for t in round2.trials)
     assert round2.baseline.pipeline == round1.best.pipeline
     assert round2.project.cache_dir == round1.project.cache_dir
     assert SqliteStore(round1.project.cache_dir / "llm_calls.sqlite").repeated() == 0  # no call paid twice
