@@ -13,7 +13,7 @@ TEST_MODEL ?= qwen2.5-0.5b
 # portable x86-64-v3 llama.cpp, not -march=native: a cached wheel never dies with "Illegal instruction" elsewhere
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: demo test install
+.PHONY: demo test test-openvino install
 
 install: $(VENV)/.installed
 
@@ -28,9 +28,20 @@ demo: install
 	$(BIN)/tuner models install $(MODEL)
 	$(BIN)/tuner optimize --target faithfulness --trials 40
 
-# pytest's exit 5 (no test collected) is a failure too
+# pytest's exit 5 (no test collected) is a failure too; then the embedder tests again beside the openvino extra,
+# in a venv of its own (its pins would move the main one's transformers)
 test: install
 	$(BIN)/tuner models install $(TEST_MODEL)
 	$(BIN)/ruff check tuner tests bench
 	$(BIN)/python -m pytest -q; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$status
+	$(MAKE) test-openvino
+
+OV := $(VENV)-openvino/bin
+test-openvino:
+	test -x $(OV)/python || $(PYTHON) -m venv $(VENV)-openvino
+	$(OV)/python -m pip install -q $(TORCH)
+	$(OV)/python -m pip install -q -e ".[openvino]" "pytest>=8"
+	# a PyPI torchvision is built for PyPI's CUDA torch: beside a CPU torch it breaks `import transformers`
+	$(OV)/python -c "import torchvision" 2>/dev/null || $(OV)/python -m pip uninstall -q -y torchvision
+	$(OV)/python -m pytest -q tests/test_embedders.py -p no:cacheprovider

@@ -46,9 +46,10 @@ def cli_with(tmp_path, fake_embedder, monkeypatch):
 def real_embedder(tmp_path_factory):
     """all-MiniLM-L6-v2 from its registry package, behind a session-wide disk cache."""
     pytest.importorskip("sentence_transformers", reason="needs the embed extra")
+    from tuner.config import EmbedderConfig
     from tuner.models.embedders import make_embedder
 
-    return make_embedder("all-MiniLM-L6-v2", 64, tmp_path_factory.mktemp("cache"))
+    return make_embedder(EmbedderConfig(batch_size=64), tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")

@@ -102,7 +102,14 @@ class IndexSettings(_Strict):
 
 class EmbedderConfig(_Strict):
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers name or local path")
+    backend: Literal["torch", "openvino"] = Field(
+        "torch", description="sentence-transformers' inference backend; openvino (pip install 'rag-tuner[openvino]') "
+        "exports the model once; each backend's and precision's vectors are cached apart")
+    precision: Literal["auto", "fp32", "bf16", "int8"] = Field(
+        "auto", description="auto: bf16 on CPUs with AMX/AVX512-BF16, fp32 elsewhere; int8: torch's dynamic "
+        "quantisation or OpenVINO's int8 weights")
     batch_size: int = Field(32, ge=1)
+    threads: int | None = Field(None, ge=1, description="inference threads; unset: the backend's default")
 
 
 class Bm25Config(_Strict):

@@ -36,7 +36,7 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
         config.dataset.format if dataset_path is None else "auto",
         limit if limit is not None else config.dataset.limit,
     )
-    embedder = embedder or make_embedder(config.embedder.model, config.embedder.batch_size, cache)
+    embedder = embedder or make_embedder(config.embedder, cache)
     builds, identity = open_store(cache, "indexes"), stable_hash([embedder.name, corpus_identity(dataset)])
     # the writer is not closed after: a GGUF loads once per process, and the evaluation's generator is this model
     index = leased(builds, identity, config.index_settings(), lambda settings: build_index(

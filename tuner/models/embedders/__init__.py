@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tuner.config import EmbedderConfig
+
 from tuner.models.embedders._base import Embedder, normalise
 from tuner.models.embedders._cache import CachedEmbedder
 from tuner.models.embedders._sentence_transformers import SentenceTransformerEmbedder, resolve_model_path
@@ -12,6 +14,8 @@ __all__ = ["Embedder", "CachedEmbedder", "SentenceTransformerEmbedder", "normali
            "make_embedder"]
 
 
-def make_embedder(model: str, batch_size: int, cache: Path | str) -> Embedder:
+def make_embedder(config: EmbedderConfig, cache: Path | str) -> Embedder:
     """The project's embedder, behind the cache (a folder, or a study's database)."""
-    return CachedEmbedder(SentenceTransformerEmbedder(model, batch_size=batch_size), cache)
+    return CachedEmbedder(SentenceTransformerEmbedder(config.model, batch_size=config.batch_size,
+                                                      backend=config.backend, precision=config.precision,
+                                                      threads=config.threads), cache)
