@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(SETS), help="which of the BEIR-layout sets")
     parser.add_argument("--prune-after", type=int, default=None,
                         help="questions a trial answers before the pruner may stop it (default as tuner optimize's: "
-                             "30 for a retrieval target)")
+                             "no pruning for a retrieval target)")
     args = parser.parse_args()
     space = resolve_space(args.space)
 

@@ -59,6 +59,17 @@ def test_candidates_are_fetched_once_per_question_and_refused_per_alpha(counted)
     assert [c.position for c in again.ranking] == [c.position for c in first.ranking]
 
 
+def test_an_evaluation_embeds_its_questions_in_one_batch_and_fetches_each_once(counted):
+    """One question at a time, the embedder ran a batch of one per question: most of a study's first trial."""
+    workspace, calls = counted
+    embedder, questions = workspace.pipeline.embedder, len(workspace.dataset.questions)
+    before = embedder.calls, embedder.texts_encoded
+    RagRunner(workspace).evaluate(PipelineConfig(), answer=False)
+    RagRunner(workspace).evaluate(PipelineConfig(alpha=0.2, top_k=3, fusion="ranked"), answer=False)
+    assert (embedder.calls - before[0], embedder.texts_encoded - before[1]) == (1, questions)
+    assert calls == {"bm25": questions, "dense": questions}
+
+
 def test_graph_hops_bring_in_the_second_document_of_a_multi_hop_question(demo):
     question = next(q for q in demo.dataset.questions if q.id == "q03")  # bridge -> its engineer -> birthplace
     config = PipelineConfig(top_k=1, alpha=0.0)

@@ -348,15 +348,16 @@ def test_a_configuration_stored_before_a_knob_existed_is_the_same_as_it_with_the
     assert not same_pipeline({**old, "reranker": "no-such-reranker"}, config)  # a value this version refuses
 
 
-def test_the_pruner_waits_longer_when_questions_cost_no_model_call():
-    """A retrieval target's questions cost milliseconds: by default its trials answer 30 before the pruner may stop
-    them (on vaswani the test at 4-15 questions stopped every stemmed trial of a study whose stemmed index gains
-    +0.108 held-out); an LLM target prunes after 4; --prune-after overrides both, never below the test's 4."""
-    from tuner.study.optimize import RETRIEVAL_PATIENCE
-
-    assert StudySettings(["ndcg@10"]).patience == RETRIEVAL_PATIENCE == 30
+def test_a_study_of_questions_that_cost_no_model_call_does_not_prune_unless_asked():
+    """A retrieval target's questions cost about a millisecond, less than reporting them to the pruner: no pruning by
+    default (on vaswani the test at 4-15 questions also stopped every stemmed trial of a study whose stemmed index
+    gains +0.108 held-out); an LLM target prunes after 4; --prune-after asks for it, never below the test's 4."""
+    assert not StudySettings(["ndcg@10"]).prunes and isinstance(make_pruner(StudySettings(["ndcg@10"])),
+                                                                 optuna.pruners.NopPruner)
+    assert StudySettings(["ndcg@10"], prune_after=30).prunes and StudySettings(["faithfulness"]).prunes
+    assert not StudySettings(["ndcg@10", "faithfulness"]).prunes  # Optuna prunes no multi-objective trial
     assert StudySettings(["faithfulness"]).patience == 4
     assert StudySettings(["ndcg@10", "faithfulness"]).patience == 4
     assert StudySettings(["recall@5"], prune_after=10).patience == 10
     assert StudySettings(["ndcg@10"], prune_after=2).patience == 4
-    assert make_pruner(StudySettings(["ndcg@10"]))._n_startup_steps == 30
+    assert make_pruner(StudySettings(["ndcg@10"], prune_after=30))._n_startup_steps == 30

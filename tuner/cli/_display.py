@@ -101,7 +101,10 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
                       + (f" ({held} more held out for the verdict)" if held else " (none held out)")
                       + f", sampler {session.spec.settings.sampler}", highlight=False)
     patience = session.spec.settings.patience
-    if len(targets) == 1 and questions <= patience:
+    if len(targets) == 1 and not session.spec.settings.prunes:
+        err_console.print("note: no pruning: a retrieval question costs about a millisecond, less than reporting it "
+                          "to the pruner (--prune-after N prunes anyway)", highlight=False)
+    elif len(targets) == 1 and questions <= patience:
         err_console.print(f"note: no pruning: a trial is only stopped early after {patience}+ paired questions "
                           f"(--prune-after) and before its last, and this study searches {questions}",
                           highlight=False)

@@ -41,8 +41,8 @@ def optimize_command(
     constraint: Annotated[Optional[list[str]], typer.Option("--constraint", help='guard, e.g. "answer_relevancy>=0.7"')]
     = None,
     prune_after: Annotated[Optional[int], typer.Option(
-        min=1, help="questions answered before a trial may be pruned (the test needs 4 at least) [default: 4; 30 "
-        "when every target is a retrieval metric: its questions cost milliseconds]")] = None,
+        min=1, help="questions answered before a trial may be pruned (the test needs 4 at least) [default: 4; no "
+        "pruning when every target is a retrieval metric: its questions cost about a millisecond]")] = None,
     storage: StorageOption = None,
     studies_dir: StudiesDirOption = Path("studies"),
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="rounds of optimise -> analyse -> next space; "

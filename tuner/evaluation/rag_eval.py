@@ -106,6 +106,8 @@ class RagRunner:
         started = time.perf_counter()
         self.meter.records.clear()  # each evaluation reports its own cost
         self.index_for(config)
+        with self.meter.stage("", "retrieve"):
+            self.workspace.pipeline.prefetch([q.text for q in questions], config)
         per_question = []
         for index, question in enumerate(questions):
             per_question.append(self._one(index, question, config, program, scored, on_progress))

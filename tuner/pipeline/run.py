@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from tuner.config import IndexSettings, PipelineConfig, RerankerConfig
@@ -105,6 +105,12 @@ class RetrievalPipeline:
     def index_for(self, config: PipelineConfig) -> Index:
         """The index `config` retrieves from, built now if it is the first to need it."""
         return self.indexes.get(self.settings_of(config))
+
+    def prefetch(self, questions: Sequence[str], config: PipelineConfig) -> None:
+        """Fetch the candidates of `questions` for `config`'s index at once (their vectors embedded in batches);
+        a query strategy searches rewrites, which only exist per question."""
+        if config.query == "none":
+            self.retriever_of(self.index_for(config)).prefetch(questions, self.window)
 
     def run(self, question: str, config: PipelineConfig, rewritten: Rewrite | None = None) -> RetrievalResult:
         """`rewritten`: what the question is searched as (default: `self.rewrite`); several searches are merged by

@@ -49,10 +49,6 @@ REPEATS_TO_STOP = 25
 #: the fewest paired questions with which a one-sided signed-rank test can reach p < 0.1 (1/2^4 = 0.0625; with 3
 #: the smallest p is 1/8): an earlier --prune-after could never fire
 PAIRED_MINIMUM = 4
-#: the default patience of a study whose targets need no LLM: a retrieval question costs milliseconds, so pruning
-#: saves little, and on vaswani_npl (~20 relevant abstracts a question) the signed-rank test at 4-15 questions
-#: stopped every stemmed trial of a study whose stemmed index gains +0.108 nDCG@10 on held-out questions
-RETRIEVAL_PATIENCE = 30
 
 
 @dataclass
@@ -61,16 +57,26 @@ class StudySettings:
     constraints: list[Constraint] = field(default_factory=list)
     sampler: str = "tpe"
     seed: int | None = 0
-    #: questions every trial answers before the pruner may stop it; None: `patience`'s default for the targets
+    #: questions every trial answers before the pruner may stop it; None: 4 when a target needs the LLM, and no
+    #: pruning when every target is a retrieval metric
     prune_after: int | None = None
 
     @property
     def patience(self) -> int:
-        """Questions before the pruner may stop a trial: --prune-after, else 4 (each answered question costs model
-        calls: prune early) or, when every target is a retrieval metric, RETRIEVAL_PATIENCE."""
-        if self.prune_after is not None:
-            return max(self.prune_after, PAIRED_MINIMUM)
-        return RETRIEVAL_PATIENCE if all(t in RETRIEVAL_METRICS for t in self.targets) else PAIRED_MINIMUM
+        """Questions before the pruner may stop a trial: --prune-after (never below the test's 4), else 4: each
+        answered question costs model calls, so prune early."""
+        return max(self.prune_after or 0, PAIRED_MINIMUM)
+
+    @property
+    def prunes(self) -> bool:
+        """Whether trials report each question's score to a pruner. Not by default when every target is a retrieval
+        metric: such a question costs about a millisecond, and reporting it (a journal write, the best trial's
+        scores compared) cost 3-4× more than the question (bench/throughput.py); on vaswani_npl the signed-rank
+        test at 4-15 questions also stopped every stemmed trial of a study whose stemmed index gains +0.108
+        nDCG@10 held-out. Optuna cannot prune multi-objective trials."""
+        if self.multi_objective:
+            return False
+        return self.prune_after is not None or not all(t in RETRIEVAL_METRICS for t in self.targets)
 
     def __post_init__(self) -> None:
         for target in self.targets:
@@ -108,8 +114,8 @@ def make_sampler(settings: StudySettings, space: SearchSpace, trials_so_far: int
 
 
 def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
-    if settings.multi_objective:
-        return optuna.pruners.NopPruner()  # Optuna cannot prune multi-objective trials
+    if not settings.prunes:
+        return optuna.pruners.NopPruner()
     # Per-question scores, paired against the best trial's on the same questions: prune only when the
     # signed-rank test says this configuration is worse (p < 0.1) after `prune_after` questions.
     with warnings.catch_warnings():
@@ -195,7 +201,7 @@ class Objective:
 
         def report(index: int, question: QuestionResult) -> None:
             nonlocal pruned
-            if self.settings.multi_objective:
+            if not self.settings.prunes:
                 return
             value = question.value(target)
             if value is not None:
