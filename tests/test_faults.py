@@ -837,4 +837,6 @@ def test_a_kill_during_real_embedding_keeps_the_slices_written(tmp_path, real_em
     again = CachedEmbedder(model, tmp_path)
     vectors = again.encode(texts)
     assert again.misses == 40  # the first 256 came from the store
-    np.testing.assert_allclose(vectors[:3], model.encode(texts[:3]), atol=1e-5)
+    # bf16 (precision auto on a CPU with it) rounds a little differently in another batch: cosine, not digits
+    np.testing.assert_allclose(np.sum(vectors[:3] * model.encode(texts[:3]), axis=1), 1.0,
+                               atol=1e-6 if model.precision == "fp32" else 1e-4)
