@@ -11,6 +11,7 @@ A backend whose packages are not installed is said and skipped.
     python bench/embed.py                                  # both tables, every shared set
     python bench/embed.py --speed-only --chunks 500        # the speed table alone
     python bench/embed.py --backends torch:fp32 openvino:bf16 --sets vaswani_npl
+    python bench/embed.py --speed-only --backends torch:auto    # the default alone, and joblib's two workers
 """
 
 from __future__ import annotations
@@ -83,6 +84,37 @@ def speed(backends: list[tuple[str, str]], texts: list[str]) -> Table:
     return table
 
 
+_WORKER_MODEL: dict[tuple[str, str], SentenceTransformerEmbedder] = {}
+
+
+def _encode_in_worker(backend: str, precision: str, texts: list[str]):
+    key = (backend, precision)
+    if key not in _WORKER_MODEL:  # once per worker process (joblib's loky keeps them for the next part)
+        _WORKER_MODEL[key] = SentenceTransformerEmbedder(backend=backend, precision=precision, threads=1)
+    return _WORKER_MODEL[key].encode(texts)
+
+
+def workers(backend: str, precision: str, texts: list[str]) -> Table:
+    """One process on every core vs joblib's two worker processes of one thread each (their start and model load
+    included, as a first index build would pay them), on the same texts in parts of 256 of similar lengths."""
+    from joblib import Parallel, delayed
+
+    started = time.perf_counter()
+    SentenceTransformerEmbedder(backend=backend, precision=precision).encode(texts)
+    alone = len(texts) / (time.perf_counter() - started)
+    order = sorted(texts, key=len, reverse=True)
+    started = time.perf_counter()
+    Parallel(n_jobs=2)(delayed(_encode_in_worker)(backend, precision, order[i:i + 256])
+                       for i in range(0, len(order), 256))
+    shared = len(texts) / (time.perf_counter() - started)
+    table = Table(title=f"{label(backend, precision)}: one process vs two joblib workers, chunks/s ({len(texts)} "
+                        "chunks, model load included)")
+    for column in ("one process, default threads", "2 joblib workers × 1 thread", "ratio"):
+        table.add_column(column)
+    table.add_row(f"{alone:.0f}", f"{shared:.0f}", f"{shared / alone:.2f}×")
+    return table
+
+
 def quality(backends: list[tuple[str, str]], sets: list[str], cache_root: Path) -> Table:
     table = Table(title="nDCG@10 at the default retrieval settings, per embedding backend (Δ: to torch)")
     for column in ("set", "questions", "chunks", *(label(*b) for b in backends), "embedding s (torch → fastest)"):
@@ -123,7 +155,7 @@ def main() -> None:
     backends = available([tuple(b.split(":", 1)) for b in args.backends])
     source = load_dataset(DATASETS / args.speed_set if (DATASETS / args.speed_set).is_dir() else None)
     texts = [c.text for c in chunk_documents(source.documents, ProjectConfig().index_settings())][:args.chunks]
-    tables = [speed(backends, texts)]
+    tables = [speed(backends, texts), workers(*backends[0], texts * max(1, 4000 // max(1, len(texts))))]
     if not args.speed_only:
         sets = [n for n in args.sets if (DATASETS / n).is_dir()]
         tables.append(quality(backends, sets, args.cache_root))
