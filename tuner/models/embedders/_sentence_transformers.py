@@ -68,7 +68,7 @@ def cache_name(model: str, backend: str, precision: str) -> str:
 
 class SentenceTransformerEmbedder(Embedder):
     def __init__(self, model: str = "all-MiniLM-L6-v2", batch_size: int = 32, device: str = "cpu",
-                 backend: str = "torch", precision: str = "auto", threads: int | None = None):
+                 backend: str = "torch", precision: str = "fp32", threads: int | None = None):
         precision = resolve_precision(precision)
         if backend not in BACKENDS or precision not in PRECISIONS:
             raise TunerError(f"embedder backend {backend!r} / precision {precision!r}: choose a backend of "
