@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from tuner.models.embedders import Embedder
 from tuner.pipeline.backends import Hits, RetrievalBackend
 from tuner.pipeline.fusion import RANK_CONSTANT, hybrid
@@ -31,9 +33,7 @@ class HybridRetriever:
         key = question if dense_text == question else (question, dense_text)
         cached = self._cache.get(key)
         if cached is None or cached.window < window:
-            vector = self.embedder.encode([dense_text])[0]
-            cached = Candidates(self.backend.bm25(question, window), self.backend.dense(vector, window), window)
-            self._cache[key] = cached
+            cached = self._cache[key] = self._fetch(question, self.embedder.encode([dense_text])[0], window)
         return cached
 
     def prefetch(self, questions: Sequence[str], limit: int = 0) -> None:
@@ -42,8 +42,10 @@ class HybridRetriever:
         window = max(self.window, limit)
         todo = list(dict.fromkeys(q for q in questions if q not in self._cache or self._cache[q].window < window))
         for question, vector in zip(todo, self.embedder.encode(todo) if todo else []):
-            self._cache[question] = Candidates(self.backend.bm25(question, window), self.backend.dense(vector, window),
-                                               window)
+            self._cache[question] = self._fetch(question, vector, window)
+
+    def _fetch(self, question: str, vector: np.ndarray, window: int) -> Candidates:
+        return Candidates(self.backend.bm25(question, window), self.backend.dense(vector, window), window)
 
     def search(self, question: str, alpha: float, fusion: str, limit: int, rank_constant: int = RANK_CONSTANT,
                dense_text: str | None = None) -> Hits:

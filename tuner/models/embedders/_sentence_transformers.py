@@ -8,6 +8,7 @@ sentence-transformers 6 needs 5 or later."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import re
@@ -115,7 +116,12 @@ def _installed(module: str) -> bool:
         return False
 
 
-_TORCH_THREADS: dict[str, int] = {}
+@functools.cache
+def _torch_default_threads() -> int:
+    """torch's own thread count, as the first load found it (set_num_threads changes it for the process)."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _load(path: str, backend: str, precision: str, threads: int | None, device: str):
@@ -124,8 +130,7 @@ def _load(path: str, backend: str, precision: str, threads: int | None, device: 
 
     if backend == "torch":
         # process-wide (the reranker's threads too): unset restores torch's own default, seen at the first load
-        default = _TORCH_THREADS.setdefault("default", torch.get_num_threads())
-        torch.set_num_threads(threads or default)
+        torch.set_num_threads(threads or _torch_default_threads())
         kwargs = {"dtype": torch.bfloat16} if precision == "bf16" else None
         model = SentenceTransformer(path, device=device, model_kwargs=kwargs)
         if precision == "int8":
