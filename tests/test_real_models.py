@@ -51,7 +51,8 @@ def test_the_cli_rerun_costs_zero_llm_calls(first_run, project, tmp_path):
     again = EvalResult.from_json(json.loads((tmp_path / "again.json").read_text()))  # the JSON is the record
     assert again.cost.llm_calls == 0
     assert again.cost.cache_hits == first_run.cost.llm_calls + first_run.cost.cache_hits
-    assert again.metrics == first_run.metrics
+    # Same answers and verdicts; embeddings are recomputed in other batches, which moves float sums in the 8th digit.
+    assert again.metrics == pytest.approx(first_run.metrics, abs=1e-6)
     assert [q.answer for q in again.questions] == [q.answer for q in first_run.questions]
     assert "faithfulness" in result.stdout and "cost" in result.stdout
 
