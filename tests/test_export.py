@@ -22,11 +22,12 @@ def test_weaviate_parameters_of_a_pipeline():
 
 
 def test_what_does_not_transfer_is_named_and_a_foreign_fusion_refused():
-    project = ProjectConfig(backend={"bm25": Bm25Config(stemmer="english")})
+    project = ProjectConfig(backend={"bm25": Bm25Config(stemmer="english")}, embedder={"precision": "bf16"})
     pipeline = PipelineConfig(fusion="ranked", rank_constant=20, hops=1, reranker="embedding",
                               confidence_threshold=0.4)
     lost = " | ".join(weaviate_export(pipeline, project).not_transferred)
-    for knob in ("rank_constant 20", "hops 1", "reranker embedding", "confidence_threshold 0.4", "stemmer english"):
+    for knob in ("rank_constant 20", "hops 1", "reranker embedding", "confidence_threshold 0.4", "stemmer english",
+                 "embedder torch bf16"):
         assert knob in lost
     assert "auto_limit" not in weaviate_export(pipeline, project).params
     on_weaviate = ProjectConfig(backend={"type": "weaviate", "bm25": Bm25Config(k1=1.5)})

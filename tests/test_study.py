@@ -294,7 +294,7 @@ def test_a_resume_records_the_project_it_now_runs_but_not_other_questions_or_ano
     """A resume with another --limit scored later trials on other questions than earlier ones (and `eval --split
     holdout` then held out a question the search saw): refused, like a change of the index; a changed judge
     retry count is recorded."""
-    from tuner.config import ChunkingConfig, EvaluationConfig
+    from tuner.config import ChunkingConfig, EmbedderConfig, EvaluationConfig
 
     first = setup(PROGRAMS, limit=2)
     first.run(1)
@@ -303,6 +303,9 @@ def test_a_resume_records_the_project_it_now_runs_but_not_other_questions_or_ano
         setup(PROGRAMS, limit=3)  # e.g. `tuner optimize --limit 3` on the same study
     with pytest.raises(ConfigError, match="indexed with chunking.size = 150, not 80"):
         setup(PROGRAMS, limit=2, project=ProjectConfig(cache_dir=tmp_path / "cache", chunking=ChunkingConfig(size=80)))
+    with pytest.raises(ConfigError, match="indexed with embedder.precision = 'fp32', not 'int8'"):  # other vectors
+        setup(PROGRAMS, limit=2, project=ProjectConfig(cache_dir=tmp_path / "cache",
+                                                       embedder=EmbedderConfig(precision="int8")))
     assert len(load_study(first.folder).trials) == 1  # nothing was added by the refused resumes
     resumed = setup(PROGRAMS, limit=2, project=ProjectConfig(cache_dir=tmp_path / "cache",
                                                             evaluation=EvaluationConfig(retries=1)))

@@ -61,7 +61,11 @@ def weaviate_export(pipeline: PipelineConfig, project: ProjectConfig, collection
                     f"was tuned against these)")
     if project.backend.candidates != 100:
         lost.append(f"backend.candidates {project.backend.candidates} (Weaviate fetches 100 per side)")
-    return WeaviateExport(params, lost, _snippet(params, project.embedder.model, collection))
+    embedder = project.embedder
+    if (embedder.backend, embedder.precision) != ("torch", "fp32"):
+        lost.append(f"embedder {embedder.backend} {embedder.precision} (the snippet embeds questions with torch fp32: "
+                    f"a close vector, not the same one)")
+    return WeaviateExport(params, lost, _snippet(params, embedder.model, collection))
 
 
 def _snippet(params: dict[str, object], embedder: str, collection: str) -> str:
