@@ -41,6 +41,7 @@ def test_wilcoxon_and_the_verdict_sentence():
     reference = {f"q{i}": 0.5 for i in range(len(DIFFS))}
     candidate = {f"q{i}": 0.5 + d for i, d in enumerate(DIFFS)}
     candidate["q99"] = 1.0  # scored only by the candidate: left out, counted
+    reference["q98"] = candidate["q98"] = None  # scored by neither (no gold ids): not unpaired
     gain = compare("faithfulness", reference, candidate)
     assert gain.n == 12 and gain.unpaired == 1 and gain.mean_difference == pytest.approx(np.mean(DIFFS))
     assert gain.verdict == "better" and "distinguishable from zero" in gain.sentence()

@@ -75,6 +75,12 @@ def test_a_retrieval_study_searches_index_knobs_and_reports_the_indexes_it_built
     assert built and "index" not in trials[0]["cost_by_stage"]  # the baseline uses the project's index
     report = (tmp_path / "reports" / "ix" / "report.md").read_text()
     assert f"| indexes | {len(built)} built by trials for their index knobs" in report
+    # no model answered or judged: the report names none (not the configured ones)
+    assert "| generator | none: no answer was generated" in report and "| judge | none: nothing was judged" in report
+    # piped to a file, with no COLUMNS set: full width, not rich's 80 columns that cut headers to "llm…"
+    piped = subprocess.run([sys.executable, "-m", "tuner", "trials", "--study", "ix"], cwd=tmp_path, text=True,
+                           env={k: v for k, v in os.environ.items() if k != "COLUMNS"}, capture_output=True)
+    assert piped.returncode == 0 and "llm calls" in piped.stdout and "…" not in piped.stdout, piped.stdout
 
 
 def test_the_live_display_says_how_many_indexes_trials_built_and_their_cost():

@@ -155,6 +155,12 @@ def test_tuner_compile_judges_the_program_on_held_out_questions(tmp_path, cli_wi
     assert "held-out" in result.output and "score the same on faithfulness" in result.output
     bad = invoke("compile", "--limit", "6", "--optimizer", "adam")
     assert bad.exit_code == 1 and "Traceback" not in bad.output
+    # errors name the option the user typed
+    guard = invoke("compile", "--limit", "6", "--guard", "relevancy>0.5")
+    assert guard.exit_code == 1 and str(guard.exception).startswith("--guard 'relevancy>0.5'")
+    split = invoke("compile", "--limit", "2", "--split", "0.9")
+    assert split.exit_code == 1 and str(split.exception).startswith("--split 0.9 of 2 question(s)")
+    assert "--holdout" not in str(split.exception)
 
 
 def test_a_sidecar_from_an_older_tuner_loads_and_one_from_a_newer_fails_in_one_line(tmp_path):

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-console = Console()  # results: tables, summaries
-err_console = Console(stderr=True)  # progress, notes and errors, so results can be piped
+#: columns when the output is no terminal (a log, CI, nohup): rich's 80 cut table headers to "jud…"
+PIPED_WIDTH = 200
+
+
+def _console(stderr: bool = False) -> Console:
+    """Terminal width on a terminal; without one, wide enough for every table (COLUMNS still wins)."""
+    made = Console(stderr=stderr)
+    if not made.is_terminal and "COLUMNS" not in os.environ:
+        made.width = PIPED_WIDTH
+    return made
+
+
+console = _console()  # results: tables, summaries
+err_console = _console(stderr=True)  # progress, notes and errors, so results can be piped
 
 
 def progress(transient: bool = False) -> Progress:

@@ -48,7 +48,7 @@ class Comparison:
 
     metric: str
     n: int  # questions scored for both
-    unpaired: int  # questions left out: unscored by one or both
+    unpaired: int  # questions left out: scored by one of the two only
     reference_mean: float | None
     candidate_mean: float | None
     mean_difference: float | None
@@ -99,7 +99,9 @@ def compare(metric: str, reference: Mapping[str, float | None], candidate: Mappi
     """Compare two {question id: score or None} maps on the questions both scored."""
     common = [q for q in reference if q in candidate]
     paired = [q for q in common if reference[q] is not None and candidate[q] is not None]
-    unpaired = len(set(reference) | set(candidate)) - len(paired)
+    # scored by one of the two only; a question neither scored (a retrieval metric without gold ids) is not missing
+    scored = {q for q, v in reference.items() if v is not None} ^ {q for q, v in candidate.items() if v is not None}
+    unpaired = len(scored)
     if not paired:
         return Comparison(metric, 0, unpaired, None, None, None, None, None, {})
     diffs = {q: float(candidate[q]) - float(reference[q]) for q in paired}

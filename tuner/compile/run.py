@@ -97,7 +97,7 @@ def compile_questions(questions: Sequence[Question], recorded: Split | None, tra
     ids = [q.id for q in questions]
     if train is not None and train >= len(ids):
         raise ConfigError(f"--train {train}: the dataset has {len(ids)} questions; leave some to judge on")
-    parts = Split.make(ids, 1 - train / len(ids) if train else held_out_share)
+    parts = Split.make(ids, 1 - train / len(ids) if train else held_out_share, option="--split")
     return parts.search(questions), parts.holdout(questions)
 
 

@@ -32,15 +32,16 @@ class Split:
     holdout_ids: frozenset[str]
 
     @classmethod
-    def make(cls, ids: Iterable[str], fraction: float) -> Split:
-        """Hold out `fraction` of the questions: the ones whose id hashes lowest. 0 holds out nothing."""
+    def make(cls, ids: Iterable[str], fraction: float, option: str = "--holdout") -> Split:
+        """Hold out `fraction` of the questions: the ones whose id hashes lowest. 0 holds out nothing. `option`:
+        what the user typed the fraction as, for the error."""
         ids = list(dict.fromkeys(ids))
         if not 0 <= fraction < 1:
-            raise ConfigError(f"--holdout {fraction:g}: expected a share of the questions in [0, 1), e.g. 0.3")
+            raise ConfigError(f"{option} {fraction:g}: expected a share of the questions in [0, 1), e.g. 0.3")
         count = round(fraction * len(ids))
         if fraction and (count < 1 or count >= len(ids)):
-            raise ConfigError(f"--holdout {fraction:g} of {len(ids)} question(s) leaves no question on one side; "
-                              f"use more questions or --holdout 0")
+            raise ConfigError(f"{option} {fraction:g} of {len(ids)} question(s) leaves no question on one side; "
+                              f"use more questions or {option} 0")
         return cls(fraction, frozenset(sorted(ids, key=_rank)[:count]))
 
     @classmethod

@@ -33,10 +33,11 @@ class Constraint:
     bound: float
 
     @classmethod
-    def parse(cls, text: str) -> Constraint:
+    def parse(cls, text: str, option: str = "--constraint") -> Constraint:
+        """`option`: what the user typed it as, for the error."""
         match = re.fullmatch(r"\s*([\w@]+)\s*(>=|<=)\s*([0-9]*\.?[0-9]+)\s*", text)
         if not match or match.group(1) not in TARGETS:
-            raise ConfigError(f"--constraint {text!r}: expected METRIC>=VALUE or METRIC<=VALUE with METRIC one of "
+            raise ConfigError(f"{option} {text!r}: expected METRIC>=VALUE or METRIC<=VALUE with METRIC one of "
                               f"{', '.join(TARGETS)}")
         return cls(match.group(1), match.group(2), float(match.group(3)))
 

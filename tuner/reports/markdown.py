@@ -130,10 +130,18 @@ def _held_out(analysis: Analysis) -> list[str]:
     return out
 
 
+def _model(models: dict[str, str] | None, role: str, configured: str, unused: str) -> str:
+    """The model the best trial used in `role` (None: no trial result to read, so the configured one); a result
+    without it never used one (a study of retrieval metrics)."""
+    if models is None:
+        return configured
+    return models.get(role) or f"none: {unused} (retrieval metrics only)"
+
+
 def _question(view: StudyView) -> list[str]:
     project, spend = view.project, _data.spend(view)
     best = view.best or view.baseline
-    models = best.result.models if best and best.result else {}
+    models = best.result.models if best and best.result else None
     states = ", ".join(f"{n} {s}" for s, n in sorted(view.by_state().items()))
     dataset = str(project.dataset.path) if project.dataset.path else "the bundled demo"
     questions = len(best.result.questions) if best and best.result else "?"
@@ -142,8 +150,8 @@ def _question(view: StudyView) -> list[str]:
         ["target", ", ".join(view.targets)],
         ["guards", ", ".join(view.constraints) or "none"],
         ["dataset", f"{dataset} ({questions} search questions" + (f", {held} held out)" if held else ")")],
-        ["generator", models.get("generator", project.generator.model)],
-        ["judge", models.get("judge", project.judge_llm.model)],
+        ["generator", _model(models, "generator", project.generator.model, "no answer was generated")],
+        ["judge", _model(models, "judge", project.judge_llm.model, "nothing was judged")],
         ["trials", states],
         ["wall time", f"{_duration(_data.wall_seconds(view))} from the first trial's start to the last's end; "
                       f"{_duration(spend.trial_seconds)} inside trials"],
