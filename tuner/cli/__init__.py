@@ -9,7 +9,7 @@ import sys
 import tuner  # noqa: F401  (sets offline environment defaults first)
 from tuner.cli._app import app
 # each module registers its commands, in the order `tuner --help` lists them
-from tuner.cli import evaluate, data, study, spaces, compile, judge, cache, models  # noqa: F401, E402
+from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, cache, models  # noqa: F401, E402
 from tuner.cli._display import show_library_messages
 from tuner.cli._interrupt import stop_promptly_on_ctrl_c
 from tuner.errors import TunerError

@@ -47,7 +47,8 @@ def compile_command(
     from tuner.compile.run import CompileSettings, compile_program, compile_questions
     from tuner.evaluation.records import Constraint
 
-    settings = CompileSettings(optimizer, target, Constraint.parse(guard, option="--guard") if guard else None, budget, seed)
+    guarded = Constraint.parse(guard, option="--guard") if guard else None
+    settings = CompileSettings(optimizer, target, guarded, budget, seed)
     project, pipeline, recorded, cache = load_config(config), None, None, None
     if study is not None:
         from tuner.study.results import read_study

@@ -39,31 +39,20 @@ def eval_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write results JSON here")] = None,
 ) -> None:
     """Score one pipeline configuration over every question: retrieval, answers and RAGAS metrics."""
-    from tuner.data.split import Split
     from tuner.evaluation.records import eval_json
-    from tuner.workspace import open_workspace
 
-    if split not in ("all", "search", "holdout"):
-        raise ConfigError(f"--split {split!r}: choose all, search or holdout")
     project = load_config(config)
     pipeline_config = with_overrides(project.pipeline, set_ or [])
     project = project.model_copy(update={"pipeline": pipeline_config})
-    with index_progress() as shown:
-        workspace = open_workspace(project, dataset, limit, on_progress=shown)
+    workspace = open_split(project, dataset, limit, split)
     data = workspace.dataset
-    if split != "all":
-        parts = Split.auto([q.id for q in data.questions], project.dataset.holdout)
-        if not parts.active:
-            raise ConfigError(f"--split {split}: these {len(data.questions)} questions hold none out (set "
-                              f"dataset.holdout in the config, as `tuner best` does, or use --split all)")
-        data.questions = parts.part(data.questions, split)
     part = "" if split == "all" else f" ({split} part)"
     console.print(f"[bold]{data.name}[/] ({data.format}): {len(data.documents)} documents, "
                   f"{len(workspace.index.chunks)} chunks, {len(data.questions)} questions{part}")
     print_notes(data)
 
     started = time.perf_counter()
-    evaluated = run_evaluation(workspace, pipeline_config, metrics, no_cache, answer=not retrieval_only)
+    evaluated = run_evaluation(workspace, pipeline_config, metric_list(metrics), no_cache, answer=not retrieval_only)
     elapsed = time.perf_counter() - started
 
     report = eval_json(project.model_dump(mode="json"), data, len(workspace.index.chunks), split, evaluated.to_json(),
@@ -76,22 +65,42 @@ def eval_command(
         err_console.print(f"results written to {out}")
 
 
-def run_evaluation(workspace, pipeline_config: PipelineConfig, metrics: Optional[str], no_cache: bool,
-                   answer: bool = True):
-    """The configuration scored question by question; `answer=False`: retrieval alone (no model loads)."""
+def open_split(project, dataset: Optional[Path], limit: Optional[int], split: str):
+    """The project's workspace (index built, with a progress bar), its questions cut to `split`: all, or the part a
+    study searched on or held out (the config's dataset.holdout, as `tuner best` writes it)."""
+    from tuner.data.split import Split
+    from tuner.workspace import open_workspace
+
+    if split not in ("all", "search", "holdout"):
+        raise ConfigError(f"--split {split!r}: choose all, search or holdout")
+    with index_progress() as shown:
+        workspace = open_workspace(project, dataset, limit, on_progress=shown)
+    data = workspace.dataset
+    if split != "all":
+        parts = Split.auto([q.id for q in data.questions], project.dataset.holdout)
+        if not parts.active:
+            raise ConfigError(f"--split {split}: these {len(data.questions)} questions hold none out (set "
+                              f"dataset.holdout in the config, as `tuner best` does, or use --split all)")
+        data.questions = parts.part(data.questions, split)
+    return workspace
+
+
+def run_evaluation(workspace, pipeline_config: PipelineConfig, requested: Optional[list[str]], no_cache: bool,
+                   answer: bool = True, label: str = ""):
+    """The configuration scored question by question on `requested` metrics (None: the config's); `answer=False`:
+    retrieval alone (no model loads)."""
     from tuner.evaluation.rag_eval import RagRunner
 
-    requested = metric_list(metrics)
     runner = RagRunner(workspace, use_cache=not no_cache)
     if answer:
         for metric, why in runner.metrics_for(requested)[1].items():
             err_console.print(f"[yellow]note:[/] skipping {metric}: {why}")
     questions = workspace.dataset.questions
     with progress() as bar:
-        task = bar.add_task("evaluating" if answer else "retrieving", total=len(questions))
+        task = bar.add_task(label + ("evaluating" if answer else "retrieving"), total=len(questions))
 
         def on_progress(index: int, question_id: str, stage: str) -> None:
-            bar.update(task, completed=index + (stage == "done"), description=f"{question_id}: {stage}")
+            bar.update(task, completed=index + (stage == "done"), description=f"{label}{question_id}: {stage}")
 
         return runner.evaluate(pipeline_config, metrics=requested, on_progress=on_progress, answer=answer)
 

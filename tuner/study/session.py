@@ -230,7 +230,8 @@ LLM_CALLS = {"query": "once per question", "contextual": "once per chunk", "chun
 
 
 #: index settings every trial of a study retrieved with: a resume with others would compare other indexes
-INDEX_SETTINGS = {"chunking": None, "embedder": ("model", "backend", "precision"), "backend": ("type", "candidates", "bm25"), "graph": None}
+INDEX_SETTINGS = {"chunking": None, "embedder": ("model", "backend", "precision"),
+                  "backend": ("type", "candidates", "bm25"), "graph": None}
 
 
 def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], project: ProjectConfig) -> None:

@@ -1,0 +1,86 @@
+"""`tuner compare`: a regression gate for CI — a new configuration against a base one on the same questions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from tuner.cli._app import app
+from tuner.cli._options import DatasetOption, LimitOption
+from tuner.config import load_config
+from tuner.errors import ConfigError
+from tuner.ui import console, err_console
+
+
+@app.command("compare")
+def compare_command(
+    base: Annotated[Path, typer.Argument(help="the configuration to compare against (e.g. main's tuner.yaml)")],
+    new: Annotated[Path, typer.Argument(help="the changed configuration")],
+    metric: Annotated[Optional[list[str]], typer.Option(
+        "--metric", "-m", help="metric to gate on; repeat for several [default: faithfulness]")] = None,
+    margin: Annotated[float, typer.Option(
+        "--margin", min=0, help="a loss the gate tolerates: it fails only when NEW is worse by more than this, with "
+        "the 95 % CI of the difference excluding zero")] = 0.02,
+    dataset: DatasetOption = None,
+    limit: LimitOption = None,
+    split: Annotated[str, typer.Option("--split", help="all, search or holdout (the configs' dataset.holdout)")]
+    = "all",
+    as_json: Annotated[bool, typer.Option("--json", help="print the comparison as JSON on stdout")] = False,
+) -> None:
+    """Evaluate BASE and NEW on the same questions (through the shared cache) and compare them question by question:
+    the paired difference, its bootstrap 95 % CI and the Wilcoxon p per metric. Exit 1 when NEW is worse beyond
+    --margin with the CI excluding zero, else 0."""
+    from tuner.analysis.gate import gate
+    from tuner.cli.evaluate import open_split, run_evaluation
+    from tuner.config import ALL_METRICS
+    from tuner.evaluation.records import TARGETS
+
+    metrics = list(dict.fromkeys(metric or ["faithfulness"]))
+    for name in metrics:
+        if name not in TARGETS:
+            raise ConfigError(f"--metric {name!r}: choose from {', '.join(TARGETS)}")
+    judged = [m for m in metrics if m in ALL_METRICS]
+    results = []
+    for label, path in (("BASE", base), ("NEW", new)):
+        project = load_config(path)
+        workspace = open_split(project, dataset, limit, split)
+        results.append((workspace.dataset, run_evaluation(workspace, project.pipeline, judged, no_cache=False,
+                                                          answer=bool(judged), label=f"{label}: ")))
+    (data, before), (other, after) = results
+    if [q.id for q in data.questions] != [q.id for q in other.questions]:
+        raise ConfigError(f"{base} and {new} evaluate other questions ({data.name}, {len(data.questions)} vs "
+                          f"{other.name}, {len(other.questions)}): give --dataset (and --limit) for both")
+    verdict = gate(metrics, before, after, margin)
+    if as_json:
+        payload = verdict.to_json(str(base), str(new), len(data.questions))
+        payload["llm_calls_paid"] = {"base": before.cost.llm_calls, "new": after.cost.llm_calls}
+        print(json.dumps(payload, indent=2))
+    else:
+        show(verdict, base, new, len(data.questions))
+    if verdict.failed:
+        err_console.print(f"[red]regression:[/] {', '.join(c.metric for c in verdict.failed)} worse beyond the margin "
+                          f"{verdict.margin:g}, the CI excluding zero (exit 1)", highlight=False)
+        raise typer.Exit(1)
+
+
+def show(verdict, base: Path, new: Path, questions: int) -> None:
+    table = Table(title=f"{new} against {base}: {questions} questions, paired")
+    for column in ("metric", "BASE", "NEW", "NEW − BASE", "95 % CI", "Wilcoxon p", "paired", "reading"):
+        table.add_column(column, justify="left" if column in ("metric", "reading") else "right")
+    number = "{:.3f}".format
+    for c in verdict.comparisons:
+        if c.ci is None:
+            table.add_row(c.metric, "—", "—", "—", "—", "—", "0", verdict.reading(c))
+            continue
+        table.add_row(c.metric, number(c.reference_mean), number(c.candidate_mean), f"{c.mean_difference:+.3f}",
+                      f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]", f"{c.p:.3g}", str(c.n), verdict.reading(c))
+    console.print(table)
+    for c in verdict.comparisons:
+        console.print(c.sentence(candidate=f"NEW ({new})", reference=f"BASE ({base})"), highlight=False,
+                      soft_wrap=True)
+    if not verdict.failed:
+        console.print(f"no regression beyond the margin {verdict.margin:g} (exit 0)", highlight=False)
