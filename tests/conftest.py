@@ -42,6 +42,23 @@ def cli_with(tmp_path, fake_embedder, monkeypatch):
     return use
 
 
+@pytest.fixture
+def runner_factory(tmp_path, fake_embedder):
+    """`runner_factory(llm=None, limit=3, use_cache=True, dataset=None)` -> (RagRunner on the demo, its LLM): a
+    scripted LLM (or `llm`) generating and judging, the fake embedder."""
+    from tests.fakes import ScriptedLLM
+    from tuner.config import ProjectConfig
+    from tuner.evaluation.rag_eval import Models, RagRunner
+    from tuner.workspace import open_workspace
+
+    def make(llm=None, limit=3, use_cache=True, dataset=None):
+        llm = llm or ScriptedLLM()
+        config = ProjectConfig(cache_dir=tmp_path / "cache")
+        workspace = open_workspace(config, dataset, limit, embedder=fake_embedder)
+        return RagRunner(workspace, use_cache=use_cache, models=Models(llm, llm)), llm
+    return make
+
+
 @pytest.fixture(scope="session")
 def real_embedder(tmp_path_factory):
     """all-MiniLM-L6-v2 from its registry package, behind a session-wide disk cache."""

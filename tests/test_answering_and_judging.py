@@ -8,24 +8,12 @@ import dspy
 import pytest
 
 from tests.fakes import ScriptedLLM
-from tuner.config import EvaluationConfig, PipelineConfig, ProjectConfig
+from tuner.config import EvaluationConfig, PipelineConfig
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.evaluation.ragas_judge import JudgeLLM, JudgeOutputError, RagasScorer, parse_reply
 from tuner.models.llms import Completion
 from tuner.prompts.lm import dspy_lm
 from tuner.prompts.programs import NO_CONTEXT_ANSWER, load_program, program_id
-from tuner.workspace import open_workspace
-
-
-@pytest.fixture
-def runner_factory(tmp_path, fake_embedder):
-    def make(llm=None, limit=3, use_cache=True, dataset=None):
-        llm = llm or ScriptedLLM()
-        config = ProjectConfig(cache_dir=tmp_path / "cache")
-        workspace = open_workspace(config, dataset, limit, embedder=fake_embedder)
-        return RagRunner(workspace, use_cache=use_cache, models=Models(llm, llm)), llm
-    return make
 
 
 def test_builtin_programs_differ_and_saved_programs_load(tmp_path):

@@ -107,11 +107,26 @@ def test_cache_counts_hits_and_survives_reopening(tmp_path):
     assert again.text == first.text
     assert len(inner.calls) == 2
 
-    assert meter.total("q1").as_dict() | {"seconds": 0, "model_seconds": 0} == {
+    q1 = meter.total("q1")
+    assert q1.as_dict() | {"seconds": 0, "model_seconds": 0, "saved_seconds": 0} == {
         "llm_calls": 1, "prompt_tokens": 40, "completion_tokens": 8, "cache_hits": 1, "cached_tokens": 48, "seconds": 0,
-        "model_seconds": 0}
+        "model_seconds": 0, "saved_seconds": 0, "unmetered_hits": 0}
+    # the hit costs what the call took when it was paid, kept with it in the cache
+    assert q1.saved_seconds == pytest.approx(q1.model_seconds, abs=1e-3)
     assert meter.total("q2").llm_calls == 1 and meter.total("q2").cache_hits == 1
     assert meter.by_stage()["faithfulness"].llm_calls == 2
+
+
+def test_a_cache_entry_from_before_seconds_were_kept_is_an_unmetered_hit(tmp_path):
+    from tuner.cache import stable_hash
+
+    store, meter = SqliteStore(tmp_path / "calls.sqlite"), CostMeter()
+    cached = CachedLLM(ScriptedLLM(), store, meter)
+    key = stable_hash(["chat", cached.name, ASK, 384, 0.0, 0, None])
+    store.put(key, {"text": "Paris.", "prompt_tokens": 10, "completion_tokens": 2})  # as tuner wrote it before
+    with meter.stage("q1", "generate"):
+        assert cached.chat(ASK).text == "Paris."
+    assert meter.total("q1").unmetered_hits == 1 and meter.total("q1").saved_seconds == 0
 
 
 @pytest.mark.parametrize("change", ["model", "messages", "max_tokens", "temperature", "json_schema", "seed"])

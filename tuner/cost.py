@@ -22,6 +22,10 @@ class Cost:
     cache_hits: int = 0
     cached_tokens: int = 0  # prompt + completion tokens of the calls the cache answered (what it saved)
     model_seconds: float = 0.0  # of `seconds`, the time spent inside model calls
+    #: model seconds of the calls the cache answered, as measured when they were paid: a configuration's time does
+    #: not depend on whether another trial paid its calls first
+    saved_seconds: float = 0.0
+    unmetered_hits: int = 0  # cache hits stored before their seconds were (their time is unknown)
 
     def add(self, other: Cost) -> None:
         for f in fields(self):
@@ -35,6 +39,7 @@ class Cost:
         data = asdict(self)
         data["seconds"] = round(self.seconds, 3)
         data["model_seconds"] = round(self.model_seconds, 3)
+        data["saved_seconds"] = round(self.saved_seconds, 3)
         return data
 
     @classmethod
@@ -85,12 +90,19 @@ class CostMeter:
             cost.seconds += time.perf_counter() - started
             self._where = previous
 
-    def record_call(self, prompt_tokens: int, completion_tokens: int, cache_hit: bool, seconds: float = 0.0) -> None:
+    def record_call(self, prompt_tokens: int, completion_tokens: int, cache_hit: bool,
+                    seconds: float | None = 0.0) -> None:
+        """`seconds`: the model time of a paid call; of a cache hit, what the call took when it was paid (None:
+        unknown, an entry from before tuner stored it)."""
         cost = self.records.setdefault(self._where, Cost())
         self._made += 1
         if cache_hit:
             cost.cache_hits += 1
             cost.cached_tokens += prompt_tokens + completion_tokens
+            if seconds is None:
+                cost.unmetered_hits += 1
+            else:
+                cost.saved_seconds += seconds
         else:
             self._paid += 1
             cost.llm_calls += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.analysis.cheapest import Cheapest, cheapest_within_noise
 from tuner.analysis.importance import KnobEffect, knob_effects
 from tuner.analysis.noise import JudgeNoise, load_noise
 from tuner.analysis.propose import Proposal, next_space, propose
@@ -37,6 +38,7 @@ class Analysis:
     judge_check: JudgeCheck | None  # the judge checked on labelled cases from this data (before trial 0)
     proposals: tuple[Proposal, ...]
     next_space: SearchSpace | None  # None: nothing left to search
+    cheapest: Cheapest | None = None  # the cheapest trial within noise of the best on the quality target
 
     @property
     def headline(self) -> Comparison | None:
@@ -60,4 +62,4 @@ def analyze(view: StudyView) -> Analysis:
         space = next_space(view.space, proposals, dict(best.params), view.name)
     checks = parse_checks(view.folder.read_doc(CHECK_FILE))
     return Analysis(view, verdict(view), tuple(comparisons), shares, tuple(effects), noise,
-                    checks[0] if checks else None, tuple(proposals), space)
+                    checks[0] if checks else None, tuple(proposals), space, cheapest_within_noise(view))

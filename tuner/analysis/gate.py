@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.analysis.stats import Comparison, compare, per_question
-from tuner.evaluation.records import EvalResult
+from tuner.evaluation.records import EvalResult, lower_is_better
 
 
 @dataclass(frozen=True)
@@ -19,8 +19,9 @@ class Gate:
     comparisons: tuple[Comparison, ...]
 
     def regressed(self, comparison: Comparison) -> bool:
-        """Worse beyond the margin, with the CI of the difference excluding zero."""
-        return comparison.verdict == "worse" and comparison.mean_difference < -self.margin
+        """Worse beyond the margin (in the metric's units), with the CI of the difference excluding zero."""
+        loss = comparison.mean_difference if lower_is_better(comparison.metric) else -comparison.mean_difference
+        return comparison.verdict == "worse" and loss > self.margin
 
     @property
     def failed(self) -> tuple[Comparison, ...]:

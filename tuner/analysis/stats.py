@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult
+from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult, lower_is_better
 
 RESAMPLES = 10_000
 LEVEL = 0.95
@@ -58,13 +58,14 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """better | worse | no difference | undecided | no data"""
+        """better | worse | no difference | undecided | no data (for a cost, lower is better)"""
         if self.ci is None:
             return "no data"
+        higher, lower = ("worse", "better") if lower_is_better(self.metric) else ("better", "worse")
         if self.ci[0] > 0:
-            return "better"
+            return higher
         if self.ci[1] < 0:
-            return "worse"
+            return lower
         if self.ci == (0.0, 0.0):
             return "no difference"
         return "undecided"

@@ -23,8 +23,10 @@ from tuner.ui import console, err_console, progress
 
 @app.command("optimize")
 def optimize_command(
-    target: Annotated[Optional[list[str]], typer.Option("--target", "-t", help="metric to maximise; repeat for a "
-                                                        "Pareto study [default: faithfulness]")] = None,
+    target: Annotated[Optional[list[str]], typer.Option("--target", "-t", help="metric to maximise, or a cost to "
+                                                        "minimise (seconds_per_question, tokens_per_question, "
+                                                        "context_tokens) beside one; repeat for a Pareto study "
+                                                        "[default: faithfulness]")] = None,
     trials: Annotated[int, typer.Option("--trials", "-n", min=1, help="finished trials the study should hold")] = 40,
     timeout: Annotated[Optional[str], typer.Option(help="stop starting trials after this long, e.g. 8h, 90m")] = None,
     study: StudyOption = "default",
@@ -38,7 +40,8 @@ def optimize_command(
     limit: LimitOption = None,
     sampler: Annotated[str, typer.Option(help="tpe, random or grid")] = "tpe",
     seed: Annotated[int, typer.Option(help="sampler seed")] = 0,
-    constraint: Annotated[Optional[list[str]], typer.Option("--constraint", help='guard, e.g. "answer_relevancy>=0.7"')]
+    constraint: Annotated[Optional[list[str]], typer.Option(
+        "--constraint", help='guard, e.g. "answer_relevancy>=0.7" or "seconds_per_question<=20"')]
     = None,
     prune_after: Annotated[Optional[int], typer.Option(
         min=1, help="questions answered before a trial may be pruned (the test needs 4 at least) [default: 4; no "
@@ -60,6 +63,9 @@ def optimize_command(
         "--heartbeat", min=1, help="with --storage: seconds between a running trial's heartbeats; a worker silent "
         "for three has its trial failed and retried by another")] = 60,
     reports_dir: ReportsDirOption = Path("reports"),
+    estimate: Annotated[bool, typer.Option(
+        "--estimate", help="print what the study will cost (calls, tokens, wall time), measured on the baseline "
+        "over two search questions (cached), and start nothing")] = False,
 ) -> None:
     """Search the pipeline's knobs with Optuna, then judge the best on held-out questions; run again to resume."""
     from tuner.evaluation.records import Constraint
@@ -80,6 +86,9 @@ def optimize_command(
                              prune_after)
     timeout_seconds = parse_duration(timeout) if timeout else None
     project = None if recorded.resumed and not config else load_config(config)  # a resumed study keeps its project
+    if estimate:
+        return print_estimate(study_folder(studies_dir, study, storage), project, settings, trials * rounds,
+                              holdout, dataset, limit)
     spec = StudySpec(study, settings, recorded.search_space, project, dataset, limit, storage, studies_dir,
                      holdout=holdout, before_first_trial=judge_display(judge_check, config, dataset),
                      own_cache=own_cache, heartbeat=heartbeat)
@@ -94,6 +103,37 @@ def optimize_command(
     finally:  # also after Ctrl-C: the morning's report shows whatever finished
         cleaning_up.set()
         write_study_report(session.folder, reports_dir)
+
+
+def print_estimate(folder, project, settings, trials: int, holdout: float | None, dataset: Path | None,
+                   limit: int | None) -> None:
+    from tuner.study.estimate import SAMPLED, estimate_study
+
+    meta = folder.read_meta()
+    if project is None:  # a resumed study: its own project and split
+        project = meta.config
+    with err_console.status(f"measuring the baseline on {SAMPLED} search questions (cached)"):
+        told = estimate_study(project, settings, trials, holdout, meta.held_out if meta else None, dataset, limit)
+    console.print(f"[bold]estimate[/] for {trials} trial(s) × {told.search} search questions + the verdict on "
+                  f"{told.held_out} held-out: {told.questions:,} question evaluations", highlight=False)
+    table = Table()
+    for column in ("", "per question", "whole study (at most)"):
+        table.add_column(column, justify="left" if not column else "right")
+    table.add_row("LLM calls", f"{told.calls_per_question:.1f}", f"{told.calls:,.0f}")
+    table.add_row("tokens", f"{told.tokens_per_question:,.0f}", f"{told.tokens:,.0f}")
+    table.add_row("wall time", f"{told.seconds_per_question:.1f} s", _hours(told.seconds))
+    console.print(table)
+    console.print(f"Measured on the baseline over {told.sampled} search question(s) as on a cold cache "
+                  f"({told.paid_now} call(s) paid now, cached for the study). An upper bound: trials that repeat "
+                  f"calls are served from the cache and pruned trials stop early; index knobs add their index "
+                  f"builds, LLM query strategies and contexts their own calls."
+                  + (f" {told.unmetered} cached call(s) predate tuner keeping a call's seconds: their time is not "
+                     f"counted." if told.unmetered else ""), highlight=False, soft_wrap=True)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60 else \
+        f"{seconds:.0f} s"
 
 
 def dataset_from_docs(docs: Path, config: Path | None, studies_dir: Path) -> Path:

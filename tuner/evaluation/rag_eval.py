@@ -22,7 +22,7 @@ from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.ragas_judge import REQUIREMENTS, Outcome, RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult
 from tuner.evaluation.retrieval_eval import passage, trace
-from tuner.models.llms import LLM, CachedLLM, make_llm
+from tuner.models.llms import LLM, CachedLLM, estimate_tokens, make_llm
 from tuner.prompts.lm import dspy_lm
 from tuner.prompts.programs import RAGAnswer, is_refusal, load_program, program_id
 from tuner.workspace import Workspace
@@ -191,6 +191,9 @@ class RagRunner:
             searched=tuple(dict.fromkeys(s.dense for s in rewritten.searches if s.dense != question.text))
             if rewritten else (),
             query_fell_back=bool(rewritten and rewritten.fell_back),
+            # the generator's own count when it answered; a retrieval-only study loads no model to count with
+            context_tokens=sum(map(self.generator.count_tokens if program is not None else estimate_tokens,
+                                   contexts)),
         )
 
     def _answer(self, program: RAGAnswer, question: str, contexts: list[str]) -> tuple[str, str | None]:

@@ -22,8 +22,16 @@ from tuner.versioned import check_schema
 SCHEMA_VERSION = 2
 
 RETRIEVAL_METRICS = ("recall@k", "recall@1", "recall@5", "recall@10", "precision", "ndcg@10", "mrr")
-#: what a study may maximise or guard
-TARGETS = ALL_METRICS + RETRIEVAL_METRICS
+#: what a configuration costs per question, lower is better: the pipeline's own seconds and LLM tokens (query
+#: rewriting, LLM reranking, the answer; never the judge's), as on a cold cache, and the tokens of the contexts the
+#: generator reads
+COST_METRICS = ("seconds_per_question", "tokens_per_question", "context_tokens")
+#: what a study may optimise or guard
+TARGETS = ALL_METRICS + RETRIEVAL_METRICS + COST_METRICS
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric in COST_METRICS
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,8 @@ class QuestionResult:
     searched: tuple[str, ...] = ()
     #: the query strategy's rewrite was empty or did not parse: the question alone was searched
     query_fell_back: bool = False
+    #: tokens of the selected contexts (the generator's tokenizer when it answered, else 3 characters a token)
+    context_tokens: int | None = None
 
     @property
     def k(self) -> int:
@@ -134,7 +144,20 @@ class QuestionResult:
     def value(self, metric: str) -> float | None:
         if metric in RETRIEVAL_METRICS:
             return clean(self.retrieval.metrics.get(metric))
+        if metric in COST_METRICS:
+            return self.cost_of(metric)
         return clean(self.scores.get(metric))
+
+    def cost_of(self, metric: str) -> float | None:
+        """The pipeline's cost of this question (the judge's stages left out); None: not known."""
+        if metric == "context_tokens":
+            return None if self.context_tokens is None else float(self.context_tokens)
+        spent = [c for stage, c in self.cost.items() if stage not in ALL_METRICS]
+        if metric == "tokens_per_question":
+            return float(sum(c.tokens + c.cached_tokens for c in spent))
+        if not spent or any(c.unmetered_hits for c in spent):
+            return None
+        return sum(c.seconds + c.saved_seconds for c in spent)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -147,7 +170,7 @@ class QuestionResult:
             "gold_selected": list(self.retrieval.selected),
             "scores": dict(self.scores),
             "failures": {m: {"reason": f.reason, "detail": f.detail} for m, f in self.failures.items()},
-            "cost": {stage: c.as_dict() for stage, c in self.cost.items()},
+            "cost": {stage: c.as_dict() for stage, c in self.cost.items()}, "context_tokens": self.context_tokens,
         }
 
     @classmethod
@@ -171,7 +194,7 @@ class QuestionResult:
             cost={stage: Cost.from_dict(c) for stage, c in data.get("cost", {}).items()},
             citations=tuple(data.get("citations", [])), generation_error=data.get("generation_error"),
             searched=tuple(data.get("searched", [])), query_fell_back=bool(data.get("query_fell_back", False)),
-            refusal=bool(data.get("refusal", False)),
+            refusal=bool(data.get("refusal", False)), context_tokens=data.get("context_tokens"),
         )
 
 
@@ -214,6 +237,9 @@ class EvalResult:
                    dict(models or {}))
 
     def value(self, metric: str) -> float | None:
+        if metric in COST_METRICS:  # the mean over the questions whose cost is known
+            known = [v for q in self.questions if (v := q.value(metric)) is not None]
+            return float(sum(known) / len(known)) if known else None
         source = self.retrieval if metric in RETRIEVAL_METRICS else self.metrics
         return clean(source.get(metric))
 

@@ -77,6 +77,9 @@ def _draw(analysis: Analysis, out: Path) -> dict[str, str]:
     trials, seconds = _data.cost_by_stage(view)
     if trials:
         draw("costs", lambda p: plots.plot_costs(trials, seconds, p))
+    points, front = _data.front_points(view)
+    if points:
+        draw("front", lambda p: plots.plot_front(points, front, view.targets, p))
     for stale in set(p.stem for p in out.glob("*.png")) - set(drawn):  # plots a previous report drew, now moot
         if stale in ("history", "importances", "slices", "deltas", "costs"):
             (out / f"{stale}.png").unlink()

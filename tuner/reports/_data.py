@@ -151,3 +151,11 @@ def wall_seconds(view: StudyView) -> float:
     starts = [t.started for t in view.trials if t.started]
     ends = [t.finished for t in view.trials if t.finished]
     return (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
+
+
+def front_points(view: StudyView) -> tuple[list[tuple[int, float, float]], set[int]]:
+    """A two-target study's feasible complete trials as (number, first, second), and the front's numbers."""
+    if len(view.targets) != 2:
+        return [], set()
+    done = [t for t in view.trials if t.state == "complete" and t.feasible and t.values]
+    return [(t.number, t.values[0], t.values[1]) for t in done], {t.number for t in view.front}

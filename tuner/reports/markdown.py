@@ -33,22 +33,32 @@ def _duration(seconds: float) -> str:
 def render(analysis: Analysis, plots: dict[str, str]) -> str:
     view = analysis.view
     out = [f"# Study `{view.name}`: {', '.join(view.targets)}", ""]
-    out += _verdict(analysis) + _question(view) + _comparison(analysis, plots) + _history(view, analysis, plots)
+    out += _verdict(analysis, plots) + _question(view) + _comparison(analysis, plots) + _history(view, analysis, plots)
     out += _bottleneck(analysis) + _noise(analysis) + _judge_check(analysis) + _failures(view) + _pruned(view)
-    out += _costs(view, plots) + _compiled(view)
+    out += _costs(analysis, plots) + _compiled(view)
     out += _next(analysis)
     return "\n".join(out).rstrip() + "\n"
 
 
-def _verdict(analysis: Analysis) -> list[str]:
+def _directions(view: StudyView) -> str:
+    return ", ".join(f"{t} {'minimised' if low else 'maximised'}" for t, low in zip(view.targets, view.lower))
+
+
+def _verdict(analysis: Analysis, plots: dict[str, str]) -> list[str]:
     view, head, verdict = analysis.view, analysis.headline, analysis.verdict
     best, baseline = view.best, view.baseline
     if len(view.targets) > 1:
-        return [f"**Pareto study** over {', '.join(view.targets)}: {len(front := view.front)} trial(s) on the front — "
-                + "; ".join(f"trial {t.number} ({', '.join(f'{m}={v:.3f}' for m, v in zip(view.targets, t.values))})"
-                            for t in front) + ". Paired comparisons, the held-out verdict and the bottleneck analysis "
-                "need a single target; rerun with one `--target` and the others as `--constraint` guards to get them.",
-                ""]
+        out = [f"**Pareto study** over {', '.join(view.targets)} ({_directions(view)}): {len(front := view.front)} "
+               f"trial(s) on the front — "
+               + "; ".join(f"trial {t.number} ({', '.join(f'{m}={v:.3g}' for m, v in zip(view.targets, t.values))})"
+                           for t in front) + ". Paired comparisons, the held-out verdict and the bottleneck analysis "
+               "need a single target; rerun with one `--target` and the others as `--constraint` guards to get them.",
+               ""]
+        if "front" in plots:
+            out += [f"![Pareto front]({plots['front']})", ""]
+        if analysis.cheapest is not None:
+            out += [f"**Cheapest within noise of the best:** {analysis.cheapest.sentence()}", ""]
+        return out
     if best is None:
         return ["**No complete trial meets the study's constraints yet**: nothing to report as best.", ""]
     lines = [f"**Best: trial {best.number}**, {view.target} = {_f(best.values[0])} ({knobs(best.params)})."]
@@ -163,7 +173,9 @@ def _question(view: StudyView) -> list[str]:
                                 f"{_duration(spend.index_seconds)} in all (chunk embeddings are cached by text, shared "
                                 f"by every index and study)"])
     out = ["## The question answered", "",
-           f"Which configuration of the search space maximises {', '.join(view.targets)} on these questions? "
+           f"Which configuration of the search space "
+           f"{'maximises ' + view.target if len(view.targets) == 1 else 'is best on ' + _directions(view)} on these "
+           f"questions? "
            f"Every trial answered the same search questions; the LLM cache served every call a trial repeated.", ""]
     out += _table(["", ""], rows)
     if view.space is not None:
@@ -324,7 +336,8 @@ def _pruned(view: StudyView) -> list[str]:
                         [[n, f"{q} of {total}", _f(m)] for n, m, q in pruned])
 
 
-def _costs(view: StudyView, plots: dict[str, str]) -> list[str]:
+def _costs(analysis: Analysis, plots: dict[str, str]) -> list[str]:
+    view = analysis.view
     trials, seconds = _data.cost_by_stage(view)
     if not trials:
         return []
@@ -335,7 +348,13 @@ def _costs(view: StudyView, plots: dict[str, str]) -> list[str]:
     rows = [[n, by_trial[n].state, by_trial[n].result.cost.llm_calls, by_trial[n].result.cost.cache_hits,
              f"{by_trial[n].result.cost.seconds:.0f}", *(f"{seconds[s][i]:.0f}" for s in seconds)]
             for i, n in enumerate(trials)]
-    return out + _table(["trial", "state", "LLM calls", "cache hits", "seconds", *seconds], rows)
+    out += _table(["trial", "state", "LLM calls", "cache hits", "seconds", *seconds], rows)
+    cheapest = analysis.cheapest
+    if cheapest is not None and len(view.targets) == 1:
+        out += [f"**Cheapest within noise of the best:** {cheapest.sentence()} ({cheapest.cost}: the pipeline's own "
+                f"cost per question — retrieval, query rewriting and the answer, not the judge — as on a cold cache.)",
+                ""]
+    return out
 
 
 def _compiled(view: StudyView) -> list[str]:

@@ -101,3 +101,20 @@ def plot_costs(trials: Sequence[int], seconds: dict[str, list[float]], path: Pat
     ax.set_ylabel("minutes (LLM calls served from cache cost ~0)")
     ax.legend(fontsize=7, ncol=3)
     return _save(fig, path)
+
+
+def plot_front(points: Sequence[tuple[int, float, float]], front: set[int], targets: Sequence[str],
+               path: Path) -> Path:
+    """Two targets: every feasible complete trial, the Pareto front joined and labelled."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.scatter([p[1] for p in points], [p[2] for p in points], s=22, color="#999999", label="trial", zorder=2)
+    edge = sorted((p for p in points if p[0] in front), key=lambda p: p[1])
+    ax.plot([p[1] for p in edge], [p[2] for p in edge], "o-", color="#dd8452", label="Pareto front", zorder=3)
+    for number, x, y in edge:
+        ax.annotate(str(number), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xlabel(targets[0])
+    ax.set_ylabel(targets[1])
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)

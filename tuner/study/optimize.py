@@ -25,7 +25,8 @@ from tuner.config import ALL_METRICS, PipelineConfig, ProjectConfig
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.records import RETRIEVAL_METRICS, TARGETS, Constraint, EvalResult, QuestionResult, TrialFile
+from tuner.evaluation.records import (RETRIEVAL_METRICS, TARGETS, Constraint, EvalResult, QuestionResult, TrialFile,
+                                     lower_is_better)
 from tuner.models.llms._base import LLMError
 from tuner.study.attrs import (BASELINE, CONSTRAINTS, COST, DUPLICATE, ERROR, FAILURES, INTERRUPTED, METRICS,
                                PIPELINE, PROJECT, QUESTIONS, RECOVERED, REFUSALS, RERUN_OF, RETRIEVAL, RUNS, SCORED)
@@ -84,6 +85,11 @@ class StudySettings:
                 raise ConfigError(f"--target {target!r}: choose from {', '.join(TARGETS)}")
         if len(set(self.targets)) != len(self.targets):
             raise ConfigError("--target: each metric at most once")
+        if all(lower_is_better(t) for t in self.targets):
+            raise ConfigError(f"--target {' '.join(self.targets)}: a cost alone is cheapest when nothing is retrieved "
+                              f"or answered; give a quality target as well (--target faithfulness --target "
+                              f"{self.targets[0]} for a Pareto front), or guard the cost with "
+                              f"--constraint \"{self.targets[0]}<=…\"")
         if self.sampler not in ("tpe", "random", "grid"):
             raise ConfigError(f"--sampler {self.sampler!r}: choose tpe, random or grid")
 
@@ -394,7 +400,8 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
     if meta:
         refuse_changes(folder.name, meta, settings, space)
     study = optuna.create_study(study_name=folder.name, storage=storage, load_if_exists=True,
-                                directions=["maximize"] * len(settings.targets), pruner=make_pruner(settings))
+                                directions=["minimize" if lower_is_better(t) else "maximize" for t in settings.targets],
+                                pruner=make_pruner(settings))
     # workers sharing a study draw their own proposals: one seed everywhere would have them propose the same ones
     worker = os.getpid() if folder.storage else 0
     study.sampler = make_sampler(settings, space, trials_so_far=len(study.trials) + worker)

@@ -3,7 +3,7 @@ listings. Reads storage and trial files only: no model is loaded."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +17,7 @@ from tuner.cache import is_database
 from tuner.config import ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.records import Constraint, EvalResult, TrialFile
+from tuner.evaluation.records import Constraint, EvalResult, TrialFile, lower_is_better
 from tuner.study.attrs import (BASELINE, CONSTRAINTS, DUPLICATE, ERROR, INTERRUPTED, METRICS, PIPELINE, QUESTIONS,
                                RERUN_OF, RETRIEVAL)
 from tuner.study.meta import StudyMeta
@@ -101,14 +101,18 @@ class StudyView:
         """Single objective: the best feasible complete trial (ties: the earliest)."""
         if len(self.targets) != 1:
             return None
-        best = best_of([t for t in self.trials if t.state == "complete" and t.feasible and t.values], 1)
+        best = best_of([t for t in self.trials if t.state == "complete" and t.feasible and t.values], self.lower)
         return best[0] if best else None
+
+    @property
+    def lower(self) -> list[bool]:
+        """Per target: minimised (a cost) or not."""
+        return [lower_is_better(t) for t in self.targets]
 
     @property
     def front(self) -> list[TrialRecord]:
         """Several targets: the feasible complete trials no other trial beats on every target."""
-        return best_of([t for t in self.trials if t.state == "complete" and t.feasible and t.values],
-                       len(self.targets))
+        return best_of([t for t in self.trials if t.state == "complete" and t.feasible and t.values], self.lower)
 
     def by_state(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -152,17 +156,23 @@ def feasible(trial: optuna.trial.FrozenTrial) -> bool:
 def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """The best complete trial (single objective) or the Pareto front, among trials meeting the constraints."""
     return best_of([t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if feasible(t)],
-                   len(study.directions))
+                   [d == optuna.study.StudyDirection.MINIMIZE for d in study.directions])
 
 
-def best_of(trials: list, objectives: int) -> list:
-    """The one rule for "best", over Optuna's trials or tuner's records alike (both have `values` and `number`): with
-    one objective the highest value (ties: the earliest trial), with several the trials no other beats on all."""
+def best_of(trials: list, lower: Sequence[bool]) -> list:
+    """The one rule for "best", over Optuna's trials or tuner's records alike (both have `values` and `number`):
+    `lower[i]`: objective i is minimised (a cost). With one objective the best value (ties: the earliest trial),
+    with several the trials no other beats on all."""
     if not trials:
         return []
-    if objectives == 1:
-        return [max(trials, key=lambda t: (t.values[0], -t.number))]
-    return [t for t in trials if not any(all(o >= v for o, v in zip(other.values, t.values))
+    signs = [-1.0 if low else 1.0 for low in lower]
+
+    def gains(trial) -> list[float]:
+        return [s * v for s, v in zip(signs, trial.values)]
+
+    if len(signs) == 1:
+        return [max(trials, key=lambda t: (gains(t)[0], -t.number))]
+    return [t for t in trials if not any(all(o >= v for o, v in zip(gains(other), gains(t)))
                                          and list(other.values) != list(t.values) for other in trials)]
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from tuner.config import LLMConfig
-from tuner.models.llms._base import LLM, Completion, LLMError, Messages, PromptTooLong, yes_share
+from tuner.models.llms._base import LLM, Completion, LLMError, Messages, PromptTooLong, estimate_tokens, yes_share
 from tuner.models.llms._cached import CachedLLM
 
-__all__ = ["LLM", "Completion", "LLMError", "Messages", "PromptTooLong", "CachedLLM", "make_llm", "yes_share"]
+__all__ = ["LLM", "Completion", "LLMError", "Messages", "PromptTooLong", "CachedLLM", "estimate_tokens", "make_llm",
+           "yes_share"]
 
 _loaded: dict[tuple, LLM] = {}
 

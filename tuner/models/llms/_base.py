@@ -35,6 +35,11 @@ class Completion:
     top_logprobs: dict[str, float] = field(default_factory=dict)
 
 
+def estimate_tokens(text: str) -> int:
+    """A generous estimate without a tokenizer: 3 characters a token (English runs nearer 4)."""
+    return len(text) // 3 + 1
+
+
 class LLM(ABC):
     #: identity of the model for cache keys (a file's sha256 prefix, or endpoint + model name)
     name: str
@@ -42,9 +47,8 @@ class LLM(ABC):
     context_window: int | None = None
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of `text` in this model's vocabulary; without a tokenizer, a generous estimate (3 characters a
-        token; English runs nearer 4)."""
-        return len(text) // 3 + 1
+        """Tokens of `text` in this model's vocabulary; without a tokenizer, `estimate_tokens`."""
+        return estimate_tokens(text)
 
     def chat(self, messages: Messages, *, max_tokens: int = 384, temperature: float = 0.0, seed: int = 0,
              json_schema: dict[str, Any] | None = None) -> Completion:

@@ -45,20 +45,27 @@ class CachedLLM(LLM):
         with self.cache.lease(digest) as hit:  # another worker may be paying for this very call: wait for it
             if hit is not None:
                 return self._hit(hit)
-            completion = self._pay(call)
+            completion, seconds = self._pay_timed(call)
+            # the call's seconds are kept with it: a configuration served from the cache still costs what it took
             self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
-                                    "completion_tokens": completion.completion_tokens}, tag=self.name)
+                                    "completion_tokens": completion.completion_tokens,
+                                    "seconds": round(seconds, 4)}, tag=self.name)
             return completion
 
     def _hit(self, hit: dict[str, Any]) -> Completion:
         completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"])
-        self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True)
+        self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True,
+                               seconds=hit.get("seconds"))
         return completion
 
     def _pay(self, call) -> Completion:
+        return self._pay_timed(call)[0]
+
+    def _pay_timed(self, call) -> tuple[Completion, float]:
         self.meter.before_paid_call()
         started = time.perf_counter()
         completion = call()
+        seconds = time.perf_counter() - started
         self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=False,
-                               seconds=time.perf_counter() - started)
-        return completion
+                               seconds=seconds)
+        return completion, seconds
