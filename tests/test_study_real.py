@@ -125,3 +125,26 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     baseline = json.loads((tmp_path / "studies" / "ci2" / "trials" / "0000.json").read_text())
     assert len(baseline["per_question"]) == 4 and baseline["cost"]["llm_calls"] == 0
     assert not (tmp_path / "studies" / "ci2" / "cache").exists()
+
+    # the same project as a Pareto study of faithfulness and seconds per question: the cache knows what each call
+    # cost when it was paid, so a trial served from it is not "free"
+    pareto = tuner("optimize", "--target", "faithfulness", "--target", "seconds_per_question", "--trials", "2",
+                   "--search-space", QUICK, "--config", "tuner.yaml", "--study", "pareto", "--holdout", "0.5",
+                   "--judge-check", "off", cwd=tmp_path)
+    assert pareto.returncode == 0, pareto.stderr
+    study = optuna.load_study(study_name="pareto", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "studies" / "pareto" / "journal.log"))))
+    assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert complete and all(t.values[1] > 0.2 for t in complete)  # seconds of a real 0.5B answer, cached or not
+    report = (tmp_path / "reports" / "pareto" / "report.md").read_text()
+    assert "**Pareto study** over faithfulness, seconds_per_question" in report
+    assert "Cheapest within noise of the best" in report
+    # and what a longer study would cost, told before it starts, from the cache: nothing paid
+    told = tuner("optimize", "--config", "tuner.yaml", "--study", "next", "--trials", "20", "--estimate",
+                 cwd=tmp_path)
+    assert told.returncode == 0, told.stderr
+    assert "20 trial(s) × 4 search questions" in told.stdout and "0 call(s) paid now" in told.stdout
+    calls = re.search(r"LLM calls\s*│\s*([\d.]+)\s*│\s*([\d,]+)", told.stdout)
+    assert calls and float(calls[1]) > 0, told.stdout
+    assert not (tmp_path / "studies" / "next").exists()  # an estimate starts nothing
