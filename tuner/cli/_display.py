@@ -77,8 +77,9 @@ def verdict_with_display(view, runner):
     return view
 
 
-def run_with_display(session, trials: int, timeout: float | None) -> int:
-    """Load the models (only if trials remain) and run the study behind the live display."""
+def run_with_display(session, trials: int, timeout: float | None, tracker=None) -> int:
+    """Load the models (only if trials remain) and run the study behind the live display; `tracker`: each finished
+    trial is logged to it as it finishes."""
     from tuner.cli._live import StudyDisplay
 
     if session.recovered:
@@ -109,7 +110,25 @@ def run_with_display(session, trials: int, timeout: float | None) -> int:
                           f"(--prune-after) and before its last, and this study searches {questions}",
                           highlight=False)
     with StudyDisplay(session.study, trials, questions, targets, runner.workspace.pipeline.indexes) as display:
-        return session.run(trials, timeout, hook=display)
+        def hook(event: str, *args) -> None:
+            display(event, *args)
+            if event == "done" and tracker is not None:
+                track(tracker, session.folder)
+
+        return session.run(trials, timeout, hook=hook)
+
+
+def track(tracker, folder, report_dir: Path | None = None) -> None:
+    """Mirror the study (and its report) to the tracker; a tracker that fails is a note: the study goes on, its own
+    storage keeps every trial, and the next sync logs what this one missed."""
+    from tuner.study.results import read_study
+
+    try:
+        tracker.sync(read_study(folder), report_dir)
+    except Exception as exc:  # MLflow's client raises many types; none may stop an overnight study
+        err_console.print(f"[yellow]note:[/] not tracked in MLflow this time ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); the next trial or a rerun "
+                          f"logs it", highlight=False)
 
 
 def write_study_report(folder, reports_dir: Path):

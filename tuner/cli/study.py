@@ -11,7 +11,7 @@ from rich.table import Table
 
 from tuner.cache import redact
 from tuner.cli._app import app
-from tuner.cli._display import (index_progress, print_trials, run_with_display, verdict_with_display,
+from tuner.cli._display import (index_progress, print_trials, run_with_display, track, verdict_with_display,
                                 write_study_report)
 from tuner.cli._interrupt import cleaning_up
 from tuner.cli._options import (ConfigOption, DatasetOption, LimitOption, ReportsDirOption, StorageOption,
@@ -63,6 +63,10 @@ def optimize_command(
         "--heartbeat", min=1, help="with --storage: seconds between a running trial's heartbeats; a worker silent "
         "for three has its trial failed and retried by another")] = 60,
     reports_dir: ReportsDirOption = Path("reports"),
+    track_to: Annotated[Optional[str], typer.Option(
+        "--track", help="mirror the study to MLflow: mlflow (MLflow's default store) or mlflow:URI, e.g. "
+        "mlflow:http://mlflow:5000 or mlflow:sqlite:///mlflow.db; a parent run per study, a child run per trial "
+        "(pip install 'rag-tuner[track]')")] = None,
     estimate: Annotated[bool, typer.Option(
         "--estimate", help="print what the study will cost (calls, tokens, wall time), measured on the baseline "
         "over two search questions (cached), and start nothing")] = False,
@@ -92,17 +96,29 @@ def optimize_command(
     spec = StudySpec(study, settings, recorded.search_space, project, dataset, limit, storage, studies_dir,
                      holdout=holdout, before_first_trial=judge_display(judge_check, config, dataset),
                      own_cache=own_cache, heartbeat=heartbeat)
+    tracker = tracker_for(track_to)
     if rounds > 1:
-        return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir)
+        return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir, tracker)
     session = Session.open(spec)
     try:
-        run_with_display(session, trials, timeout_seconds)
+        run_with_display(session, trials, timeout_seconds, tracker)
         print_trials(session.study, settings.targets, last=10)
         require_a_complete_trial(session.study)
         verdict_with_display(read_study(session.folder), session.runner)
     finally:  # also after Ctrl-C: the morning's report shows whatever finished
         cleaning_up.set()
-        write_study_report(session.folder, reports_dir)
+        report = write_study_report(session.folder, reports_dir)
+        if tracker is not None:
+            track(tracker, session.folder, report.path.parent if report is not None else None)
+
+
+def tracker_for(option: str | None):
+    """The MLflow tracker `--track` asks for, checked before any trial runs (None: not asked)."""
+    if option is None:
+        return None
+    from tuner.reports.tracking import MlflowTracker, parse_track
+
+    return MlflowTracker(parse_track(option))
 
 
 def print_estimate(folder, project, settings, trials: int, holdout: float | None, dataset: Path | None,
@@ -174,10 +190,13 @@ def judge_display(mode: str, config: Path | None, dataset: Path | None):
     return check
 
 
-def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, reports_dir: Path) -> None:
+def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, reports_dir: Path, tracker=None) -> None:
     from tuner.agent import run_rounds
+    from tuner.study.storage import study_folder
 
     def announce(outcome) -> None:
+        if tracker is not None:
+            track(tracker, study_folder(spec.studies_dir, outcome.study, spec.storage), Path(outcome.report).parent)
         parts = [f"{label} {c.metric} {c.reference_mean:.3f} -> {c.candidate_mean:.3f}, 95% CI "
                  f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]" for label, c in (("in-sample", outcome.headline),
                                                                     ("held-out", outcome.held_out))
@@ -189,7 +208,7 @@ def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, repor
 
     try:
         outcomes, stop = run_rounds(spec, rounds, trials, reports_dir, timeout,
-                                    run=lambda session, n, limit: run_with_display(session, n, limit),
+                                    run=lambda session, n, limit: run_with_display(session, n, limit, tracker),
                                     on_round=announce,
                                     judge=lambda view, session: verdict_with_display(view, session.runner))
     except KeyboardInterrupt:
