@@ -71,6 +71,9 @@ def test_tracking_errors_are_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "3")
     with pytest.raises(TunerError, match=r"MLflow at http://127.0.0.1:9 did not answer"):
         MlflowTracker("http://127.0.0.1:9")
+    with pytest.raises(TunerError) as refused:  # a password in the URI is never printed
+        MlflowTracker("http://bob:s3cret@127.0.0.1:9")
+    assert "s3cret" not in str(refused.value) and "bob:***@" in str(refused.value)
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as if the extra were not installed
     with pytest.raises(ConfigError, match=r"pip install 'rag-tuner\[track\]'"):
         MlflowTracker(None)

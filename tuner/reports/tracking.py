@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from tuner.cache import redact
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.records import COST_METRICS
 from tuner.study.results import StudyView, TrialRecord
@@ -40,7 +41,7 @@ class MlflowTracker:
             found = self.client.get_experiment_by_name(experiment)
             self.experiment = found.experiment_id if found else self.client.create_experiment(experiment)
         except Exception as exc:  # a server down, a bad URI, a store MLflow refuses: many exception types
-            raise TunerError(f"--track: MLflow at {self.client.tracking_uri} did not answer "
+            raise TunerError(f"--track: MLflow at {redact(self.client.tracking_uri)} did not answer "
                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
 
     def sync(self, view: StudyView, report_dir: Path | None = None) -> int:
