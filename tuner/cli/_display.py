@@ -127,7 +127,7 @@ def track(tracker, folder, report_dir: Path | None = None) -> None:
         tracker.sync(read_study(folder), report_dir)
     except Exception as exc:  # MLflow's client raises many types; none may stop an overnight study
         err_console.print(f"[yellow]note:[/] not tracked in MLflow this time ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); the next trial or a rerun "
+                          f"{redact(str(exc).splitlines()[0])[:200] if str(exc) else ''}); the next trial or a rerun "
                           f"logs it", highlight=False)
 
 

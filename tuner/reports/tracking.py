@@ -42,7 +42,7 @@ class MlflowTracker:
             self.experiment = found.experiment_id if found else self.client.create_experiment(experiment)
         except Exception as exc:  # a server down, a bad URI, a store MLflow refuses: many exception types
             raise TunerError(f"--track: MLflow at {redact(self.client.tracking_uri)} did not answer "
-                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+                             f"({type(exc).__name__}: {redact(str(exc).splitlines()[0])[:200]})") from None
 
     def sync(self, view: StudyView, report_dir: Path | None = None) -> int:
         """Log what MLflow lacks of the study: its parent run, every finished trial not logged yet, and the
