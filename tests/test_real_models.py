@@ -57,6 +57,26 @@ def test_the_cli_rerun_costs_zero_llm_calls(first_run, project, tmp_path):
     assert "faithfulness" in result.stdout and "cost" in result.stdout
 
 
+def test_compare_with_the_real_judge_pays_each_call_once(first_run, project, tmp_path):
+    """`tuner compare`: the 0.5B answering and judging the same 2 questions for top_k 2 (the first run's, from its
+    cache) and top_k 1; run again, it comes entirely from the cache, with the same figures."""
+    base = project.model_dump(mode="json", exclude_defaults=True)
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    (tmp_path / "new.yaml").write_text(yaml.safe_dump({**base, "pipeline": {"top_k": 1}}))
+    first = tuner("compare", "base.yaml", "new.yaml", "--limit", "2", "--json", cwd=tmp_path)
+    assert first.returncode in (0, 1) and "Traceback" not in first.stderr, first.stderr
+    record = json.loads(first.stdout)
+    [faithfulness] = record["metrics"]
+    assert faithfulness["metric"] == "faithfulness" and record["questions"] == 2
+    assert record["llm_calls_paid"]["base"] == 0 and record["llm_calls_paid"]["new"] > 0  # base: the first run's
+    # the exit code is the gate's rule on the figures it printed
+    assert (first.returncode == 1) == (faithfulness["verdict"] == "worse" and faithfulness["difference"] < -0.02)
+    again = tuner("compare", "base.yaml", "new.yaml", "--limit", "2", "--json", cwd=tmp_path)
+    repeated = json.loads(again.stdout)
+    assert again.returncode == first.returncode and repeated["llm_calls_paid"] == {"base": 0, "new": 0}
+    assert repeated["metrics"] == record["metrics"]
+
+
 def test_strict_program_is_a_different_prompt_with_its_own_answers(project, real_embedder):
     runner = RagRunner(open_workspace(project, limit=1, embedder=real_embedder))
     strict = runner.evaluate(project.pipeline.model_copy(update={"program": "strict"}), metrics=["faithfulness"])
