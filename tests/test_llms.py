@@ -197,12 +197,19 @@ def test_missing_part_packages_say_how_to_install(tmp_path):
         assemble(ghost, tmp_path)
 
 
-def test_wrong_checksum_is_a_clear_error(tmp_path, small_gguf):
-    real = NAMED_MODELS["qwen2.5-0.5b"]
-    tampered = NamedModel(real.name, "", real.filename, real.size, "f" * 64, real.packages, real.version)
+def test_wrong_checksum_is_a_clear_error(tmp_path, monkeypatch):
+    from tuner.models import registry
+
+    parts = [tmp_path / "parts" / f"part{i}.bin" for i in (1, 2)]
+    parts[0].parent.mkdir()
+    for number, part in enumerate(parts):
+        part.write_bytes(bytes([number]) * 1000)
+    monkeypatch.setattr(registry, "part_files", lambda named: parts)  # as if its part packages were installed
+    tampered = NamedModel("tampered", "", "tampered.gguf", 2000, "f" * 64, ("tuner-test-parts",), "1.0")
+    models = tmp_path / "models"
     with pytest.raises(LLMError, match="sha256"):
-        assemble(tampered, tmp_path)
-    assert not list(tmp_path.iterdir()), "a file that failed verification must not be left behind"
+        assemble(tampered, models)
+    assert not list(models.iterdir()), "a file that failed verification must not be left behind"
 
 
 def endpoint_llm(url: str, **settings):
