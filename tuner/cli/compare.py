@@ -21,7 +21,7 @@ def compare_command(
     base: Annotated[Path, typer.Argument(help="the configuration to compare against (e.g. main's tuner.yaml)")],
     new: Annotated[Path, typer.Argument(help="the changed configuration")],
     metric: Annotated[Optional[list[str]], typer.Option(
-        "--metric", "-m", help="metric to gate on; repeat for several [default: faithfulness]")] = None,
+        "--metric", "-m", help="metric to gate on; repeat for several \\[default: faithfulness]")] = None,
     margin: Annotated[float, typer.Option(
         "--margin", min=0, help="a loss the gate tolerates: it fails only when NEW is worse by more than this, with "
         "the 95 % CI of the difference excluding zero")] = 0.02,

@@ -26,12 +26,12 @@ def optimize_command(
     target: Annotated[Optional[list[str]], typer.Option("--target", "-t", help="metric to maximise, or a cost to "
                                                         "minimise (seconds_per_question, tokens_per_question, "
                                                         "context_tokens) beside one; repeat for a Pareto study "
-                                                        "[default: faithfulness]")] = None,
+                                                        "\\[default: faithfulness]")] = None,
     trials: Annotated[int, typer.Option("--trials", "-n", min=1, help="finished trials the study should hold")] = 40,
     timeout: Annotated[Optional[str], typer.Option(help="stop starting trials after this long, e.g. 8h, 90m")] = None,
     study: StudyOption = "default",
     search_space: Annotated[Optional[str], typer.Option(
-        "--search-space", help="YAML file, or a name in search_spaces/ [default: default]")] = None,
+        "--search-space", help="YAML file, or a name in search_spaces/ \\[default: default]")] = None,
     dataset: DatasetOption = None,
     docs: Annotated[Optional[Path], typer.Option(
         "--docs", help="a folder of documents (.txt .md .html .pdf .docx) instead of --dataset: ingested, and a "
@@ -44,7 +44,7 @@ def optimize_command(
         "--constraint", help='guard, e.g. "answer_relevancy>=0.7" or "seconds_per_question<=20"')]
     = None,
     prune_after: Annotated[Optional[int], typer.Option(
-        min=1, help="questions answered before a trial may be pruned (the test needs 4 at least) [default: 4; no "
+        min=1, help="questions answered before a trial may be pruned (the test needs 4 at least) \\[default: 4; no "
         "pruning when every target is a retrieval metric: its questions cost about a millisecond]")] = None,
     storage: StorageOption = None,
     studies_dir: StudiesDirOption = Path("studies"),
