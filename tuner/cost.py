@@ -35,6 +35,19 @@ class Cost:
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    # as on a cold cache: a call the cache answered counts at what it cost when it was paid
+    @property
+    def cold_calls(self) -> int:
+        return self.llm_calls + self.cache_hits
+
+    @property
+    def cold_tokens(self) -> int:
+        return self.tokens + self.cached_tokens
+
+    @property
+    def cold_seconds(self) -> float:
+        return self.seconds + self.saved_seconds
+
     def as_dict(self) -> dict[str, float | int]:
         data = asdict(self)
         data["seconds"] = round(self.seconds, 3)

@@ -46,9 +46,11 @@ def cost_metric(view: StudyView) -> str:
 def cheapest_within_noise(view: StudyView) -> Cheapest | None:
     """None when there is no quality target, no complete trial with a result, or no cost measured."""
     quality = next((t for t in view.targets if not lower_is_better(t)), None)
+    if quality is None:
+        return None
     trials = [t for t in view.trials if t.state == "complete" and t.feasible and t.result is not None
-              and t.result.value(quality or "") is not None]
-    if quality is None or not trials:
+              and t.result.value(quality) is not None]
+    if not trials:
         return None
     cost = cost_metric(view)
     best = max(trials, key=lambda t: (t.result.value(quality), -t.number))

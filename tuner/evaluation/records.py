@@ -154,10 +154,10 @@ class QuestionResult:
             return None if self.context_tokens is None else float(self.context_tokens)
         spent = [c for stage, c in self.cost.items() if stage not in ALL_METRICS]
         if metric == "tokens_per_question":
-            return float(sum(c.tokens + c.cached_tokens for c in spent))
+            return float(sum(c.cold_tokens for c in spent))
         if not spent or any(c.unmetered_hits for c in spent):
             return None
-        return sum(c.seconds + c.saved_seconds for c in spent)
+        return sum(c.cold_seconds for c in spent)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -73,12 +73,11 @@ def estimate_study(project: ProjectConfig, settings: StudySettings, trials: int,
     runner = RagRunner(open_workspace(project, dataset=data, embedder=embedder), models=models)
     metrics = settings.metrics_needed()
     result = runner.evaluate(project.resolved(), search[:SAMPLED], metrics=metrics, answer=bool(metrics))
-    cold = Cost()  # every stage's cost summed, a cache hit counted at its paid price
+    spent = Cost()  # every stage of every sampled question, the judge's included: the study pays them too
     for question in result.questions:
         for cost in question.cost.values():
-            cold.add(cost)
+            spent.add(cost)
     sampled = len(result.questions)
-    return Estimate(sampled, (cold.llm_calls + cold.cache_hits) / sampled,
-                    (cold.tokens + cold.cached_tokens) / sampled, (cold.seconds + cold.saved_seconds) / sampled,
-                    len(search), len(split.holdout(data.questions)), trials, cold.unmetered_hits,
+    return Estimate(sampled, spent.cold_calls / sampled, spent.cold_tokens / sampled, spent.cold_seconds / sampled,
+                    len(search), len(split.holdout(data.questions)), trials, spent.unmetered_hits,
                     result.cost.llm_calls)

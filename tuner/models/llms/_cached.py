@@ -38,14 +38,14 @@ class CachedLLM(LLM):
 
     def _through_cache(self, key: list[Any], call) -> Completion:
         if self.cache is None:
-            return self._pay(call)
+            return self._pay(call)[0]
         digest = stable_hash(key)
         if (hit := self.cache.get(digest)) is not None:
             return self._hit(hit)
         with self.cache.lease(digest) as hit:  # another worker may be paying for this very call: wait for it
             if hit is not None:
                 return self._hit(hit)
-            completion, seconds = self._pay_timed(call)
+            completion, seconds = self._pay(call)
             # the call's seconds are kept with it: a configuration served from the cache still costs what it took
             self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
                                     "completion_tokens": completion.completion_tokens,
@@ -58,10 +58,8 @@ class CachedLLM(LLM):
                                seconds=hit.get("seconds"))
         return completion
 
-    def _pay(self, call) -> Completion:
-        return self._pay_timed(call)[0]
-
-    def _pay_timed(self, call) -> tuple[Completion, float]:
+    def _pay(self, call) -> tuple[Completion, float]:
+        """The model's completion and the seconds it took."""
         self.meter.before_paid_call()
         started = time.perf_counter()
         completion = call()
