@@ -30,6 +30,7 @@ def runs(uri: str, role: str) -> list:
 
 @pytest.mark.parametrize("store", ["sqlite", "file"])
 def test_a_study_is_logged_once_per_trial_across_syncs_and_resumes(tmp_path, fake_embedder, monkeypatch, store):
+    monkeypatch.chdir(tmp_path)  # a SQLite store keeps its artifacts in ./mlruns
     if store == "file":  # MLflow 3 keeps its file store for those who opt in
         monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     uri = f"sqlite:///{tmp_path}/mlflow.db" if store == "sqlite" else (tmp_path / "mlruns").as_uri()
