@@ -18,8 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from tuner.analysis.labelled import Corrections, corrections, reading
+from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, compare_results, per_question
 from tuner.data.split import Split
+from tuner.evaluation.labels import LABELLED_METRIC
 from tuner.study.results import StudyView, TrialRecord
 
 if TYPE_CHECKING:
@@ -74,6 +77,20 @@ class Verdict:
     in_sample: Comparison  # best vs baseline on the search questions
     held_out: tuple[Comparison, ...]  # best vs baseline on the held-out questions, target first; () if not scored
     contenders: tuple[Contender, ...]
+    #: faithfulness on the held-out answers corrected by human labels; None: no label on them
+    corrections: Corrections | None = None
+
+    @property
+    def corrected(self) -> Corrected | None:
+        """The labels' figure for the headline, when the target is what they measure: the verdict reads it."""
+        return self.corrections.difference if self.corrections and self.metric == LABELLED_METRIC else None
+
+    def held_out_mean(self, contender: Contender) -> float | None:
+        """A contender's held-out target mean: corrected by the labels when the verdict reads them."""
+        if self.corrected is not None:
+            mean = self.corrections.means.get(f"trial {contender.trial.number}")
+            return None if mean is None else mean.estimate
+        return None if contender.held_out is None else contender.held_out.candidate_mean
 
     @property
     def headline(self) -> Comparison | None:
@@ -85,16 +102,18 @@ class Verdict:
 
     @property
     def holds(self) -> bool:
-        """The gain is distinguishable from zero on unseen questions."""
+        """The gain is distinguishable from zero on unseen questions (by the labels' figure when there is one)."""
+        if self.corrected is not None:
+            return reading(self.corrected) == "better"
         return self.headline is not None and self.headline.verdict == "better"
 
     @property
     def generalises_best(self) -> Contender | None:
-        """Among contenders scored on held-out, the one with the highest held-out mean; None on a tie."""
-        scored = sorted((c for c in self.contenders
-                         if c.held_out is not None and c.held_out.candidate_mean is not None),
-                        key=lambda c: -c.held_out.candidate_mean)
-        if len(scored) < 2 or scored[0].held_out.candidate_mean == scored[1].held_out.candidate_mean:
+        """Among contenders scored on held-out, the one with the highest held-out mean (corrected, when the verdict
+        reads the labels); None on a tie."""
+        scored = sorted((c for c in self.contenders if self.held_out_mean(c) is not None),
+                        key=lambda c: -self.held_out_mean(c))
+        if len(scored) < 2 or self.held_out_mean(scored[0]) == self.held_out_mean(scored[1]):
             return None
         return scored[0]
 
@@ -113,18 +132,24 @@ class Verdict:
         seen = self.in_sample.mean_difference
         in_sample = "" if seen is None else f" (in-sample: {seen:+.3f})"
         if head.verdict == "better":
-            reading = "the gain holds on unseen questions"
+            meaning = "the gain holds on unseen questions"
         elif head.verdict == "worse":
-            reading = "the configuration is worse than the baseline on unseen questions: the in-sample gain did " \
+            meaning = "the configuration is worse than the baseline on unseen questions: the in-sample gain did " \
                       "not generalise"
         elif head.verdict == "no difference":
-            reading = "it scores exactly like the baseline on every unseen question: the in-sample gain was luck"
+            meaning = "it scores exactly like the baseline on every unseen question: the in-sample gain was luck"
         else:
-            reading = "the gain is not distinguishable from zero on unseen questions — the in-sample gain could " \
+            meaning = "the gain is not distinguishable from zero on unseen questions — the in-sample gain could " \
                       "be luck"
-        return (f"On questions the search never saw, {best} vs the baseline on {self.metric}: "
+        said = (f"On questions the search never saw, {best} vs the baseline on {self.metric}: "
                 f"{head.reference_mean:.3f} → {head.candidate_mean:.3f}, {head.mean_difference:+.3f} ({ci})"
-                f"{in_sample}: {reading}.")
+                f"{in_sample}: {meaning}.")
+        if self.corrections is None:
+            return said
+        said += " " + self.corrections.sentence(best, "the baseline")
+        if self.corrected is not None and (reading(self.corrected) == "better") != (head.verdict == "better"):
+            said += " The labels change the verdict: it reads the corrected figure."
+        return said
 
 
 def verdict(view: StudyView) -> Verdict | None:
@@ -141,7 +166,12 @@ def verdict(view: StudyView) -> Verdict | None:
         Contender(t, t.values[0], None if t.held_out is None or baseline.held_out is None else
                   compare(metric, per_question(baseline.held_out, metric), per_question(t.held_out, metric)))
         for t in contenders(view))
-    return Verdict(metric, view.split, best, baseline, in_sample, held_out, rivals)
+    corrected = None
+    if view.labels and held_out:
+        corrected = corrections(baseline.held_out, best.held_out, view.labels,
+                                {f"trial {c.trial.number}": c.trial.held_out for c in rivals if c.held_out},
+                                ("baseline", f"trial {best.number}"))
+    return Verdict(metric, view.split, best, baseline, in_sample, held_out, rivals, corrected)
 
 
 def give_verdict(view: StudyView, runner: RagRunner,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,10 +10,10 @@ import typer
 
 from tuner.cli._app import app
 from tuner.cli._display import index_progress, print_judge_checks
-from tuner.cli._options import DatasetOption, StorageOption, StudiesDirOption, metric_list
+from tuner.cli._options import DatasetOption, StorageOption, StudiesDirOption, StudyOption, metric_list
 from tuner.config import load_config
 from tuner.errors import ConfigError
-from tuner.ui import err_console, progress
+from tuner.ui import console, err_console, progress
 
 
 judge_app = typer.Typer(help="Check the RAGAS judge on your own data before optimising against it.",
@@ -88,3 +89,133 @@ def judge_check_command(
         out = out or Path("reports") / "judge-check.json"
         save_checks(out, checks)
         err_console.print(f"results written to {out}")
+
+
+KEYS = "[bold]y[/] supported · [bold]n[/] not supported · [bold]s[/] skip · [bold]b[/] back · [bold]q[/] quit"
+
+
+@judge_app.command("label")
+def judge_label_command(
+    study: StudyOption = "default",
+    n: Annotated[int, typer.Option("--n", min=1, help="answers to label (questions are drawn until they hold "
+                                   "this many)")] = 60,
+    import_file: Annotated[Optional[Path], typer.Option(
+        "--import", help="read labels given elsewhere (CSV or JSONL: key, or trial and question_id; and supported "
+        "y/n/s) instead of asking")] = None,
+    export: Annotated[Optional[Path], typer.Option(
+        "--export", help="write the answers to label as CSV (fill its supported column, then --import it)")] = None,
+    storage: StorageOption = None,
+    studies_dir: StudiesDirOption = Path("studies"),
+) -> None:
+    """Say whether answers of a study are supported by their contexts (single keys): the verdict corrects the judge
+    with them."""
+    from tuner.analysis.labelled import answers_to_label
+    from tuner.evaluation.labels import LABELS_FILE, import_labels, read
+    from tuner.study.results import read_study
+    from tuner.study.storage import study_folder
+
+    folder = study_folder(studies_dir, study, storage)
+    if not folder.read_meta():
+        raise ConfigError(f"study {study} does not exist in {studies_dir}")
+    view = read_study(folder)
+    path = folder.root / LABELS_FILE
+    if import_file is not None:
+        count = import_labels(import_file, path, _answers_of(view))
+        err_console.print(f"{count} label(s) imported into {path}")
+        return
+    items = answers_to_label(view, n)
+    if export is not None:
+        _export(export, items)
+        err_console.print(f"{len(items)} answers to label written to {export}: fill `supported` (y, n or s) and "
+                          f"run `tuner judge label --study {folder.name} --import {export}`")
+        return
+    if not sys.stdin.isatty():
+        raise ConfigError("labelling asks for keys on a terminal: --export FILE writes the answers to label "
+                          "elsewhere, --import FILE reads the labels back")
+    labels = read(path)
+    _label(items, labels, path)
+    said = [labels[i.key].supported for i in items if i.key in labels]
+    err_console.print(f"{len(said)} of {len(items)} answers labelled ({said.count(True)} supported, "
+                      f"{said.count(False)} not, {said.count(None)} skipped), kept in {path}; the same command "
+                      f"resumes. `tuner best --study {folder.name} --verdict` and the report read them.")
+
+
+def _label(items, labels: dict, path: Path) -> None:
+    """The session: one answer a screen, a key a label, written at once."""
+    import click
+
+    from tuner.evaluation.labels import Label, append
+
+    index = next((i for i, item in enumerate(items) if item.key not in labels), len(items))
+    while index < len(items):
+        item = items[index]
+        _show(item, index, len(items), labels.get(item.key))
+        try:
+            key = click.getchar().lower()
+        except (KeyboardInterrupt, EOFError):
+            key = "q"
+        if key in ("y", "n", "s"):
+            label = Label.of(item.result, {"y": True, "n": False, "s": None}[key], item.trials[0])
+            append(path, label)
+            labels[item.key] = label
+            index += 1
+        elif key == "b":
+            index = max(index - 1, 0)
+        elif key in ("q", "\x03", "\x04"):
+            break
+    console.clear()
+
+
+def _show(item, index: int, total: int, given) -> None:
+    from rich.panel import Panel
+    from rich.text import Text
+
+    result = item.result
+    console.clear()
+    trials = ", ".join(map(str, item.trials))
+    where = "held-out" if item.held_out else "search"
+    console.print(f"[bold]answer {index + 1} of {total}[/] · {where} question {result.id} · trial(s) {trials}"
+                  + ("" if given is None else f" · labelled [bold]{_said(given.supported)}[/]"))
+    console.print(Panel(Text(result.question), title="question", title_align="left"))
+    for number, context in enumerate(result.contexts, 1):
+        cited = number in result.citations
+        console.print(Panel(Text(context), title=f"[{number}]" + (" cited" if cited else ""), title_align="left",
+                            border_style="yellow" if cited else "dim"))
+    console.print(Panel(Text(result.answer or "(no answer)"), title="answer", title_align="left",
+                        border_style="bold cyan"))
+    console.print("Is every claim of the answer supported by the contexts above?  " + KEYS)
+
+
+def _said(supported: bool | None) -> str:
+    return {True: "supported", False: "not supported", None: "skipped"}[supported]
+
+
+def _answers_of(view):
+    """What an imported row may name: an answer by key, or by trial and question id (the trial's held-out answer
+    when the question was held out)."""
+    from tuner.evaluation.labels import fingerprint
+
+    by_key, by_trial = {}, {}
+    for trial in view.trials:
+        for result in (trial.result, trial.held_out):
+            for q in result.questions if result else ():
+                by_key.setdefault(fingerprint(q), (trial.number, q))
+                by_trial[(trial.number, q.id)] = (trial.number, q)
+
+    def resolve(key, trial, question):
+        return by_key.get(key) if key else by_trial.get((trial, question))
+
+    return resolve
+
+
+def _export(path: Path, items) -> None:
+    import csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["key", "trial", "question_id", "question", "contexts", "answer", "supported"])
+        for item in items:
+            result = item.result
+            writer.writerow([item.key, item.trials[0], result.id, result.question,
+                             "\n\n".join(f"[{i}] {c}" for i, c in enumerate(result.contexts, 1)), result.answer, ""])

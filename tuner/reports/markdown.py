@@ -137,6 +137,41 @@ def _held_out(analysis: Analysis) -> list[str]:
                     f"{_f(winner.held_out.candidate_mean)} on held-out). Choosing it by that figure spends the "
                     f"held-out questions on a choice among {len(verdict.contenders)}, so its held-out score is "
                     f"mildly optimistic in turn.", ""]
+    return out + _labels(verdict)
+
+
+def _labels(verdict) -> list[str]:
+    """The held-out faithfulness as the judge scored it and as the human labels correct it."""
+    fixed = verdict.corrections
+    if fixed is None:
+        return []
+    out = ["### Corrected by human labels", "",
+           f"{fixed.labels} held-out answers carry a human label (`tuner judge label`); "
+           + (fixed.agreement.sentence() if fixed.agreement else "the judge scored none of them") + ". "
+           "Each faithfulness figure below is prediction-powered: the judge's scores of the unlabelled answers, "
+           "rectified by its error on the labelled ones, with a 95 % interval that accounts for both.", ""]
+    judged = {"baseline": verdict.baseline.held_out}
+    judged.update({f"trial {c.trial.number}": c.trial.held_out for c in verdict.contenders})
+    rows = []
+    for name, result in judged.items():
+        mean = fixed.means.get(name)
+        rows.append([name, _f(result.metrics.get("faithfulness") if result else None),
+                     "too few labels" if mean is None else f"{mean.estimate:.3f} [{mean.ci[0]:.3f}, {mean.ci[1]:.3f}]",
+                     "—" if mean is None else mean.labelled])
+    out += _table(["held-out answers of", "judge's faithfulness", "corrected (95 % CI)", "labelled"], rows)
+    out += [fixed.sentence(f"trial {verdict.best.number}", "the baseline"), ""]
+    if verdict.corrected is not None:
+        judge_says = verdict.headline is not None and verdict.headline.verdict == "better"
+        out += ["The verdict reads the corrected figure"
+                + (": the labels change it." if judge_says != verdict.holds else ", which agrees with the judge's.")
+                , ""]
+    winner, by_judge = verdict.generalises_best, max(
+        (c for c in verdict.contenders if c.held_out is not None and c.held_out.candidate_mean is not None),
+        key=lambda c: c.held_out.candidate_mean, default=None)
+    if verdict.corrected is not None and winner is not None and by_judge is not None:
+        out += [f"Among the contenders, the labels pick trial {winner.trial.number}"
+                + (", as the judge does." if winner is by_judge else
+                   f" where the judge picks trial {by_judge.trial.number}: the correction changes the winner."), ""]
     return out
 
 

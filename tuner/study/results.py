@@ -4,7 +4,7 @@ listings. Reads storage and trial files only: no model is loaded."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,8 @@ from tuner.cache import is_database
 from tuner.config import ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
+from tuner.evaluation.labels import LABELS_FILE, Label
+from tuner.evaluation.labels import read as read_labels
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile, lower_is_better
 from tuner.study.attrs import (BASELINE, CONSTRAINTS, DUPLICATE, ERROR, INTERRUPTED, METRICS, PIPELINE, QUESTIONS,
                                RERUN_OF, RETRIEVAL)
@@ -72,6 +74,8 @@ class StudyView:
     project: ProjectConfig
     trials: tuple[TrialRecord, ...]
     meta: StudyMeta
+    #: human labels of its answers (studies/NAME/labels.jsonl), by answer fingerprint
+    labels: Mapping[str, Label] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -131,7 +135,7 @@ def read_study(folder: StudyFolder) -> StudyView:
     elif meta.search_space and Path(meta.search_space).is_file():
         space = load_space(meta.search_space)
     return StudyView(folder, meta.targets, meta.constraints, space, meta.search_space, meta.config,
-                     tuple(trial_records(study, folder)), meta)
+                     tuple(trial_records(study, folder)), meta, read_labels(folder.root / LABELS_FILE))
 
 
 def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]:

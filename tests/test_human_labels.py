@@ -1,0 +1,181 @@
+"""Human labels on a study: which answers are shown, the labelling session at a real terminal (tmux: keys in, labels
+file out, resume after a kill), CSV round trip, and verdicts and reports corrected by the labels (PPI)."""
+
+from __future__ import annotations
+
+import csv
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import pytest
+
+from tests.fakes import HashingEmbedder
+from tests.test_cli import tuner
+from tests.test_verdict import CoinFlipJudge, noise_study
+from tuner.analysis.labelled import answers_to_label, corrections
+from tuner.analysis.verdict import give_verdict, verdict
+from tuner.errors import ConfigError
+from tuner.evaluation.labels import LABELS_FILE, Label, append, fingerprint, read
+from tuner.analysis import analyze
+from tuner.reports.markdown import render
+from tuner.study.results import read_study
+from tuner.study.storage import study_folder
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    """A coin-flip-judged study (no configuration truly better) whose verdict trials are scored on held-out."""
+    base = tmp_path_factory.mktemp("labels")
+    session = noise_study(base, HashingEmbedder(), CoinFlipJudge(), trials=6)
+    with pytest.raises(ConfigError, match="not scored yet: run `tuner best --study noise --verdict` first"):
+        answers_to_label(read_study(session.folder), 10)
+    give_verdict(read_study(session.folder), session.runner())
+    return base / "studies"
+
+
+@pytest.fixture
+def judged(scored, tmp_path):
+    """The scored study, copied for one test (its labels are its own)."""
+    shutil.copytree(scored, tmp_path / "studies")
+    return read_study(study_folder(tmp_path / "studies", "noise"))
+
+
+def test_the_sample_covers_the_verdicts_trials_on_held_out_and_shows_an_answer_once(judged):
+    items = answers_to_label(judged, 1000)
+    trials = {judged.baseline.number, judged.best.number}
+    assert {n for item in items for n in item.trials} >= trials
+    assert all(item.held_out and item.result.id in judged.split.holdout_ids for item in items)
+    assert len({item.key for item in items}) == len(items)  # identical answers of several trials merged
+    assert {item.result.id for item in items} == judged.split.holdout_ids
+    assert answers_to_label(judged, 1000) == items  # the same order every time: a session resumes into it
+    first = answers_to_label(judged, 3)
+    assert 3 <= len(first) < len(items) and first == items[:len(first)]  # whole questions, a prefix of the order
+
+
+def label_all(view, supported_of) -> None:
+    for item in answers_to_label(view, 1000):
+        append(view.folder.root / LABELS_FILE, Label.of(item.result, supported_of(item), item.trials[0]))
+
+
+def test_labels_correct_the_verdict_and_the_report_says_when_they_change_it(judged):
+    plain = verdict(judged)
+    assert plain.corrections is None and not plain.holds  # the coin-flip judge cannot tell the configurations apart
+    best, baseline = judged.best.number, judged.baseline.number
+    baseline_keys = {fingerprint(q) for q in judged.baseline.held_out.questions}
+    # a person finds every answer of the best supported and every other answer of the baseline not
+    label_all(judged, lambda item: item.key not in baseline_keys or best in item.trials)
+    view = read_study(judged.folder)
+    said = verdict(view)
+    fixed = said.corrections
+    assert fixed is not None and fixed.labels == len(answers_to_label(view, 1000))
+    assert fixed.means[f"trial {best}"].estimate == pytest.approx(1.0)
+    human_gain = sum(fingerprint(q) not in {fingerprint(b) for b in view.best.held_out.questions}
+                     for q in view.baseline.held_out.questions) / len(view.split.holdout_ids)
+    assert fixed.difference.estimate == pytest.approx(human_gain)
+    assert said.corrected is fixed.difference
+    assert said.holds == (fixed.difference.ci[0] > 0) and said.holds  # the verdict reads the labels
+    assert "Corrected by" in said.sentence() and "The labels change the verdict" in said.sentence()
+    assert fixed.agreement.answers == fixed.labels and 0 <= fixed.agreement.accuracy <= 1
+    report = render(analyze(view), {})
+    assert "### Corrected by human labels" in report and "the labels change it" in report
+    assert f"trial {baseline}" in report or "baseline" in report
+
+
+def test_too_few_labels_give_no_corrected_figure_and_say_so(judged):
+    item = answers_to_label(judged, 1)[0]
+    append(judged.folder.root / LABELS_FILE, Label.of(item.result, True, item.trials[0]))
+    said = verdict(read_study(judged.folder))
+    assert said.corrections is not None and said.corrections.difference is None and said.corrected is None
+    assert "too few to correct" in said.sentence()
+    assert said.holds == (said.headline.verdict == "better")  # the judge's figure stands
+
+
+def test_corrections_pair_answers_by_identity_across_runs(judged):
+    """`tuner compare` runs are not trials: a label reaches any run that gave the same answer on the same contexts."""
+    baseline = judged.baseline.held_out
+    label_all(judged, lambda item: True)
+    labels = read(judged.folder.root / LABELS_FILE)
+    again = replace(baseline, questions=tuple(baseline.questions))  # another run, same answers
+    fixed = corrections(baseline, again, labels)
+    assert fixed.difference.estimate == pytest.approx(0.0) and fixed.means["reference"].estimate == 1.0
+    assert corrections(baseline, again, {}) is None
+
+
+def test_export_then_import_round_trips_and_bad_input_is_one_line(judged, tmp_path):
+    exported = tmp_path / "to_label.csv"
+    result = tuner("judge", "label", "--study", "noise", "--n", "4", "--export", str(exported), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(exported.open(encoding="utf-8")))
+    assert len(rows) >= 4 and all(r["answer"] is not None and r["key"] for r in rows)
+    rows[0]["supported"], rows[1]["supported"] = "y", "no"
+    for row in rows[2:]:
+        row["supported"] = "s"
+    with exported.open("w", encoding="utf-8", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = tuner("judge", "label", "--study", "noise", "--import", str(exported), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    labels = read(judged.folder.root / LABELS_FILE)
+    assert [labels[r["key"]].supported for r in rows[:3]] == [True, False, None]
+    (tmp_path / "team.csv").write_text(f"trial,question,supported\n{judged.baseline.number},nope,y\n")
+    bad = tuner("judge", "label", "--study", "noise", "--import", str(tmp_path / "team.csv"), cwd=tmp_path)
+    assert bad.returncode != 0 and "team.csv:2: names no answer of this study" in bad.stderr
+    assert "Traceback" not in bad.stderr and read(judged.folder.root / LABELS_FILE) == labels
+    piped = tuner("judge", "label", "--study", "noise", cwd=tmp_path)  # no terminal here
+    assert piped.returncode != 0 and "--export FILE" in piped.stderr and "Traceback" not in piped.stderr
+
+
+def screen(session: str) -> str:
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+
+
+def wait_for(session: str, text: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = screen(session)
+        if text in shown:
+            return shown
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared on the terminal:\n{screen(session)}")
+
+
+def keys(session: str, *pressed: str) -> None:
+    for key in pressed:
+        subprocess.run(["tmux", "send-keys", "-t", session, key], check=True)
+        time.sleep(0.3)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (Debian package tmux)")
+def test_the_labelling_session_at_a_terminal_keys_in_labels_out_and_resume_after_a_kill(judged, tmp_path):
+    path = judged.folder.root / LABELS_FILE
+    items = answers_to_label(judged, 4)
+    command = shlex.join([sys.executable, "-m", "tuner", "judge", "label", "--study", "noise", "--n", "4"])
+    session = f"tuner-label-{tmp_path.name}"
+    start = ["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", "-c", str(tmp_path)]
+    subprocess.run([*start, f"{command}; sleep 30"], check=True)
+    try:
+        wait_for(session, f"answer 1 of {len(items)}")
+        keys(session, "y")
+        wait_for(session, f"answer 2 of {len(items)}")
+        keys(session, "n", "b")  # back to answer 2: it shows its label
+        wait_for(session, "labelled not supported")
+        keys(session, "y")  # relabelled
+        wait_for(session, f"answer 3 of {len(items)}")
+        labels = read(path)
+        assert [labels[i.key].supported for i in items[:2]] == [True, True] and items[2].key not in labels
+        subprocess.run(["tmux", "kill-session", "-t", session], check=True)  # killed mid-session
+        subprocess.run([*start, f"{command}; sleep 30"], check=True)
+        wait_for(session, f"answer 3 of {len(items)}")  # resumed at the first answer without a label
+        keys(session, "s", "q")
+        shown = wait_for(session, "answers labelled")
+        assert "resumes" in shown
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    labels = read(path)
+    assert [labels[i.key].supported for i in items[:3]] == [True, True, None] and items[3].key not in labels
+    assert sum(1 for line in path.read_text().splitlines() if line.strip()) == 4  # every key written at once

@@ -1,0 +1,69 @@
+"""Human labels: keyed by the answer (not the trial), appended as given, the last per answer wins, a torn last line
+survives a kill, CSV/JSONL import checked row by row before anything is written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tuner.errors import DataError
+from tuner.evaluation.labels import Label, append, fingerprint, import_labels, read
+from tuner.evaluation.records import QuestionResult, RetrievalTrace
+
+
+def answer(qid: str, text: str, contexts=("ctx",)) -> QuestionResult:
+    return QuestionResult(qid, f"question {qid}?", None, text, tuple(contexts), (), RetrievalTrace(), {})
+
+
+def test_an_answer_is_named_by_its_question_words_and_contexts():
+    assert fingerprint(answer("q1", "Paris.")) == fingerprint(answer("q1", "Paris."))
+    others = [answer("q2", "Paris."), answer("q1", "Lyon."), answer("q1", "Paris.", ("other ctx",))]
+    assert len({fingerprint(a) for a in [answer("q1", "Paris."), *others]}) == 4
+
+
+def test_labels_are_appended_and_the_last_one_wins(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    first, second = answer("q1", "Paris."), answer("q2", "Lyon.")
+    append(path, Label.of(first, True, 3))
+    append(path, Label.of(second, None, 3))  # skipped
+    append(path, Label.of(first, False, 5))  # relabelled (another trial gave the same answer)
+    labels = read(path)
+    assert {k: (v.supported, v.trial) for k, v in labels.items()} == \
+        {fingerprint(first): (False, 5), fingerprint(second): (None, 3)}
+    assert labels[fingerprint(first)].answer == "Paris." and labels[fingerprint(first)].contexts == ("ctx",)
+    with path.open("a") as out:
+        out.write('{"key": "abc", "quest')  # killed mid-write
+    assert read(path) == labels
+    path.write_text('not json\n{"key": "k", "question_id": "q", "supported": true}\n')
+    with pytest.raises(DataError, match="labels.jsonl:1: not a JSON line"):
+        read(path)
+
+
+def test_labels_import_from_csv_and_jsonl_and_refuse_bad_rows(tmp_path):
+    target = tmp_path / "labels.jsonl"
+    answers = {(0, "q1"): answer("q1", "A."), (0, "q2"): answer("q2", "B."), (1, "q1"): answer("q1", "C.")}
+    by_key = {fingerprint(a): (t, a) for (t, _), a in answers.items()}
+
+    def resolve(key, trial, question):
+        if key:
+            return by_key.get(key)
+        return (trial, answers[(trial, question)]) if (trial, question) in answers else None
+
+    (tmp_path / "team.csv").write_text("trial,question,supported\n0,q1,y\n0,q2,no\n")
+    row = {"key": fingerprint(answers[(1, "q1")]), "supported": True}
+    (tmp_path / "team.jsonl").write_text(json.dumps(row) + "\n")
+    assert import_labels(tmp_path / "team.csv", target, resolve) == 2
+    assert import_labels(tmp_path / "team.jsonl", target, resolve) == 1
+    assert sorted((v.trial, v.question_id, v.supported) for v in read(target).values()) == \
+        [(0, "q1", True), (0, "q2", False), (1, "q1", True)]
+    before = target.read_text()
+    (tmp_path / "bad.csv").write_text("trial,question,supported\n0,q1,y\n0,q2,maybe\n")
+    with pytest.raises(DataError, match="bad.csv:3: supported must be y, n or s"):
+        import_labels(tmp_path / "bad.csv", target, resolve)
+    (tmp_path / "gone.csv").write_text("trial,question,supported\n7,q1,y\n")
+    with pytest.raises(DataError, match="gone.csv:2: names no answer of this study"):
+        import_labels(tmp_path / "gone.csv", target, resolve)
+    assert target.read_text() == before  # a bad file writes nothing
+    with pytest.raises(DataError, match="no such file"):
+        import_labels(tmp_path / "none.csv", target, resolve)

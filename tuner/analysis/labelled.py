@@ -1,0 +1,196 @@
+"""What human labels say of a comparison: the judge's agreement with them and the PPI-corrected faithfulness figures.
+
+The judge scores every answer; a person labels a few (`tuner judge label`). On the labelled answers the judge's
+error is measured, and every faithfulness mean or paired difference gets a PPI-corrected estimate and interval
+beside the judge's own (tuner/analysis/ppi.py). The search still optimises the judge's score — labels are too few
+to search on — but the verdict, `tuner best --verdict` and `tuner compare` read the corrected figure when there is
+one.
+
+    corrections(baseline_result, best_result, labels)     # the held-out pair, and any contenders
+    corrections(...).sentence("trial 7", "the baseline")
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tuner.analysis.ppi import MIN_LABELLED, Corrected, correct, correct_difference
+from tuner.analysis.stats import per_question
+from tuner.evaluation.judge_check import PASS, auc
+from tuner.evaluation.labels import LABELLED_METRIC, Label, fingerprint, given
+from tuner.evaluation.records import EvalResult, QuestionResult
+
+if TYPE_CHECKING:
+    from tuner.study.results import StudyView
+
+
+def human_scores(result: EvalResult | None, labels: Mapping[str, Label]) -> dict[str, float]:
+    """{question id: 1 supported / 0 not} for the answers of `result` a person labelled (by the answer's identity, so
+    another trial's identical answer counts)."""
+    if result is None:
+        return {}
+    return {q.id: labels[key].value for q in result.questions
+            if (key := fingerprint(q)) in labels and labels[key].supported is not None}
+
+
+def reading(corrected: Corrected) -> str:
+    """better | worse | undecided, for a difference."""
+    low, high = corrected.ci
+    return "better" if low > 0 else "worse" if high < 0 else "undecided"
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """The judge against the labels, on the labelled answers it scored."""
+
+    answers: int
+    supported: int  # of them, labelled supported
+    accuracy: float  # the judge's score on the label's side of 0.5
+    auc: float | None  # the chance a supported answer outscores an unsupported one; None: one class only
+    bias: float  # mean(judge − label): above 0 the judge is lenient, below it strict
+    judge_mean: float
+    human_mean: float
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[float, float]]) -> Agreement | None:
+        """`pairs`: (judge score, label 1/0) per labelled answer."""
+        if not pairs:
+            return None
+        judge, human = [p[0] for p in pairs], [p[1] for p in pairs]
+        n = len(pairs)
+        return cls(n, int(sum(human)), sum((f >= PASS) == (y == 1) for f, y in pairs) / n,
+                   auc([f for f, y in pairs if y == 1], [f for f, y in pairs if y == 0]),
+                   (sum(judge) - sum(human)) / n, sum(judge) / n, sum(human) / n)
+
+    def sentence(self) -> str:
+        separation = "one class only, so no AUC" if self.auc is None else f"AUC {self.auc:.2f}"
+        lean = "lenient" if self.bias > 0 else "strict" if self.bias < 0 else "unbiased"
+        return (f"on {self.answers} labelled answers ({self.supported} supported) the judge agrees with the labels "
+                f"on {self.accuracy:.0%} at 0.5 ({separation}) and is {lean} by {self.bias:+.3f} "
+                f"(judge {self.judge_mean:.3f} vs labels {self.human_mean:.3f})")
+
+
+def agreement(results: Iterable[EvalResult | None], labels: Mapping[str, Label]) -> Agreement | None:
+    """The judge's faithfulness against the labels, each distinct labelled answer once."""
+    labels = given(labels)
+    pairs: dict[str, tuple[float, float]] = {}
+    for result in results:
+        for q in result.questions if result else ():
+            score = q.value(LABELLED_METRIC)
+            if (key := fingerprint(q)) in labels and score is not None:
+                pairs[key] = (score, labels[key].value)
+    return Agreement.of(list(pairs.values()))
+
+
+@dataclass(frozen=True)
+class Corrections:
+    """Faithfulness of a reference and a candidate (and any other configurations on the same questions), as the
+    judge scored it and corrected by the labels."""
+
+    labels: int  # labelled answers among those compared
+    agreement: Agreement | None
+    difference: Corrected | None  # candidate − reference, paired; None: too few questions with both labelled
+    judge_difference: float | None
+    means: Mapping[str, Corrected | None]  # name -> corrected mean
+
+    def sentence(self, candidate: str, reference: str) -> str:
+        if self.difference is None:
+            return (f"{self.labels} human label(s) on these answers: too few to correct faithfulness (a corrected "
+                    f"difference needs {MIN_LABELLED} questions whose two answers are both labelled)"
+                    + (f"; {self.agreement.sentence()}" if self.agreement else "") + ".")
+        d = self.difference
+        judged = "" if self.judge_difference is None else f" (the judge alone: {self.judge_difference:+.3f})"
+        said = {"better": f"{candidate} is more faithful than {reference}",
+                "worse": f"{candidate} is less faithful than {reference}",
+                "undecided": "not distinguishable from zero"}[reading(d)]
+        return (f"Corrected by {self.labels} human labels (prediction-powered, {d.labelled} questions with both "
+                f"answers labelled), {candidate} − {reference} on faithfulness is {d.estimate:+.3f} "
+                f"(95 % CI [{d.ci[0]:+.3f}, {d.ci[1]:+.3f}]){judged}: {said}"
+                + (f"; {self.agreement.sentence()}" if self.agreement else "") + ".")
+
+
+def corrections(reference: EvalResult, candidate: EvalResult, labels: Mapping[str, Label],
+                others: Mapping[str, EvalResult] | None = None,
+                names: tuple[str, str] = ("reference", "candidate")) -> Corrections | None:
+    """None when no answer compared carries a label."""
+    results = {names[0]: reference, names[1]: candidate, **(others or {})}
+    human = {name: human_scores(result, labels) for name, result in results.items()}
+    labelled = {fingerprint(q) for name, result in results.items() for q in result.questions
+                if q.id in human[name]}
+    if not labelled:
+        return None
+    judge = {name: per_question(result, LABELLED_METRIC) for name, result in results.items()}
+    paired = [q for q in judge[names[0]] if judge[names[0]][q] is not None and judge[names[1]].get(q) is not None]
+    judge_difference = (sum(judge[names[1]][q] - judge[names[0]][q] for q in paired) / len(paired)) if paired \
+        else None
+    return Corrections(
+        len(labelled), agreement(results.values(), labels),
+        correct_difference(judge[names[0]], judge[names[1]], human[names[0]], human[names[1]]), judge_difference,
+        {name: correct(judge[name], human[name]) for name in results})
+
+
+@dataclass(frozen=True)
+class ToLabel:
+    """One answer to show a person, with every trial that gave it."""
+
+    result: QuestionResult
+    trials: tuple[int, ...]
+    held_out: bool
+
+    @property
+    def key(self) -> str:
+        return fingerprint(self.result)
+
+
+#: judge-score strata the sample is spread over (and one for answers the judge left unscored)
+STRATA = (0.25, 0.5, 0.75)
+
+
+def answers_to_label(view: StudyView, n: int, seed: int = 0) -> list[ToLabel]:
+    """The answers worth a person's verdict, in the order to show them: those of the trials the verdict compares
+    (best, baseline, contenders) on its held-out questions — on the search questions when the study holds none out.
+    Questions are drawn at random, spread over the judge's score strata in proportion to their sizes (any prefix is
+    a near-uniform sample, as the PPI correction needs), until the questions drawn hold `n` answers; an answer
+    several trials gave is shown once."""
+    from tuner.analysis.verdict import contenders
+    from tuner.errors import ConfigError
+
+    if view.best is None or view.baseline is None:
+        raise ConfigError(f"study {view.name} has no single-target best trial and baseline to label answers of yet")
+    trials = {t.number: t for t in [view.baseline, *contenders(view)]}.values()
+    held_out = view.split.active
+    results = {t.number: t.held_out if held_out else t.result for t in trials}
+    if held_out and any(r is None for r in results.values()):
+        raise ConfigError(f"the held-out answers of study {view.name} are not scored yet: run `tuner best --study "
+                          f"{view.name} --verdict` first (labels correct the held-out verdict)")
+    by_question: dict[str, dict[str, ToLabel]] = {}
+    for number, result in results.items():
+        for q in result.questions:
+            answers = by_question.setdefault(q.id, {})
+            key = fingerprint(q)
+            known = answers.get(key)
+            answers[key] = ToLabel(q, (*known.trials, number) if known else (number,), held_out)
+    strata: dict[int, list[str]] = {}
+    for question, answers in by_question.items():
+        scores = [s for a in answers.values() if (s := a.result.value(LABELLED_METRIC)) is not None]
+        stratum = -1 if not scores else sum(sum(scores) / len(scores) >= edge for edge in STRATA)
+        strata.setdefault(stratum, []).append(question)
+    rng = random.Random(seed)
+    for questions in strata.values():
+        questions.sort()
+        rng.shuffle(questions)
+    sizes, taken, order = {s: len(q) for s, q in strata.items()}, dict.fromkeys(strata, 0), []
+    while len(order) < len(by_question):  # the stratum furthest behind its share of the questions goes next
+        stratum = max((s for s in strata if strata[s]),
+                      key=lambda s: sizes[s] * (len(order) + 1) / len(by_question) - taken[s])
+        order.append(strata[stratum].pop())
+        taken[stratum] += 1
+    chosen: list[ToLabel] = []
+    for question in order:
+        if len(chosen) >= n:
+            break
+        chosen.extend(by_question[question].values())
+    return chosen
