@@ -4,6 +4,7 @@ file out, resume after a kill), CSV round trip, and verdicts and reports correct
 from __future__ import annotations
 
 import csv
+import json
 import shlex
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from tests.fakes import HashingEmbedder
 from tests.test_cli import tuner
 from tests.test_verdict import CoinFlipJudge, noise_study
+from tuner.analysis.gate import gate
 from tuner.analysis.labelled import answers_to_label, corrections
 from tuner.analysis.verdict import give_verdict, verdict
 from tuner.errors import ConfigError
@@ -179,3 +181,41 @@ def test_the_labelling_session_at_a_terminal_keys_in_labels_out_and_resume_after
     labels = read(path)
     assert [labels[i.key].supported for i in items[:3]] == [True, True, None] and items[3].key not in labels
     assert sum(1 for line in path.read_text().splitlines() if line.strip()) == 4  # every key written at once
+
+
+def test_judge_check_against_the_labels_scores_every_labelled_answer_with_the_judge(judged, cli_with, tmp_path):
+    """`tuner judge check --labels`: the same table as the built cases, from people's verdicts."""
+    label_all(judged, lambda item: judged.best.number in item.trials)
+    labels_file = judged.folder.root / LABELS_FILE
+    labels = read(labels_file)
+    invoke = cli_with(CoinFlipJudge())
+    result = invoke("judge", "check", "--labels", str(labels_file), "--agreement", "0", "--out", "check.json")
+    assert result.exit_code == 0, result.output
+    checked = json.loads((tmp_path / "check.json").read_text())["judges"][0]
+    faithfulness = checked["metrics"]["faithfulness"]
+    supported = sum(label.supported for label in labels.values())
+    assert faithfulness["supported"]["cases"] == supported
+    assert faithfulness["unsupported"]["cases"] == len(labels) - supported
+    assert {c["kind"] for c in checked["cases"]} == {"labelled_supported", "labelled_unsupported"}
+    assert "faithfulness" in result.output and "AUC" in result.output
+    skipped = tmp_path / "skips.jsonl"
+    append(skipped, Label.of(judged.best.held_out.questions[0], None, judged.best.number))
+    result = invoke("judge", "check", "--labels", str(skipped))
+    assert result.exit_code != 0 and "no label says supported or not" in str(result.exception)
+
+
+def test_the_compare_gate_reads_the_corrected_faithfulness(judged):
+    """Labels finding every NEW answer unsupported turn an undecided judge into a regression (and say so)."""
+    base, new = judged.baseline.held_out, judged.best.held_out
+    new_keys = {fingerprint(q) for q in new.questions} - {fingerprint(q) for q in base.questions}
+    assert len(new_keys) >= 5, "the fixture's best and baseline should differ on most held-out answers"
+    label_all(judged, lambda item: item.key not in new_keys)
+    labels = read(judged.folder.root / LABELS_FILE)
+    plain, fixed = gate(["faithfulness"], base, new, 0.02), gate(["faithfulness"], base, new, 0.02, labels)
+    assert not plain.failed and plain.corrections is None
+    (faithfulness,) = fixed.comparisons
+    assert fixed.verdict(faithfulness) == "worse" and fixed.failed == (faithfulness,)
+    assert fixed.reading(faithfulness) == "regression (beyond the margin 0.02)"
+    record = fixed.to_json("base.yaml", "new.yaml", len(new.questions))["metrics"][0]
+    assert record["regression"] and record["corrected"]["difference"] < -0.02 and record["corrected"]["ci95"][1] < 0
+    assert record["difference"] == faithfulness.mean_difference  # the judge's own figure stays beside it

@@ -20,7 +20,8 @@ from tuner.evaluation.records import EvalResult, Failure, QuestionResult, Retrie
 from tuner.models.llms import Completion
 from tuner.workspace import open_workspace
 
-NO_PARAPHRASE = [k for k in KINDS if k != "paraphrase"]
+#: the kinds built from the data (paraphrase needs a model; the labelled kinds come from people)
+NO_PARAPHRASE = [k for k in KINDS if k != "paraphrase" and not k.startswith("labelled_")]
 
 
 def prompt_input(messages) -> dict:

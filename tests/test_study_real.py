@@ -8,6 +8,7 @@ the held-out ones, and `tuner best` gives a config `tuner eval --split` re-score
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -110,6 +111,26 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
         assert data["cost"]["llm_calls"] == 0  # both parts come back from the study's cache
         assert data["metrics"]["faithfulness"] == (None if expected is None else pytest.approx(expected))
     assert tuner("best", "--study", "ci", "--verdict", cwd=tmp_path).returncode == 0  # already judged: no model
+
+    # people's labels of the held-out answers, given elsewhere (--export, --import): the verdict counts them, and the
+    # real judge is checked against them (its calls on these answers come back from the study's cache)
+    exported = tmp_path / "to_label.csv"
+    assert tuner("judge", "label", "--study", "ci", "--export", str(exported), cwd=tmp_path).returncode == 0
+    rows = list(csv.DictReader(exported.open(encoding="utf-8")))
+    assert rows and {r["question_id"] for r in rows} == held_out
+    with exported.open("w", encoding="utf-8", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "supported": "y" if i % 2 == 0 else "n"} for i, r in enumerate(rows))
+    imported = tuner("judge", "label", "--study", "ci", "--import", str(exported), cwd=tmp_path)
+    assert imported.returncode == 0 and f"{len(rows)} label(s) imported" in imported.stderr
+    relabelled = tuner("best", "--study", "ci", "--verdict", cwd=tmp_path)
+    assert relabelled.returncode == 0 and (best.number == 0 or "human label" in relabelled.stdout)
+    checked = tuner("judge", "check", "--labels", str(study_dir / "labels.jsonl"), "--config", "tuner.yaml",
+                    "--agreement", "0", "--out", "labels-check.json", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    cases = json.loads((tmp_path / "labels-check.json").read_text())["judges"][0]["cases"]
+    assert len(cases) == len(rows) and {c["kind"] for c in cases} <= {"labelled_supported", "labelled_unsupported"}
 
     listing = tuner("studies", cwd=tmp_path)
     assert listing.returncode == 0 and "ci" in listing.stdout

@@ -30,6 +30,9 @@ def compare_command(
     split: Annotated[str, typer.Option("--split", help="all, search or holdout (the configs' dataset.holdout)")]
     = "all",
     as_json: Annotated[bool, typer.Option("--json", help="print the comparison as JSON on stdout")] = False,
+    labels: Annotated[Optional[Path], typer.Option(
+        "--labels", help="people's labels of answers (a study's labels.jsonl): faithfulness is gated on its "
+        "PPI-corrected difference")] = None,
 ) -> None:
     """Evaluate BASE and NEW on the same questions (through the shared cache) and compare them question by question:
     the paired difference, its bootstrap 95 % CI and the Wilcoxon p per metric. Exit 1 when NEW is worse beyond
@@ -39,6 +42,11 @@ def compare_command(
     from tuner.config import ALL_METRICS
     from tuner.evaluation.records import TARGETS
 
+    from tuner.evaluation.labels import read as read_labels
+
+    if labels is not None and not labels.is_file():
+        raise ConfigError(f"--labels {labels}: no such file")
+    given = read_labels(labels) if labels else None
     metrics = list(dict.fromkeys(metric or ["faithfulness"]))
     for name in metrics:
         if name not in TARGETS:
@@ -54,7 +62,7 @@ def compare_command(
     if [q.id for q in data.questions] != [q.id for q in other.questions]:
         raise ConfigError(f"{base} and {new} evaluate other questions ({data.name}, {len(data.questions)} vs "
                           f"{other.name}, {len(other.questions)}): give --dataset (and --limit) for both")
-    verdict = gate(metrics, before, after, margin)
+    verdict = gate(metrics, before, after, margin, given)
     if as_json:
         payload = verdict.to_json(str(base), str(new), len(data.questions))
         payload["llm_calls_paid"] = {"base": before.cost.llm_calls, "new": after.cost.llm_calls}
@@ -82,5 +90,7 @@ def show(verdict, base: Path, new: Path, questions: int) -> None:
     for c in verdict.comparisons:
         console.print(c.sentence(candidate=f"NEW ({new})", reference=f"BASE ({base})"), highlight=False,
                       soft_wrap=True)
+    if verdict.corrections is not None:
+        console.print(verdict.corrections.sentence(f"NEW ({new})", f"BASE ({base})"), highlight=False, soft_wrap=True)
     if not verdict.failed:
         console.print(f"no regression beyond the margin {verdict.margin:g} (exit 0)", highlight=False)

@@ -41,9 +41,15 @@ def judge_check_command(
     studies_dir: StudiesDirOption = Path("studies"),
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="where the results JSON goes (default: "
                                                 "reports/judge-check.json, or the study's folder)")] = None,
+    labels: Annotated[Optional[Path], typer.Option(
+        "--labels", help="check against people's labels (a labels.jsonl from `tuner judge label`) instead of cases "
+        "built from the data")] = None,
 ) -> None:
-    """Score labelled supported / unsupported cases built from your data with the judge: AUC, accuracy, NaN rates."""
-    from tuner.evaluation.judge_check import CHECK_FILE, KINDS, check_judge, checks_json, make_cases, save_checks
+    """Score labelled supported / unsupported cases with the judge — built from your data, or your own labels: AUC,
+    accuracy, NaN rates."""
+    from tuner.evaluation.judge_check import (CHECK_FILE, KINDS, check_judge, checks_json, label_cases, make_cases,
+                                              save_checks)
+    from tuner.evaluation.labels import read as read_labels
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
 
@@ -63,6 +69,10 @@ def judge_check_command(
     requested = metric_list(metrics)
 
     checks, cases = [], None
+    if labels is not None:
+        if not labels.is_file():
+            raise ConfigError(f"--labels {labels}: no such file")
+        cases = label_cases(read_labels(labels).values())
     for project in projects:
         with index_progress() as shown:
             workspace = open_workspace(project, dataset, cache=cache, on_progress=shown)
@@ -82,11 +92,11 @@ def judge_check_command(
             checks.append(check_judge(runner, cases, agreement, on_progress))
             bar.update(task, completed=len(cases))
     print_judge_checks(checks)
-    if out is None and folder is not None:  # the study's own: its report shows it
+    if out is None and folder is not None and labels is None:  # the study's own: its report shows it
         folder.write_doc(CHECK_FILE, checks_json(checks))
         err_console.print(f"results saved with study {folder.name}")
-    else:
-        out = out or Path("reports") / "judge-check.json"
+    else:  # a check against labels does not replace the study's check on its data
+        out = out or Path("reports") / ("judge-check-labels.json" if labels else "judge-check.json")
         save_checks(out, checks)
         err_console.print(f"results written to {out}")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from tuner.data import Dataset, Question
 from tuner.errors import DataError
+from tuner.evaluation.labels import Label
 
 if TYPE_CHECKING:  # the scorer imports RAGAS: reports read saved checks without it
     from tuner.evaluation.ragas_judge import Outcome, RagasScorer
@@ -54,9 +55,12 @@ KINDS: dict[str, tuple[bool, str]] = {
     "wrong_question": (False, "the supported answer, asked with another question"),
     "own_contexts": (True, "the question's own gold contexts"),
     "other_contexts": (False, "another question's gold contexts"),
+    "labelled_supported": (True, "an answer a person labelled supported (tuner judge label)"),
+    "labelled_unsupported": (False, "an answer a person labelled not supported"),
 }
 METRIC_KINDS: dict[str, tuple[str, ...]] = {
-    "faithfulness": ("reference", "context", "paraphrase", "other_answer", "swapped"),
+    "faithfulness": ("reference", "context", "paraphrase", "other_answer", "swapped", "labelled_supported",
+                     "labelled_unsupported"),
     "answer_relevancy": ("right_question", "wrong_question"),
     "context_precision": ("own_contexts", "other_contexts"),
     "context_recall": ("own_contexts", "other_contexts"),
@@ -182,7 +186,7 @@ def build_cases(items: Sequence[Source], metrics: Sequence[str], kinds: Sequence
                     continue
                 question, answer, contexts = q.text, source.answer, gold
                 if metric == "faithfulness":
-                    answer = answers[kind]
+                    answer = answers.get(kind)  # the labelled kinds come from people (label_cases), not from here
                 elif kind == "wrong_question":
                     question = other.question.text
                 elif kind == "other_contexts":
@@ -194,6 +198,17 @@ def build_cases(items: Sequence[Source], metrics: Sequence[str], kinds: Sequence
     if not cases:
         raise DataError("the judge check could build no case: every question shares its gold contexts with "
                         "every other")
+    return cases
+
+
+def label_cases(labels: Iterable[Label]) -> list[Case]:
+    """Faithfulness cases from human labels: the labelled answers on the contexts they were given (skips left out)."""
+    cases = [Case("faithfulness", label.question_id, "labelled_supported" if label.supported else
+                  "labelled_unsupported", label.question, label.answer, label.contexts, None)
+             for label in labels if label.supported is not None and label.answer.strip()]
+    if not cases:
+        raise DataError("no label says supported or not supported (only skips, or empty answers): nothing to check "
+                        "the judge against")
     return cases
 
 
