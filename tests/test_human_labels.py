@@ -13,18 +13,23 @@ import time
 from dataclasses import replace
 
 import pytest
+import yaml
 
 from tests.fakes import HashingEmbedder
 from tests.test_cli import tuner
-from tests.test_verdict import CoinFlipJudge, noise_study
+from tests.test_verdict import NOISE_SPACE, CoinFlipJudge, noise_study
 from tuner.analysis.gate import gate
 from tuner.analysis.labelled import answers_to_label, corrections
 from tuner.analysis.verdict import give_verdict, verdict
+from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
+from tuner.evaluation.rag_eval import Models
 from tuner.evaluation.labels import LABELS_FILE, Label, append, fingerprint, read
 from tuner.analysis import analyze
 from tuner.reports.markdown import render
+from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study
+from tuner.study.session import Session, StudySpec
 from tuner.study.storage import study_folder
 
 
@@ -219,3 +224,22 @@ def test_the_compare_gate_reads_the_corrected_faithfulness(judged):
     record = fixed.to_json("base.yaml", "new.yaml", len(new.questions))["metrics"][0]
     assert record["regression"] and record["corrected"]["difference"] < -0.02 and record["corrected"]["ci95"][1] < 0
     assert record["difference"] == faithfulness.mean_difference  # the judge's own figure stays beside it
+
+
+def test_a_study_without_held_out_questions_is_labelled_and_corrected_in_sample(tmp_path, fake_embedder):
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(NOISE_SPACE))
+    session = Session.open(StudySpec("whole", StudySettings(["faithfulness"], sampler="random", seed=4), space,
+                                     ProjectConfig(cache_dir=tmp_path / "cache"), studies_dir=tmp_path / "studies",
+                                     holdout=0.0))
+    session.runner(models=Models(CoinFlipJudge(), CoinFlipJudge()), embedder=fake_embedder)
+    session.run(4)
+    view = read_study(session.folder)
+    items = answers_to_label(view, 1000)
+    assert items and not any(item.held_out for item in items)  # the search answers: nothing is held out
+    assert {item.result.id for item in items} == {q.id for q in session.search_questions}
+    label_all(view, lambda item: True)
+    analysis = analyze(read_study(session.folder))
+    assert analysis.verdict is None and analysis.corrections is not None
+    assert view.best.number != view.baseline.number  # the coin flips favoured a trial (seeded)
+    assert analysis.corrections.difference is not None and "Corrected by" in render(analysis, {})

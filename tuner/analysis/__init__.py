@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tuner.analysis.cheapest import Cheapest, cheapest_within_noise
 from tuner.analysis.importance import KnobEffect, knob_effects
+from tuner.analysis.labelled import Corrections, corrections
 from tuner.analysis.noise import JudgeNoise, load_noise
 from tuner.analysis.propose import Proposal, next_space, propose
 from tuner.analysis.stages import StageShares, attribute
@@ -39,6 +40,8 @@ class Analysis:
     proposals: tuple[Proposal, ...]
     next_space: SearchSpace | None  # None: nothing left to search
     cheapest: Cheapest | None = None  # the cheapest trial within noise of the best on the quality target
+    #: in-sample faithfulness corrected by human labels, for a study that holds nothing out (else the verdict's)
+    corrections: Corrections | None = None
 
     @property
     def headline(self) -> Comparison | None:
@@ -48,11 +51,14 @@ class Analysis:
 def analyze(view: StudyView) -> Analysis:
     best, baseline = view.best, view.baseline
     comparisons: list[Comparison] = []
-    shares = None
+    shares, fixed = None, None
     noise = load_noise(view.folder)
     if best is not None and best.result is not None:
         if baseline is not None and baseline.result is not None:
             comparisons = list(compare_results(view.compared, baseline.result, best.result))
+            if view.labels and not view.split.active:
+                fixed = corrections(baseline.result, best.result, view.labels,
+                                    names=("baseline", f"trial {best.number}"))
         spread = noise.spreads if noise and noise.trial == best.number and noise.metric == view.target else None
         shares = attribute(best.result.questions, view.target, spread)
     effects = knob_effects(view)
@@ -62,4 +68,4 @@ def analyze(view: StudyView) -> Analysis:
         space = next_space(view.space, proposals, dict(best.params), view.name)
     checks = parse_checks(view.folder.read_doc(CHECK_FILE))
     return Analysis(view, verdict(view), tuple(comparisons), shares, tuple(effects), noise,
-                    checks[0] if checks else None, tuple(proposals), space, cheapest_within_noise(view))
+                    checks[0] if checks else None, tuple(proposals), space, cheapest_within_noise(view), fixed)

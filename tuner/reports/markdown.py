@@ -241,6 +241,8 @@ def _comparison(analysis: Analysis, plots: dict[str, str]) -> list[str]:
                      _f(c.candidate_mean), "—" if c.mean_difference is None else f"{c.mean_difference:+.3f}", ci,
                      _f(c.p), f"{c.n}" + (f" (+{c.unpaired} unpaired)" if c.unpaired else ""), c.verdict])
     out += _table(["metric", "baseline", "best", "difference", "95 % CI", "Wilcoxon p", "questions", "reading"], rows)
+    if analysis.corrections is not None:
+        out += [analysis.corrections.sentence(f"trial {best.number}", "the baseline"), ""]
     for c in analysis.comparisons[1:]:
         if c.metric.split("@")[0] in ("recall", "precision", "ndcg", "mrr"):
             continue
