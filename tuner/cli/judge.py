@@ -193,7 +193,9 @@ def _show(item, index: int, total: int, given) -> None:
                             border_style="yellow" if cited else "dim"))
     console.print(Panel(Text(result.answer or "(no answer)"), title="answer", title_align="left",
                         border_style="bold cyan"))
-    console.print("Is every claim of the answer supported by the contexts above?  " + KEYS)
+    # asked again below the texts: long contexts scroll the header away
+    console.print(f"[bold]{index + 1}/{total}[/] Is every claim of the answer supported by the contexts above?  "
+                  + KEYS)
 
 
 def _said(supported: bool | None) -> str:
