@@ -25,7 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.analysis.labelled import answers_to_label, corrections
+from tuner.analysis.labelled import corrections
+from tuner.analysis.labelling import answers_to_label
 from tuner.analysis.verdict import verdict
 from tuner.data import load_dataset
 from tuner.evaluation.judge_check import _NUMBER, build_cases, names, sources

@@ -19,7 +19,8 @@ from tests.fakes import HashingEmbedder
 from tests.test_cli import tuner
 from tests.test_verdict import NOISE_SPACE, CoinFlipJudge, noise_study
 from tuner.analysis.gate import gate
-from tuner.analysis.labelled import answers_to_label, corrections
+from tuner.analysis.labelled import corrections
+from tuner.analysis.labelling import answers_to_label
 from tuner.analysis.verdict import give_verdict, verdict
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError

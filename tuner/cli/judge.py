@@ -119,7 +119,7 @@ def judge_label_command(
 ) -> None:
     """Say whether answers of a study are supported by their contexts (single keys): the verdict corrects the judge
     with them."""
-    from tuner.analysis.labelled import answers_to_label
+    from tuner.analysis.labelling import answers_to_label
     from tuner.evaluation.labels import LABELS_FILE, import_labels, read
     from tuner.study.results import read_study
     from tuner.study.storage import study_folder
