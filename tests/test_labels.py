@@ -50,7 +50,7 @@ def test_labels_import_from_csv_and_jsonl_and_refuse_bad_rows(tmp_path):
             return by_key.get(key)
         return (trial, answers[(trial, question)]) if (trial, question) in answers else None
 
-    (tmp_path / "team.csv").write_text("trial,question,supported\n0,q1,y\n0,q2,no\n")
+    (tmp_path / "team.csv").write_text("trial,question,supported\n0,q1,y\n0,q2,no\n1,q1,\n")  # q1 of 1: not yet
     row = {"key": fingerprint(answers[(1, "q1")]), "supported": True}
     (tmp_path / "team.jsonl").write_text(json.dumps(row) + "\n")
     assert import_labels(tmp_path / "team.csv", target, resolve) == 2

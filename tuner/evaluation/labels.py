@@ -28,7 +28,7 @@ LABELS_FILE = "labels.jsonl"
 LABELLED_METRIC = "faithfulness"
 VERDICTS = {"y": True, "yes": True, "true": True, "1": True, "supported": True,
             "n": False, "no": False, "false": False, "0": False, "unsupported": False,
-            "s": None, "skip": None, "skipped": None, "": None}
+            "s": None, "skip": None, "skipped": None}
 
 
 def fingerprint(result: QuestionResult) -> str:
@@ -70,7 +70,7 @@ class Label:
 
 
 def verdict(value: Any) -> bool | None:
-    """y/n/s and their spellings (true/false, 1/0, yes/no; empty = skipped)."""
+    """y/n/s and their spellings (true/false, 1/0, yes/no, supported/unsupported, skip)."""
     if value is None or isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -120,7 +120,8 @@ Resolve = Callable[[str | None, int | None, str | None], "tuple[int, QuestionRes
 
 def import_labels(source: Path, target: Path, resolve: Resolve) -> int:
     """Append every label of a CSV (header with key or trial,question; and supported) or JSONL file; returns how
-    many. Each row is checked before any is written: a bad row leaves the labels file as it was."""
+    many (rows with an empty `supported` are not labelled yet and left out). Each row is checked before any is
+    written: a bad row leaves the labels file as it was."""
     if not source.is_file():
         raise DataError(f"{source}: no such file")
     try:
@@ -134,6 +135,8 @@ def import_labels(source: Path, target: Path, resolve: Resolve) -> int:
         raise DataError(f"{source}: unreadable ({exc})") from None
     labels = []
     for where, row in rows:
+        if str(row.get("supported") or "").strip() == "":
+            continue  # a row not labelled yet (an exported file half filled): no verdict, not a skip
         try:
             supported = verdict(row.get("supported"))
             trial = row.get("trial")
