@@ -14,6 +14,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tuner.errors import ConfigError
+from tuner.files import refuse_special
 
 FusionType = Literal["relative_score", "ranked", "zscore", "dbsf"]
 #: the fusions a Weaviate hybrid query offers, by their HybridFusion names; the others are tuner's own
@@ -342,6 +343,7 @@ def load_config(path: Path | str | None) -> ProjectConfig:
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """Parse a YAML mapping, turning every failure into a one-line ConfigError naming the file."""
+    refuse_special(path, ConfigError)
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
     try:

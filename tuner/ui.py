@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 #: columns when the output is no terminal (a log, CI, nohup): rich's 80 cut table headers to "jud…"
@@ -15,8 +18,10 @@ PIPED_WIDTH = 200
 
 
 def _console(stderr: bool = False) -> Console:
-    """Terminal width on a terminal; without one, wide enough for every table (COLUMNS still wins)."""
-    made = Console(stderr=stderr)
+    """Terminal width on a terminal; without one, wide enough for every table (COLUMNS still wins). Markup only
+    where a print asks for it (markup=True, its values escaped): text tuner prints — paths, questions, errors,
+    advice such as `pip install 'rag-tuner[openvino]'` — keeps its square brackets."""
+    made = Console(stderr=stderr, markup=False)
     if not made.is_terminal and "COLUMNS" not in os.environ:
         made.width = PIPED_WIDTH
     return made
@@ -26,10 +31,111 @@ console = _console()  # results: tables, summaries
 err_console = _console(stderr=True)  # progress, notes and errors, so results can be piped
 
 
+def _labelled(label: str, style: str, text: str) -> None:
+    err_console.print(Text.assemble((label, style), " ", str(text)), highlight=False, soft_wrap=True)
+
+
+def note(text: str) -> None:
+    """`note: …` on stderr (the label yellow on a terminal), the text as it is."""
+    _labelled("note:", "yellow", text)
+
+
+def warning(text: str) -> None:
+    _labelled("warning:", "yellow", text)
+
+
+def error(text: str) -> None:
+    _labelled("error:", "red", text)
+
+
+def log_every() -> float:
+    """Seconds between the lines long work writes when stderr is no terminal (a log, CI, nohup): 30, or
+    TUNER_LOG_EVERY."""
+    try:
+        return max(float(os.environ.get("TUNER_LOG_EVERY", "30")), 0.05)
+    except ValueError:
+        return 30.0
+
+
+def duration(seconds: float) -> str:
+    """`42 s`, `3 min 5 s`, `2 h 10 min`."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+class Heartbeat:
+    """A line to the log every `log_every()` seconds while long work runs with no terminal to draw on. A thread
+    writes it, so the log hears from a step even while one item (a model call, an embedding batch) takes minutes."""
+
+    def __init__(self, lines: Callable[[], list[str]]):
+        self.lines = lines
+        self.beats = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="log heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(log_every()):
+            for line in self.lines():
+                err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+                self.beats += 1
+
+
+class Bar(Progress):
+    """rich's progress bars on a terminal; in a log, a line per unfinished task every `log_every()` seconds (done,
+    rate, time left), and when a task that was logged ends, a line saying so. A task added with `log=False` is
+    left out of the log (its own lines say more)."""
+
+    def start(self) -> None:
+        super().start()
+        if self.disable:
+            self._heartbeat = Heartbeat(lambda: [self.describe(t) for t in self.tasks if self._logged(t)])
+            self._heartbeat.__enter__()
+
+    def stop(self) -> None:
+        heartbeat = getattr(self, "_heartbeat", None)
+        if heartbeat is not None:
+            self._heartbeat = None
+            heartbeat.__exit__()
+            if heartbeat.beats:  # the log heard of these: it hears that they ended too
+                for task in self.tasks:
+                    if task.fields.get("log", True) and task.visible and task.completed:
+                        err_console.print(f"{task.description}: {task.completed:,.0f}"
+                                          + (f"/{task.total:,.0f}" if task.total else "") +
+                                          f" done in {duration(task.elapsed or 0)}", markup=False, highlight=False,
+                                          soft_wrap=True)
+        super().stop()
+
+    @staticmethod
+    def _logged(task) -> bool:
+        return task.visible and not task.finished and task.fields.get("log", True)
+
+    @staticmethod
+    def describe(task) -> str:
+        """`embedding chunks: 1,200/9,700 (4.1/s, about 35 min left)`."""
+        done, total, elapsed = task.completed, task.total, task.elapsed or 0.0
+        line = f"{task.description}: {done:,.0f}" + (f"/{total:,.0f}" if total else "")
+        if done and elapsed:
+            rate = done / elapsed
+            line += f" ({rate:.3g}/s" + (f", about {duration((total - done) / rate)} left)" if total else ")")
+        return line + f", {duration(elapsed)} so far"
+
+
 def progress(transient: bool = False) -> Progress:
-    """A progress bar for long work (indexing, evaluation); quiet when stderr is not a terminal."""
-    return Progress(
-        TextColumn("[progress.description]{task.description}"),
+    """A progress bar for long work (indexing, evaluation); a line every 30 s when stderr is not a terminal."""
+    return Bar(
+        TextColumn("{task.description}", markup=False, style="progress.description"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -38,6 +144,18 @@ def progress(transient: bool = False) -> Progress:
         transient=transient,
         disable=not err_console.is_terminal,
     )
+
+
+@contextlib.contextmanager
+def status(message: str) -> Iterator[None]:
+    """A spinner with `message` on a terminal; in a log, `message: still running, N s so far` every 30 s."""
+    if err_console.is_terminal:
+        with err_console.status(message):
+            yield
+        return
+    started = time.monotonic()
+    with Heartbeat(lambda: [f"{message}: still running, {duration(time.monotonic() - started)} so far"]):
+        yield
 
 
 @contextlib.contextmanager

@@ -37,6 +37,8 @@ class Gate:
         """Worse beyond the margin (in the metric's units), with the CI of the difference excluding zero."""
         fixed = self.corrected(comparison)
         difference = comparison.mean_difference if fixed is None else fixed.estimate
+        if difference is None:  # no question scored on both sides: nothing to call a regression
+            return False
         loss = difference if lower_is_better(comparison.metric) else -difference
         return self.verdict(comparison) == "worse" and loss > self.margin
 

@@ -11,24 +11,27 @@ from tuner.cli._app import app
 # each module registers its commands, in the order `tuner --help` lists them
 from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, cache, models  # noqa: F401, E402
 from tuner.cli._display import show_library_messages
-from tuner.cli._interrupt import stop_promptly_on_ctrl_c
+from tuner.cli._interrupt import exit_code, stop_promptly
 from tuner.errors import TunerError
-from tuner.ui import err_console
+from tuner.ui import error
 
 __all__ = ["app", "main"]
 
 
 def main() -> None:
-    """Console entry point: user errors become one line on stderr and a non-zero exit; Ctrl-C exits 130 (Typer
-    turns the KeyboardInterrupt into that exit, the watcher says so at once)."""
-    stop_promptly_on_ctrl_c()
+    """Console entry point: user errors become one line on stderr and a non-zero exit; Ctrl-C exits 130, SIGTERM
+    143 and SIGHUP 129 (Typer turns the KeyboardInterrupt into 130, the watcher says so at once)."""
+    stop_promptly()
     show_library_messages()
     try:
         app()
+    except SystemExit as exc:
+        stopped = exit_code()
+        sys.exit(stopped if stopped is not None and exc.code == 130 else exc.code)
     except TunerError as exc:
-        err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        error(str(exc))
         sys.exit(exc.exit_code)
     except OSError as exc:  # read-only folder, disk full, a file where a folder should be: the system's words
         where = f": {exc.filename}" if exc.filename else ""
-        err_console.print(f"[red]error:[/] {exc.strerror or exc}{where}", highlight=False, soft_wrap=True)
+        error(f"{exc.strerror or exc}{where}")
         sys.exit(1)

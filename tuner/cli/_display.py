@@ -9,12 +9,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.cache import redact
 from tuner.config import PipelineConfig
 from tuner.errors import TunerError
-from tuner.ui import console, err_console, knobs, progress
+from tuner.ui import console, err_console, knobs, note, progress, warning
 
 
 @contextmanager
@@ -49,8 +50,8 @@ def show_library_messages() -> None:
 
 def print_notes(data) -> None:
     """What loading the dataset noticed (no gold ids, blank documents, unknown gold ids), one line each."""
-    for note in data.notes:
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    for said in data.notes:
+        note(said)
 
 
 def verdict_with_display(view, runner):
@@ -85,8 +86,8 @@ def run_with_display(session, trials: int, timeout: float | None, tracker=None) 
     if session.recovered:
         err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
                           f"run again")
-    for note in session.notes():
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    for said in session.notes():
+        note(said)
     if session.finished >= trials:
         err_console.print(f"study {session.folder.name} already holds {trials} finished trials (raise --trials to "
                           f"go on)")
@@ -97,10 +98,10 @@ def run_with_display(session, trials: int, timeout: float | None, tracker=None) 
     held = len(session.split.holdout_ids)
     targets = session.spec.settings.targets
     where = redact(session.folder.storage) if session.folder.storage else session.folder.root
-    err_console.print(f"study [bold]{session.folder.name}[/] in {where}: {', '.join(targets)} over "
-                      f"{questions} questions of {runner.workspace.dataset.name}"
+    err_console.print(f"study [bold]{escape(session.folder.name)}[/] in {escape(str(where))}: {', '.join(targets)} "
+                      f"over {questions} questions of {escape(runner.workspace.dataset.name)}"
                       + (f" ({held} more held out for the verdict)" if held else " (none held out)")
-                      + f", sampler {session.spec.settings.sampler}", highlight=False)
+                      + f", sampler {session.spec.settings.sampler}", markup=True, highlight=False)
     patience = session.spec.settings.patience
     if len(targets) == 1 and not session.spec.settings.prunes:
         err_console.print("note: no pruning: a retrieval question costs about a millisecond, less than reporting it "
@@ -126,9 +127,8 @@ def track(tracker, folder, report_dir: Path | None = None) -> None:
     try:
         tracker.sync(read_study(folder), report_dir)
     except Exception as exc:  # MLflow's client raises many types; none may stop an overnight study
-        err_console.print(f"[yellow]note:[/] not tracked in MLflow this time ({type(exc).__name__}: "
-                          f"{redact(str(exc).splitlines()[0])[:200] if str(exc) else ''}); the next trial or a rerun "
-                          f"logs it", highlight=False)
+        note(f"not tracked in MLflow this time ({type(exc).__name__}: "
+             f"{redact(str(exc).splitlines()[0])[:200] if str(exc) else ''}); the next trial or a rerun logs it")
 
 
 def write_study_report(folder, reports_dir: Path):
@@ -138,7 +138,7 @@ def write_study_report(folder, reports_dir: Path):
     try:
         report = study_report(folder, reports_dir)
     except TunerError as exc:
-        err_console.print(f"[yellow]note:[/] no report written: {exc}", highlight=False)
+        note(f"no report written: {exc}")
         return None
     err_console.print(f"report: {report.path}" + (f"; next experiments: {report.next_space}" if report.next_space
                                                   else ""), highlight=False)
@@ -196,7 +196,7 @@ def print_judge_checks(checks) -> None:
     console.print(table)
     for check in checks:
         for problem in check.problems:
-            err_console.print(f"[yellow]warning:[/] judge {check.judge}: {problem}", highlight=False, soft_wrap=True)
+            warning(f"judge {check.judge}: {problem}")
 
 
 def print_retrieval_table(summary: dict[str, Any], pipeline: PipelineConfig) -> None:

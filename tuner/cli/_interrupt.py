@@ -1,56 +1,87 @@
-"""Ctrl-C: unwind as a KeyboardInterrupt (the trial is marked interrupted, the report written), or leave at once
-when that does not begin in time."""
+"""Ctrl-C, SIGTERM and SIGHUP: unwind as a KeyboardInterrupt (the trial is marked interrupted, the report written),
+or leave at once when that does not begin in time."""
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
 
+from tuner.errors import Stopped
 from tuner.ui import err_console
 
 
-#: seconds Ctrl-C may take to reach tuner's own clean-up, and then to finish it, before the process leaves anyway
+#: seconds a stop may take to reach tuner's own clean-up, and then to finish it, before the process leaves anyway
 INTERRUPT_GRACE = (2.0, 30.0)
-#: set when tuner's own clean-up after Ctrl-C has begun (writing the study report); the process exits after it
+#: set when tuner's own clean-up after a stop has begun (writing the study report); the process exits after it
 cleaning_up = threading.Event()
+#: what stops tuner as Ctrl-C does: `timeout`, systemd, `docker stop` and CI cancels send SIGTERM, a closed ssh
+#: session SIGHUP; each exits 128 + its number (130, 143, 129)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: the stop signals this process received, first first
+received: list[int] = []
 
 
-def stop_promptly_on_ctrl_c(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:
-    """Ctrl-C unwinds as a KeyboardInterrupt: the trial is marked interrupted, the report written. If that has not
-    begun `grace[0]` seconds later — Python only sees the signal between bytecodes, a model can sit in one native
-    call for many seconds, and a library may swallow the interrupt — the process leaves at once with 130. Nothing
-    is lost by that: the journal and the caches are written entry by entry, and a trial left running is run again
-    on resume. The C-level handler writes to the wakeup fd even while the main thread is in native code, so the
-    watcher thread hears every Ctrl-C at once; a second Ctrl-C leaves without waiting. Before leaving it marks the
-    running trial interrupted itself."""
-    import signal
+def exit_code() -> int | None:
+    """128 + the first stop signal's number, once one arrived."""
+    return 128 + received[0] if received else None
+
+
+def _raise_stopped(number: int, frame) -> None:
+    received.append(number)
+    raise Stopped(signal.Signals(number).name, number)
+
+
+def _raise_interrupt(number: int, frame) -> None:
+    received.append(number)
+    raise KeyboardInterrupt
+
+
+def stop_promptly(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:
+    """Ctrl-C, SIGTERM and SIGHUP unwind as a KeyboardInterrupt: the trial is marked interrupted, the report
+    written. If that has not begun `grace[0]` seconds later — Python only sees the signal between bytecodes, a model
+    can sit in one native call for many seconds, and a library may swallow the interrupt — the process leaves at
+    once with 128 + the signal. Nothing is lost by that: the journal and the caches are written entry by entry, and
+    a trial left running is run again on resume. The C-level handler writes to the wakeup fd even while the main
+    thread is in native code, so the watcher thread hears every signal at once; a second one leaves without
+    waiting. Before leaving it marks the running trial interrupted itself. A signal the parent set to be ignored
+    (`nohup` ignores SIGHUP) stays ignored."""
     import socket
 
     from tuner.study.running import any_running, mark_interrupted
 
     if threading.current_thread() is not threading.main_thread():
         return
+    for number in STOP_SIGNALS:
+        if signal.getsignal(number) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(number, _raise_interrupt if number == signal.SIGINT else _raise_stopped)
     ours, theirs = socket.socketpair()
     theirs.setblocking(False)
     signal.set_wakeup_fd(theirs.fileno(), warn_on_full_buffer=False)
 
-    def heard_ctrl_c(timeout: float | None) -> bool:
+    def heard(timeout: float | None) -> int | None:
+        """The next stop signal's number; None when none came within `timeout`."""
         ours.settimeout(timeout)
         try:
-            while ours.recv(1) != bytes([signal.SIGINT]):
+            while (number := ours.recv(1)[0]) not in STOP_SIGNALS:
                 pass
         except TimeoutError:
-            return False
-        return True
+            return None
+        return number
 
     def watch(wakeup: socket.socket) -> None:  # holds the signal's end: were it collected, the fd would close
-        heard_ctrl_c(None)
+        number = heard(None)
+        by = "" if number == signal.SIGINT else f" by {signal.Signals(number).name}"
         # only a study's trial runs again: an interrupted `eval` or `judge check` has nothing to resume
-        err_console.print("[red]interrupted[/]: stopping" + ("; run the same command again to resume (the trial in "
-                          "progress runs again)" if any_running() else ""), highlight=False, soft_wrap=True)
-        if not heard_ctrl_c(grace[0]) and cleaning_up.is_set():
-            heard_ctrl_c(grace[1])  # the clean-up may take longer, unless Ctrl-C comes again
-        mark_interrupted()  # what the unwinding did not reach: the running trial says interrupted, not running
-        os._exit(130)
+        try:  # after SIGHUP the terminal may be gone: the exit below matters more than the line
+            err_console.print(f"[red]interrupted[/]{by}: stopping" + ("; run the same command again to resume (the "
+                              "trial in progress runs again)" if any_running() else ""), markup=True, highlight=False,
+                              soft_wrap=True)
+        except OSError:
+            pass
+        if heard(grace[0]) is None and cleaning_up.is_set():
+            heard(grace[1])  # the clean-up may take longer, unless a signal comes again
+        mark_interrupted(signal.Signals(number).name if number != signal.SIGINT else "Ctrl-C")
+        os._exit(128 + number)
 
-    threading.Thread(target=watch, args=(theirs,), name="ctrl-c watcher", daemon=True).start()
+    threading.Thread(target=watch, args=(theirs,), name="stop watcher", daemon=True).start()

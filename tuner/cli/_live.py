@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from rich.console import Group
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from tuner.study.attrs import COST
-from tuner.ui import err_console, knobs
+from tuner.ui import Bar, err_console, knobs
 
 if TYPE_CHECKING:
     from tuner.pipeline.index import Indexes
@@ -29,25 +29,30 @@ class StudyDisplay:
         self.started = time.perf_counter()
         self.llm_calls = 0
         self.status = Text("")
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=err_console)
+        self.interactive = err_console.is_terminal
+        # in a log: a line per finished trial (below), and the running trial's questions every 30 s
+        self.progress = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=err_console, disable=not self.interactive)
         from tuner.study.optimize import counted
 
-        self.trial_task = self.progress.add_task("trials", total=total_trials, completed=counted(study))
+        self.trial_task = self.progress.add_task("trials", total=total_trials, completed=counted(study), log=False)
         self.question_task = self.progress.add_task("questions", total=questions)
         self.live = Live(Group(self.progress, self.status), console=err_console, refresh_per_second=4,
                          transient=False)
-        self.interactive = err_console.is_terminal
 
     def __enter__(self) -> StudyDisplay:
         if self.interactive:
             self.live.__enter__()
+        else:
+            self.progress.start()
         self._update_status("", best_summary(self.study, self.targets))
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self.interactive:
             self.live.__exit__(*exc)
+        else:
+            self.progress.stop()
 
     def __call__(self, event: str, *args: Any) -> None:
         if event == "trial":

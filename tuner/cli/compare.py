@@ -40,7 +40,7 @@ def compare_command(
     from tuner.analysis.gate import gate
     from tuner.cli.evaluate import open_split, run_evaluation
     from tuner.config import ALL_METRICS
-    from tuner.evaluation.records import TARGETS
+    from tuner.evaluation.records import TARGETS, unscorable
 
     from tuner.evaluation.labels import read as read_labels
 
@@ -56,6 +56,10 @@ def compare_command(
     for label, path in (("BASE", base), ("NEW", new)):
         project = load_config(path)
         workspace = open_split(project, dataset, limit, split)
+        lacking = [why for m in metrics if (why := unscorable(m, workspace.dataset))]
+        if lacking:  # a ConfigError exits 2: never the regression code 1
+            raise ConfigError(f"--metric: {'; '.join(lacking)}: it cannot be compared on this set (choose another "
+                              f"--metric or --dataset)")
         results.append((workspace.dataset, run_evaluation(workspace, project.pipeline, judged, no_cache=False,
                                                           answer=bool(judged), label=f"{label}: ")))
     (data, before), (other, after) = results
@@ -71,7 +75,7 @@ def compare_command(
         show(verdict, base, new, len(data.questions))
     if verdict.failed:
         err_console.print(f"[red]regression:[/] {', '.join(c.metric for c in verdict.failed)} worse beyond the margin "
-                          f"{verdict.margin:g}, the CI excluding zero (exit 1)", highlight=False)
+                          f"{verdict.margin:g}, the CI excluding zero (exit 1)", markup=True, highlight=False)
         raise typer.Exit(1)
 
 

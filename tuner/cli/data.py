@@ -15,7 +15,7 @@ from tuner.cli._display import index_progress, print_notes
 from tuner.cli._options import ConfigOption
 from tuner.errors import ConfigError
 from tuner.testset import DEFAULT_SHARES, read_scorecards
-from tuner.ui import console, err_console, progress
+from tuner.ui import console, err_console, note, progress
 
 
 class ShowByDefault(TyperGroup):
@@ -169,5 +169,5 @@ def show_scorecard(card: dict) -> None:
     table.add_row("seconds", f"{card['seconds']:.0f}")
     console.print(table)
     console.print(f"written by {card['generator']}, checked by {card['judge']}", highlight=False)
-    for note in card.get("notes", []):
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    for said in card.get("notes", []):
+        note(said)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli._app import app
@@ -14,7 +15,7 @@ from tuner.cli._display import index_progress, print_notes, print_rag_tables, pr
 from tuner.cli._options import ConfigOption, DatasetOption, LimitOption, metric_list
 from tuner.config import PipelineConfig, load_config, with_overrides
 from tuner.errors import ConfigError
-from tuner.ui import console, err_console, progress
+from tuner.ui import console, err_console, note, progress
 
 
 @app.command("eval")
@@ -47,8 +48,8 @@ def eval_command(
     workspace = open_split(project, dataset, limit, split)
     data = workspace.dataset
     part = "" if split == "all" else f" ({split} part)"
-    console.print(f"[bold]{data.name}[/] ({data.format}): {len(data.documents)} documents, "
-                  f"{len(workspace.index.chunks)} chunks, {len(data.questions)} questions{part}")
+    console.print(f"[bold]{escape(data.name)}[/] ({data.format}): {len(data.documents)} documents, "
+                  f"{len(workspace.index.chunks)} chunks, {len(data.questions)} questions{part}", markup=True)
     print_notes(data)
 
     started = time.perf_counter()
@@ -94,7 +95,7 @@ def run_evaluation(workspace, pipeline_config: PipelineConfig, requested: Option
     runner = RagRunner(workspace, use_cache=not no_cache)
     if answer:
         for metric, why in runner.metrics_for(requested)[1].items():
-            err_console.print(f"[yellow]note:[/] skipping {metric}: {why}")
+            note(f"skipping {metric}: {why}")
     questions = workspace.dataset.questions
     with progress() as bar:
         task = bar.add_task(label + ("evaluating" if answer else "retrieving"), total=len(questions))

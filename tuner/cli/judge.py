@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from tuner.cli._app import app
 from tuner.cli._display import index_progress, print_judge_checks
-from tuner.cli._options import DatasetOption, StorageOption, StudiesDirOption, StudyOption, metric_list
+from tuner.cli._options import DatasetOption, LimitOption, StorageOption, StudiesDirOption, StudyOption, metric_list
 from tuner.config import load_config
 from tuner.errors import ConfigError
-from tuner.ui import console, err_console, progress
+from tuner.ui import console, err_console, progress, status
 
 
 judge_app = typer.Typer(help="Check the RAGAS judge on your own data before optimising against it.",
@@ -44,11 +45,19 @@ def judge_check_command(
     labels: Annotated[Optional[Path], typer.Option(
         "--labels", help="check against people's labels (a labels.jsonl from `tuner judge label`) instead of cases "
         "built from the data")] = None,
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="the check `tuner optimize --judge-check` runs before a study's first trial: 3 questions, "
+        "one supported and one unsupported case each (--n, --agreement and --paraphrase do not apply)")] = False,
+    limit: LimitOption = None,
+    holdout: Annotated[Optional[float], typer.Option(
+        "--holdout", min=0, max=0.95, help="build cases from the search part of this split only, as a study with "
+        "this --holdout searches")] = None,
 ) -> None:
     """Score labelled supported / unsupported cases with the judge — built from your data, or your own labels: AUC,
     accuracy, NaN rates."""
+    from tuner.data.split import Split
     from tuner.evaluation.judge_check import (CHECK_FILE, KINDS, check_judge, checks_json, label_cases, make_cases,
-                                              save_checks)
+                                              quick_cases, save_checks)
     from tuner.evaluation.labels import read as read_labels
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
@@ -75,14 +84,19 @@ def judge_check_command(
         cases = label_cases(read_labels(labels).values())
     for project in projects:
         with index_progress() as shown:
-            workspace = open_workspace(project, dataset, cache=cache, on_progress=shown)
+            workspace = open_workspace(project, dataset, limit, cache=cache, on_progress=shown)
         runner = RagRunner(workspace)
         if cases is None:  # one set of cases for every judge compared
             data = workspace.dataset
+            if holdout is not None and questions_from is None:
+                questions_from = Split.make([q.id for q in data.questions], holdout)
             questions = questions_from.search(data.questions) if questions_from else data.questions
-            with err_console.status("building labelled cases" + (" (paraphrasing)" if paraphrase else "")):
+            wanted = requested or project.evaluation.metrics
+            with status("building labelled cases" + (" (paraphrasing)" if paraphrase and not quick else "")):
                 kinds = [k for k in KINDS if paraphrase or k != "paraphrase"]
-                cases = make_cases(runner, data, questions, requested or project.evaluation.metrics, n, kinds)
+                cases = quick_cases(runner, questions, wanted) if quick else \
+                    make_cases(runner, data, questions, wanted, n, kinds)
+            agreement = 0 if quick else agreement
         with progress() as bar:
             task = bar.add_task(f"judging with {runner.judge.name}", total=len(cases))
 
@@ -184,8 +198,8 @@ def _show(item, index: int, total: int, given) -> None:
     console.clear()
     trials = ", ".join(map(str, item.trials))
     where = "held-out" if item.held_out else "search"
-    console.print(f"[bold]answer {index + 1} of {total}[/] · {where} question {result.id} · trial(s) {trials}"
-                  + ("" if given is None else f" · labelled [bold]{_said(given.supported)}[/]"))
+    console.print(f"[bold]answer {index + 1} of {total}[/] · {where} question {escape(result.id)} · trial(s) {trials}"
+                  + ("" if given is None else f" · labelled [bold]{_said(given.supported)}[/]"), markup=True)
     console.print(Panel(Text(result.question), title="question", title_align="left"))
     for number, context in enumerate(result.contexts, 1):
         cited = number in result.citations
@@ -195,7 +209,7 @@ def _show(item, index: int, total: int, given) -> None:
                         border_style="bold cyan"))
     # asked again below the texts: long contexts scroll the header away
     console.print(f"[bold]{index + 1}/{total}[/] Is every claim of the answer supported by the contexts above?  "
-                  + KEYS)
+                  + KEYS, markup=True)
 
 
 def _said(supported: bool | None) -> str:

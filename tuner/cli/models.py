@@ -7,11 +7,12 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli._app import app
 from tuner.errors import TunerError
-from tuner.ui import console, err_console
+from tuner.ui import console, err_console, note, status
 
 models_app = typer.Typer(help="Local GGUF models: list, install, verify, serve.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
@@ -42,8 +43,7 @@ def models_install(
     from tuner.models.registry import install_model, named_model
 
     named = named_model(name)
-    path, where = install_model(named, source, say=lambda line: err_console.print(
-        f"[yellow]note:[/] {line}", highlight=False, soft_wrap=True))
+    path, where = install_model(named, source, say=note)
     console.print(f"{named.name}: {path} (sha256 verified; from {where})", highlight=False)
 
 
@@ -58,12 +58,13 @@ def models_verify() -> None:
         try:
             path = where.path or assemble(named, models_dir())
         except TunerError as exc:
-            console.print(f"{named.name}: [yellow]unavailable[/] ({exc})", highlight=False)
+            console.print(f"{named.name}: [yellow]unavailable[/] ({escape(str(exc))})", markup=True, highlight=False)
             continue
-        with err_console.status(f"hashing {path.name}"):
+        with status(f"hashing {path.name}"):
             ok = path.is_file() and sha256_of(path) == named.sha256
         bad += not ok
-        console.print(f"{named.name}: {'[green]ok[/]' if ok else '[red]CHECKSUM MISMATCH[/]'} {path}", highlight=False)
+        console.print(f"{named.name}: {'[green]ok[/]' if ok else '[red]CHECKSUM MISMATCH[/]'} {escape(str(path))}",
+                      markup=True, highlight=False)
     if bad:
         raise TunerError(f"{bad} model file(s) failed verification: delete them and run `tuner models install`")
 

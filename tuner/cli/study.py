@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.cache import redact
@@ -18,7 +19,7 @@ from tuner.cli._options import (ConfigOption, DatasetOption, LimitOption, Report
                                 StudiesDirOption, StudyOption, parse_duration)
 from tuner.config import load_config
 from tuner.errors import ConfigError, TunerError
-from tuner.ui import console, err_console, progress
+from tuner.ui import console, err_console, progress, status, warning
 
 
 @app.command("optimize")
@@ -128,7 +129,7 @@ def print_estimate(folder, project, settings, trials: int, holdout: float | None
     meta = folder.read_meta()
     if project is None:  # a resumed study: its own project and split
         project = meta.config
-    with err_console.status(f"measuring the baseline on {SAMPLED} search questions (cached)"):
+    with status(f"measuring the baseline on {SAMPLED} search questions (cached)"):
         told = estimate_study(project, settings, trials, holdout, meta.held_out if meta else None, dataset, limit)
     console.print(f"[bold]estimate[/] for {trials} trial(s) × {told.search} search questions + the verdict on "
                   f"{told.held_out} held-out: {told.questions:,} question evaluations", highlight=False)
@@ -180,12 +181,13 @@ def judge_display(mode: str, config: Path | None, dataset: Path | None):
     def check(session) -> None:
         from tuner.study.judge_gate import judge_gate
 
-        with err_console.status("checking the judge on a few labelled cases (cached)"):
+        with status("checking the judge on a few labelled cases (cached)"):
             said = judge_gate(session, mode, {"config": config, "dataset": dataset})
         for line in said:
-            warning = line.startswith("warning: ")
-            err_console.print(("[yellow]warning:[/] " + line.removeprefix("warning: ")) if warning else line,
-                              highlight=False, soft_wrap=True)
+            if line.startswith("warning: "):
+                warning(line.removeprefix("warning: "))
+            else:
+                err_console.print(line, highlight=False, soft_wrap=True)
 
     return check
 
@@ -410,7 +412,8 @@ def export_command(
         table.add_row(name, str(value))
     console.print(table)
     for lost in exported.not_transferred:
-        err_console.print(f"[yellow]not in Weaviate:[/] {lost}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]not in Weaviate:[/] {escape(lost)}", markup=True, highlight=False,
+                          soft_wrap=True)
     console.print(exported.snippet, highlight=False, soft_wrap=True)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import DataError
+from tuner.files import refuse_special
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    refuse_special(path)
     try:
         with path.open("rb") as handle:
             offset = 0
@@ -31,6 +33,7 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def read_json(path: Path) -> Any:
+    refuse_special(path)
     try:
         return json.loads(decode(path, path.read_bytes()))
     except json.JSONDecodeError as exc:

@@ -502,8 +502,14 @@ def load_checks(path: Path) -> list[JudgeCheck]:
         return []
 
 
-def quick_check(runner, questions: Sequence[Question], metrics: Sequence[str]) -> JudgeCheck:
-    """The check before a study's first trial: a few questions, one supported and one unsupported case each."""
+def quick_cases(runner, questions: Sequence[Question], metrics: Sequence[str]) -> list[Case]:
+    """The cases of the check before a study's first trial (`tuner judge check --quick` builds the same): a few
+    questions, one supported and one unsupported case each, no paraphrase."""
     dataset = runner.workspace.dataset
     kinds = QUICK_KINDS if dataset.has_references else (*QUICK_KINDS, "context")
-    return check_judge(runner, make_cases(runner, dataset, questions, metrics, QUICK_QUESTIONS, kinds))
+    return make_cases(runner, dataset, questions, metrics, QUICK_QUESTIONS, kinds)
+
+
+def quick_check(runner, questions: Sequence[Question], metrics: Sequence[str]) -> JudgeCheck:
+    """The check before a study's first trial."""
+    return check_judge(runner, quick_cases(runner, questions, metrics))

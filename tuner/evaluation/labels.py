@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import DataError
+from tuner.files import refuse_special
 from tuner.evaluation.records import QuestionResult
 
 LABELS_FILE = "labels.jsonl"
@@ -122,6 +123,7 @@ def import_labels(source: Path, target: Path, resolve: Resolve) -> int:
     """Append every label of a CSV (header with key or trial,question; and supported) or JSONL file; returns how
     many (rows with an empty `supported` are not labelled yet and left out). Each row is checked before any is
     written: a bad row leaves the labels file as it was."""
+    refuse_special(source)
     if not source.is_file():
         raise DataError(f"{source}: no such file")
     try:
@@ -133,6 +135,11 @@ def import_labels(source: Path, target: Path, resolve: Resolve) -> int:
                     for i, line in enumerate(source.read_text(encoding="utf-8").splitlines()) if line.strip()]
     except (UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:
         raise DataError(f"{source}: unreadable ({exc})") from None
+    columns = {str(column) for _, row in rows if isinstance(row, dict) for column in row}
+    named = "key" in columns or "trial" in columns and columns & {"question_id", "question"}
+    if rows and not ("supported" in columns and named):
+        raise DataError(f"{source}: expected the columns key (or trial and question_id) and supported, found "
+                        f"{', '.join(sorted(columns)) or 'none'}")
     labels = []
     for where, row in rows:
         if str(row.get("supported") or "").strip() == "":

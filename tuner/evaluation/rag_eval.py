@@ -19,8 +19,8 @@ from tuner.config import ALL_METRICS, PipelineConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.ragas_judge import REQUIREMENTS, Outcome, RagasScorer
-from tuner.evaluation.records import EvalResult, Failure, QuestionResult
+from tuner.evaluation.ragas_judge import Outcome, RagasScorer
+from tuner.evaluation.records import REQUIREMENTS, EvalResult, Failure, QuestionResult
 from tuner.evaluation.retrieval_eval import passage, trace
 from tuner.models.llms import LLM, CachedLLM, estimate_tokens, make_llm
 from tuner.prompts.lm import dspy_lm

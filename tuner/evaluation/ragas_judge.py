@@ -26,20 +26,12 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
 from tuner.config import EvaluationConfig
+from tuner.evaluation.records import REQUIREMENTS
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM, PromptTooLong
 from tuner.prompts.programs import is_refusal
 
 Model = TypeVar("Model", bound=BaseModel)
-
-#: metric -> the inputs it needs besides the question
-REQUIREMENTS = {
-    "faithfulness": ("answer", "contexts"),
-    "answer_relevancy": ("answer",),
-    "context_precision": ("reference", "contexts"),
-    "context_recall": ("reference", "contexts"),
-}
-
 
 class JudgeOutputError(ValueError):
     """The judge's reply could not be parsed into what RAGAS asked for, even after re-asking."""

@@ -6,7 +6,10 @@ twice. The study's own storage stays the record; a tracker that fails mid-study 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,30 @@ from tuner.study.results import StudyView, TrialRecord
 STUDY_TAG, TRIAL_TAG, ROLE_TAG = "tuner.study", "tuner.trial", "tuner.role"
 #: trial states a child run is logged for, and the MLflow run status each ends in
 LOGGED = {"complete": "FINISHED", "pruned": "KILLED", "fail": "FAILED"}
+
+
+#: seconds the check before a study waits for the tracker (mid-study calls keep MLflow's own retries)
+CHECK_SECONDS = 10
+
+
+def is_file_store(uri: str | None) -> bool:
+    """A file:// URI or a bare path: a store MLflow 3 refuses unless MLFLOW_ALLOW_FILE_STORE is set."""
+    return uri is not None and (uri.startswith("file:") or "://" not in uri and ":" not in uri.split("/")[0])
+
+
+@contextlib.contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """Environment variables set for a block, then as they were."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def parse_track(option: str) -> str | None:
@@ -35,14 +62,19 @@ class MlflowTracker:
         except ImportError:
             raise ConfigError("--track mlflow needs MLflow's client: pip install 'rag-tuner[track]'") from None
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # its table migrations are not the user's news
-        self.client = MlflowClient(tracking_uri=uri)
+        if is_file_store(uri) and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("true", "1"):
+            raise ConfigError(f"--track mlflow:{redact(uri)}: MLflow 3 refuses file stores; use a database "
+                              f"(--track mlflow:sqlite:///mlflow.db) or set MLFLOW_ALLOW_FILE_STORE=true")
         self.experiment_name = experiment
-        try:
-            found = self.client.get_experiment_by_name(experiment)
-            self.experiment = found.experiment_id if found else self.client.create_experiment(experiment)
+        try:  # the up-front check answers in seconds: MLflow's own retries took 253 s to give up on a dead port
+            with environment(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT=str(CHECK_SECONDS)):
+                self.client = MlflowClient(tracking_uri=uri)
+                found = self.client.get_experiment_by_name(experiment)
+                self.experiment = found.experiment_id if found else self.client.create_experiment(experiment)
         except Exception as exc:  # a server down, a bad URI, a store MLflow refuses: many exception types
-            raise TunerError(f"--track: MLflow at {redact(self.client.tracking_uri)} did not answer "
-                             f"({type(exc).__name__}: {redact(str(exc).splitlines()[0])[:200]})") from None
+            said = str(exc).strip().splitlines()
+            raise TunerError(f"--track: MLflow at {redact(uri or 'its default store')} did not answer "
+                             f"({type(exc).__name__}: {redact(said[0] if said else '')[:200]})") from None
 
     def sync(self, view: StudyView, report_dir: Path | None = None) -> int:
         """Log what MLflow lacks of the study: its parent run, every finished trial not logged yet, and the

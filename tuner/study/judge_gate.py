@@ -12,7 +12,6 @@ from pathlib import Path
 
 from tuner.errors import ConfigError, DataError
 from tuner.evaluation.judge_check import CHECK_FILE, checks_json, quick_check
-from tuner.evaluation.records import RETRIEVAL_METRICS
 
 MODES = ("warn", "strict", "off")
 
@@ -23,9 +22,7 @@ def judge_gate(session, mode: str, command: Mapping[str, Path | None]) -> list[s
     dataset) the user gave, for the advice."""
     if mode not in MODES:
         raise ConfigError(f"--judge-check {mode!r}: choose {', '.join(MODES)}")
-    settings = session.spec.settings
-    judged = [m for m in dict.fromkeys([*settings.targets, *(c.metric for c in settings.constraints)])
-              if m not in RETRIEVAL_METRICS]
+    judged = session.spec.settings.metrics_needed()  # a retrieval or cost target has no judge to check
     if mode == "off" or not judged:
         return []
     try:
@@ -35,11 +32,18 @@ def judge_gate(session, mode: str, command: Mapping[str, Path | None]) -> list[s
             raise ConfigError(f"judge check (--judge-check strict) could not run: {exc}") from None
         return [f"warning: judge check skipped: {exc}"]
     if mode == "strict" and checked.problems:  # refused: no study is created, so no study to name
-        full = " ".join(["tuner judge check", *(f"--{k} {v}" for k, v in command.items() if v is not None),
-                         "--metrics", ",".join(judged)])
-        raise ConfigError(f"judge check failed (--judge-check strict): {checked.problems[0]}; see `{full}`, "
-                          f"choose another judge, or use --judge-check warn")
+        raise ConfigError(f"judge check failed (--judge-check strict): {checked.problems[0]}; see "
+                          f"`{same_check(session, command, judged)}`, choose another judge, or use --judge-check warn")
     session.folder.write_doc(CHECK_FILE, checks_json([checked]))
     if checked.problems:
         return [f"warning: judge check: {problem}" for problem in checked.problems]
     return ["judge check: " + "; ".join(f"{m} AUC {c.auc:.2f}" for m, c in checked.metrics.items())]
+
+
+def same_check(session, command: Mapping[str, Path | None], metrics: list[str]) -> str:
+    """The `tuner judge check` that repeats this check: the same cases, from the same search questions (the
+    study's --limit and split), to read case by case."""
+    options = {**command, "limit": session.project.dataset.limit,
+               "holdout": f"{session.split.fraction:g}" if session.split.active else None}
+    return " ".join(["tuner judge check --quick", *(f"--{k} {v}" for k, v in options.items() if v is not None),
+                     "--metrics", ",".join(metrics)])

@@ -24,7 +24,7 @@ from tuner.cache import redact, stable_hash
 from tuner.config import ALL_METRICS, PipelineConfig, ProjectConfig
 from tuner.data import Question
 from tuner.data.split import Split
-from tuner.errors import ConfigError, TunerError
+from tuner.errors import ConfigError, TunerError, interruption
 from tuner.evaluation.records import (RETRIEVAL_METRICS, TARGETS, Constraint, EvalResult, QuestionResult, TrialFile,
                                      lower_is_better)
 from tuner.models.llms._base import LLMError
@@ -185,7 +185,7 @@ class Objective:
             try:
                 return self._trial(trial)
             except (KeyboardInterrupt, LLMError) as exc:  # not the configuration's fault: a resume runs it again
-                trial.set_user_attr(INTERRUPTED, "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc))
+                trial.set_user_attr(INTERRUPTED, interruption(exc) if isinstance(exc, KeyboardInterrupt) else str(exc))
                 raise
 
     def _trial(self, trial: optuna.Trial) -> float | tuple[float, ...]:

@@ -26,6 +26,7 @@ from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.evaluation.records import unscorable
 from tuner.models.embedders import Embedder
 from tuner.study.optimize import (Objective, StudyHook, StudySettings, counted, enqueue_baseline,
                                   finish_from_file, open_study, recover_interrupted, run_study)
@@ -132,6 +133,7 @@ class Session:
         if not is_database(location):  # a folder; a database URL stays out of the project (passwords)
             project = project.model_copy(update={"cache_dir": location.resolve()})
         data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)
+        refuse_unscorable(spec.settings, data)
         identity = data.identity()  # a hash over every text: once
         if meta:
             refuse_other_measures(folder.name, meta, identity, project)
@@ -139,10 +141,9 @@ class Session:
         split = study_split(meta, holdout, [q.id for q in data.questions], folder.name)
         # recorded in the project too, so `tuner best` writes a config whose `eval --split` finds the same split
         project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"holdout": split.fraction})})
-        # a space that cannot run is refused before the judge check, the study, or any trial
-        space.check_runnable(project.pipeline, str(spec.search_space), project.index_settings)
-        if not meta:  # a resume's trial 0 ran (and a resume on another space is refused with that reason)
-            space.check_baseline(pipeline_for(project.resolved(), dict(spec.baseline)), str(spec.search_space))
+        # a space that cannot run is refused before the judge check, the study, or any trial; a resume's trial 0
+        # ran (and a resume on another space is refused with that reason)
+        space.check_for(project, str(spec.search_space), None if meta else dict(spec.baseline))
         if spec.settings.sampler == "grid":
             space.grid()  # too large a grid to run is refused here, not materialised by Optuna
         session = cls(spec, folder, None, space, project, data, split, [], location)
@@ -256,6 +257,14 @@ def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], p
             if before[section].get(key) != now[section].get(key):
                 raise ConfigError(f"study {name} indexed with {section}.{key} = {before[section].get(key)!r}, not "
                                   f"{now[section].get(key)!r}: its trials retrieved from that index; {again}")
+
+
+def refuse_unscorable(settings: StudySettings, data: Dataset) -> None:
+    """A target or guard the data cannot score would fail every trial: refused before any is run."""
+    for metric in dict.fromkeys([*settings.targets, *(c.metric for c in settings.constraints)]):
+        why = unscorable(metric, data)
+        if why is not None:
+            raise ConfigError(f"--target/--constraint {metric}: {why}; choose another metric or dataset")
 
 
 def study_split(meta: StudyMeta | None, holdout: float | Split | None, ids: list[str], name: str) -> Split:

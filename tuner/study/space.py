@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
-from tuner.config import PipelineConfig, _Strict, describe_validation_error, read_yaml
+from tuner.config import PipelineConfig, ProjectConfig, _Strict, describe_validation_error, read_yaml
 from tuner.errors import ConfigError
 
 Scalar = int | float | str | bool | None
@@ -192,6 +192,14 @@ class SearchSpace(_Strict):
         if clash is not None:
             raise ConfigError(f"{where}: a trial may draw {clash.draw}, which no pipeline takes ({clash.reason}); "
                               f"make the knobs' ranges or `when:` conditions exclude it")
+
+    def check_for(self, project: ProjectConfig, where: str, baseline: Mapping[str, Any] | None = None) -> None:
+        """What `tuner optimize` checks before any trial, and `tuner spaces show` too: every draw makes a pipeline
+        the project can run, and trial 0 (the project's pipeline with `baseline`'s knobs; None: no trial 0 to run)
+        is among the choices."""
+        self.check_runnable(project.pipeline, where, project.index_settings)
+        if baseline is not None:
+            self.check_baseline(pipeline_for(project.resolved(), dict(baseline)), where)
 
     def check_baseline(self, baseline: PipelineConfig, where: str) -> None:
         """Trial 0 runs the baseline through Optuna, which records a number outside a range but not a choice

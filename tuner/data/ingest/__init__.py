@@ -21,6 +21,7 @@ from tuner.data.ingest._html import HtmlReader
 from tuner.data.ingest._pdf import PdfReader
 from tuner.data.ingest._text import TextReader
 from tuner.errors import DataError
+from tuner.files import special
 
 __all__ = ["READERS", "IngestReport", "LeftOut", "Parsed", "Reader", "Unreadable", "ingest", "read_file"]
 
@@ -125,7 +126,10 @@ def previous_run(out: Path) -> tuple[dict[str, dict], dict[str, dict]]:
 
 def read_one(path: Path, name: str, last: dict | None, kept: dict | None) -> tuple[dict, dict | None]:
     """The manifest entry of one file and its corpus row (None when left out): the last run's when the content is
-    the same, else parsed now."""
+    the same, else parsed now. A pipe, socket or device is left out unopened: opening a pipe blocks forever."""
+    kind = special(path)
+    if kind is not None:
+        return {"sha256": None, "left_out": f"{kind}, not a file: not opened"}, None
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
