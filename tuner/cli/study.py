@@ -67,7 +67,7 @@ def optimize_command(
     track_to: Annotated[Optional[str], typer.Option(
         "--track", help="mirror the study to MLflow: mlflow (MLflow's default store) or mlflow:URI, e.g. "
         "mlflow:http://mlflow:5000 or mlflow:sqlite:///mlflow.db; a parent run per study, a child run per trial "
-        "(pip install 'rag-tuner[track]')")] = None,
+        "(pip install 'rag-tuner\\[track]')")] = None,
     estimate: Annotated[bool, typer.Option(
         "--estimate", help="print what the study will cost (calls, tokens, wall time), measured on the baseline "
         "over two search questions (cached), and start nothing")] = False,
