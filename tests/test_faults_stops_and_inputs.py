@@ -20,7 +20,6 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint
-from tests.test_cli import tuner
 from tests.test_faults import one_line_error
 from tuner.study.results import load_study, trial_states
 from tuner.study.storage import study_folder
@@ -258,9 +257,12 @@ def test_a_sighup_that_nohup_ignores_stays_ignored(tmp_path):
 
 
 def cached_calls(path) -> int:
+    """Calls stored in an LLM cache (not the leases of calls in flight)."""
     with sqlite3.connect(path) as db:
-        return sum(db.execute(f"select count(*) from {table}").fetchone()[0]
-                   for (table,) in db.execute("select name from sqlite_master where type = 'table'"))
+        try:
+            return db.execute("select count(*) from entries").fetchone()[0]
+        except sqlite3.OperationalError:  # not created yet
+            return 0
 
 
 @pytest.mark.slow
@@ -340,3 +342,71 @@ def test_a_bar_and_a_status_without_a_terminal_write_a_line_per_interval(monkeyp
     assert any(re.fullmatch(r"embedding chunks: \d0/40 \([\d.]+/s, about \d+ s left\), 0 s so far", li) for li in lines)
     assert any(re.fullmatch(r"embedding chunks: 40/40 done in \d s", li) for li in lines), lines
     assert any(re.fullmatch(r"hashing the model: still running, 0 s so far", li) for li in lines), lines
+
+
+# --- worth fixing while there ------------------------------------------------------------------------------------
+
+def test_a_hub_with_no_route_is_one_line_at_once(tmp_path):
+    began = time.monotonic()
+    result = run("models", "install", "qwen2.5-0.5b", "--source", "hub", cwd=tmp_path,
+                 env={"HF_ENDPOINT": "http://127.0.0.1:9", "TUNER_MODELS_DIR": str(tmp_path / "models")})
+    assert time.monotonic() - began < 30  # huggingface_hub's retries took 24 s and printed 10 lines
+    one_line_error(result, "could not be downloaded from http://127.0.0.1:9 (unreachable: Connection refused)")
+
+
+def test_a_chunk_size_beyond_the_embedder_s_window_is_noted(tmp_path):
+    pytest.importorskip("sentence_transformers", reason="needs the embed extra")
+    result = run("eval", "--retrieval-only", "--set", "chunk_size=1000", "--limit", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "note: chunk_size 1000 words is about 1300 tokens, beyond the embedder's window of 256" in result.stderr
+    quiet = run("eval", "--retrieval-only", "--limit", "1", cwd=tmp_path)
+    assert "window" not in quiet.stderr, quiet.stderr
+
+
+def test_a_dead_writer_endpoint_is_refused_before_the_first_trial(tmp_path):
+    (tmp_path / "space.yaml").write_text("params:\n  top_k: {type: int, low: 2, high: 5}\n"
+                                         "  contextual: {type: categorical, choices: [title, llm]}\n")
+    (tmp_path / "dead.yaml").write_text(yaml.safe_dump({"generator": {
+        "backend": "openai-compatible", "base_url": "http://127.0.0.1:9/v1", "model": "m"}}))
+    result = run("optimize", "--config", "dead.yaml", "--search-space", "space.yaml", "--target", "ndcg@10",
+                 "--limit", "3", "--trials", "3", "--study", "ctx", cwd=tmp_path)
+    one_line_error(result, "cannot reach the LLM endpoint http://127.0.0.1:9/v1", "contextual", started=True)
+    trials = load_study(study_folder(tmp_path / "studies", "ctx")).trials
+    assert [t.state.name for t in trials] == ["WAITING"]  # the baseline queued, not run: refused before it
+
+
+def test_labels_with_the_wrong_columns_name_the_columns_expected(tmp_path):
+    from tuner.errors import DataError
+    from tuner.evaluation.labels import import_labels
+
+    source = tmp_path / "labels.csv"
+    source.write_text("answer,verdict\nq1,y\n")
+    with pytest.raises(DataError, match=r"expected the columns key \(or trial and question_id\) and supported, "
+                                        r"found answer, verdict"):
+        import_labels(source, tmp_path / "labels.jsonl", lambda *args: None)
+    assert not (tmp_path / "labels.jsonl").exists()
+
+
+def test_a_truncated_model_file_names_the_failed_check(tmp_path, monkeypatch):
+    from tuner.models import registry
+    from tuner.models.llms import LLMError
+
+    named = registry.named_model("qwen2.5-0.5b")
+    monkeypatch.setenv("TUNER_MODELS_DIR", str(tmp_path))
+    monkeypatch.delenv(named.env_var, raising=False)
+    monkeypatch.setattr(registry, "part_files", lambda named: None)  # the parts go once the file is assembled
+    (tmp_path / named.filename).write_bytes(b"GGUF" + bytes(1000))
+    assert registry.locate(named).status.startswith("damaged (1,004 bytes, expected 491,400,064)")
+    with pytest.raises(LLMError, match="failed its size check .1,004 bytes, expected 491,400,064: truncated"):
+        registry.resolve_gguf("qwen2.5-0.5b", None)
+
+
+def test_an_estimate_of_a_study_that_ran_says_what_is_left(tmp_path):
+    ran = run("optimize", "--target", "ndcg@10", "--limit", "3", "--trials", "2", "--search-space", "quick",
+              cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    estimated = run("optimize", "--estimate", "--trials", "5", cwd=tmp_path)
+    assert estimated.returncode == 0, estimated.stderr
+    assert "study default holds 2 finished trial(s) of the 5 asked: the estimate is for the 3 left" in \
+        estimated.stderr
+    assert "estimate for 3 trial(s)" in estimated.stdout

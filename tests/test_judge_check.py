@@ -228,10 +228,12 @@ def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedd
     folder = tmp_path / "studies" / "s"
     assert not (folder / "study.json").exists() and not (folder / "journal.log").exists()
     assert not (folder / "judge_check.json").exists()
-    # the advice names a check that works without the study it refused to create: the same config and data
+    # the advice names a check that works without the study it refused to create: the same config, data, questions
+    # and cases (tests/test_faults_stops_and_inputs.py runs it)
     advice = re.search(r"see `(tuner judge check[^`]*)`", str(refused.value)).group(1)
-    assert "--study" not in advice and advice == (f"tuner judge check --config {tmp_path / 'tuner.yaml'} --dataset "
-                                                  f"{tmp_path / 'data'} --metrics faithfulness")
+    assert "--study" not in advice and re.fullmatch(
+        rf"tuner judge check --quick --config {tmp_path / 'tuner.yaml'} --dataset {tmp_path / 'data'}"
+        rf"( --holdout 0\.3)? --metrics faithfulness", advice), advice
 
     session = Session.open(StudySpec(**{**spec.__dict__, "before_first_trial": guarded("warn")}))
     assert (folder / "study.json").is_file()

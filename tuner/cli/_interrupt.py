@@ -20,6 +20,14 @@ cleaning_up = threading.Event()
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: the stop signals this process received, first first
 received: list[int] = []
+#: what must still happen when the process leaves without unwinding (the study's report)
+_before_forced_exit: list = []
+
+
+def before_forced_exit(callback) -> None:
+    """`callback()` runs on the watcher thread when a stop cannot unwind in time (a model's native call holds the
+    main thread): the report of the night is written all the same."""
+    _before_forced_exit.append(callback)
 
 
 def exit_code() -> int | None:
@@ -82,6 +90,12 @@ def stop_promptly(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:
         if heard(grace[0]) is None and cleaning_up.is_set():
             heard(grace[1])  # the clean-up may take longer, unless a signal comes again
         mark_interrupted(signal.Signals(number).name if number != signal.SIGINT else "Ctrl-C")
+        if not cleaning_up.is_set():  # the unwinding never reached tuner's clean-up: do its part here
+            for callback in _before_forced_exit:
+                try:
+                    callback()
+                except Exception:  # noqa: BLE001  leaving matters more; the study itself is safe on disk
+                    pass
         os._exit(128 + number)
 
     threading.Thread(target=watch, args=(theirs,), name="stop watcher", daemon=True).start()

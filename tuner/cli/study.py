@@ -14,7 +14,7 @@ from tuner.cache import redact
 from tuner.cli._app import app
 from tuner.cli._display import (index_progress, print_trials, run_with_display, track, verdict_with_display,
                                 write_study_report)
-from tuner.cli._interrupt import cleaning_up
+from tuner.cli._interrupt import before_forced_exit, cleaning_up
 from tuner.cli._options import (ConfigOption, DatasetOption, LimitOption, ReportsDirOption, StorageOption,
                                 StudiesDirOption, StudyOption, parse_duration)
 from tuner.config import load_config
@@ -101,6 +101,7 @@ def optimize_command(
     if rounds > 1:
         return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir, tracker)
     session = Session.open(spec)
+    before_forced_exit(lambda: write_study_report(session.folder, reports_dir))
     try:
         run_with_display(session, trials, timeout_seconds, tracker)
         print_trials(session.study, settings.targets, last=10)
@@ -129,10 +130,20 @@ def print_estimate(folder, project, settings, trials: int, holdout: float | None
     meta = folder.read_meta()
     if project is None:  # a resumed study: its own project and split
         project = meta.config
+    if meta:  # a study that ran: the estimate is for what is left of it
+        from tuner.study.optimize import counted
+        from tuner.study.results import load_study
+
+        done = counted(load_study(folder))
+        left = max(trials - done, 0)
+        err_console.print(f"study {folder.name} holds {done} finished trial(s) of the {trials} asked: the estimate "
+                          f"is for the {left} left" + ("" if left else " (none: raise --trials to go on)"),
+                          highlight=False, soft_wrap=True)
+        trials = left
     with status(f"measuring the baseline on {SAMPLED} search questions (cached)"):
         told = estimate_study(project, settings, trials, holdout, meta.held_out if meta else None, dataset, limit)
     console.print(f"[bold]estimate[/] for {trials} trial(s) × {told.search} search questions + the verdict on "
-                  f"{told.held_out} held-out: {told.questions:,} question evaluations", highlight=False)
+                  f"{told.held_out} held-out: {told.questions:,} question evaluations", markup=True, highlight=False)
     table = Table()
     for column in ("", "per question", "whole study (at most)"):
         table.add_column(column, justify="left" if not column else "right")
@@ -208,14 +219,15 @@ def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, repor
         err_console.print(f"round {outcome.round} ({outcome.study}) done{gain}; report: {outcome.report}",
                           highlight=False, soft_wrap=True)
 
+    from tuner.agent.rounds import latest_round
+
+    before_forced_exit(lambda: write_study_report(latest_round(spec), reports_dir))
     try:
         outcomes, stop = run_rounds(spec, rounds, trials, reports_dir, timeout,
                                     run=lambda session, n, limit: run_with_display(session, n, limit, tracker),
                                     on_round=announce,
                                     judge=lambda view, session: verdict_with_display(view, session.runner))
     except KeyboardInterrupt:
-        from tuner.agent.rounds import latest_round
-
         cleaning_up.set()  # as a single study's: the watcher lets the report be written before it leaves
         write_study_report(latest_round(spec), reports_dir)
         raise

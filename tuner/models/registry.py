@@ -122,7 +122,10 @@ def locate(named: NamedModel) -> Located:
         return Located(f"${named.env_var}", Path(env).is_file(), "ready" if Path(env).is_file() else "missing file",
                        Path(env))
     if assembled.is_file():
-        return Located(str(assembled), True, "ready", assembled)
+        size = assembled.stat().st_size
+        return Located(str(assembled), size == named.size, "ready" if size == named.size else
+                       f"damaged ({size:,} bytes, expected {named.size:,}): tuner models install {named.name}",
+                       assembled)
     if part_files(named) is not None:
         return Located("part packages", True, "installed (assembled on first use)", None)
     return Located("part packages", False, f"not installed: tuner models install {named.name}", None)
@@ -147,6 +150,10 @@ def assemble(named: NamedModel, target_dir: Path) -> Path:
     if target.is_file() and target.stat().st_size == named.size:
         return target
     parts = part_files(named)
+    if parts is None and target.is_file():  # the parts are uninstalled once assembled: this file was the model
+        raise LLMError(f"model {named.name}: {target} failed its size check ({target.stat().st_size:,} bytes, "
+                       f"expected {named.size:,}: truncated or damaged); reinstall with `tuner models install "
+                       f"{named.name}`")
     if parts is None:
         raise LLMError(f"model {named.name} is not installed: run `tuner models install {named.name}` "
                        f"(or set {named.env_var} to a GGUF file)")
@@ -241,6 +248,25 @@ def _shown_on_terminal():
     return Shown
 
 
+#: seconds a connection to the Hub may take before it counts as unreachable
+CONNECT_SECONDS = 5
+
+
+def no_route(url: str) -> str | None:
+    """Why nothing answers at `url`'s host and port (no such name, refused, no route, timeout); None if a connection
+    opens."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)),
+                                 CONNECT_SECONDS).close()
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
+
+
 def download(named: NamedModel, target_dir: Path) -> Path:
     """Download the model's Hub file (resumable; HF_TOKEN honoured by huggingface_hub), verify its size and sha256,
     and move it to where `resolve_gguf` looks. A file that fails the check is deleted, never loaded."""
@@ -249,6 +275,10 @@ def download(named: NamedModel, target_dir: Path) -> Path:
 
     target = target_dir / named.filename
     hub = named.hub
+    unreachable = no_route(hub_endpoint())
+    if unreachable:  # one line now, not huggingface_hub's five retries over 24 s
+        raise LLMError(f"{hub.repo}/{hub.filename}@{hub.revision} could not be downloaded from {hub_endpoint()} "
+                       f"(unreachable: {unreachable})")
     staging = target_dir / ".hub"  # huggingface_hub keeps its partial download and metadata here, so it resumes
     try:
         with hub_online():

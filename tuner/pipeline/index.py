@@ -28,6 +28,8 @@ from tuner.pipeline.raptor import summaries, summarizing
 from tuner.pipeline.situate import situating
 
 log = logging.getLogger(__name__)
+#: word-piece tokens per English word, roughly (MiniLM's 256-token window holds about 190 words)
+TOKENS_PER_WORD = 1.3
 
 
 @dataclass
@@ -67,6 +69,11 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
     if not chunks:
         raise DataError(f"{dataset.source}: the corpus has no text to index")
     timings["chunk"] = time.perf_counter() - started
+    if embedder.window and settings.chunk_size * TOKENS_PER_WORD > embedder.window:
+        log.warning(f"note: chunk_size {settings.chunk_size} words is about "
+                    f"{settings.chunk_size * TOKENS_PER_WORD:.0f} tokens, beyond the embedder's window of "
+                    f"{embedder.window}: its vectors read only the first "
+                    f"~{embedder.window / TOKENS_PER_WORD:.0f} words of each chunk (BM25 reads all of it)")
 
     started = time.perf_counter()
     computed = embedder.misses if isinstance(embedder, CachedEmbedder) else 0

@@ -181,10 +181,7 @@ class Session:
             notes.append(f"the baseline's {', '.join(outside)} lies outside the search space: it runs as trial 0, "
                          f"the reference point, but no later trial can draw it")
         writing = [f"{name} ({', '.join(v for v in map(str, param.choices or []) if v in LLM_VALUES[name])}: "
-                   f"{LLM_CALLS[name]})"
-                   for name, param in self.space.params.items()
-                   if name in LLM_VALUES and param.type == "categorical"
-                   and set(map(str, param.choices or [])) & LLM_VALUES[name]]
+                   f"{LLM_CALLS[name]})" for name, param in self.generator_knobs().items()]
         if writing and not self.finished:
             notes.append(f"the space's {', '.join(writing)} call the generator ({self.project.generator.model}), "
                          f"in a retrieval-target study too; the calls are cached")
@@ -195,6 +192,12 @@ class Session:
                 f": compiled on {len(seen)} of this study's {len(search)} search questions, so its trials score "
                 f"optimistically there; the held-out verdict is not affected" if seen else ""))
         return notes
+
+    def generator_knobs(self):
+        """The space's knobs with a value that calls the generator (HyDE, contextual: llm, RAPTOR...)."""
+        return {name: param for name, param in self.space.params.items()
+                if name in LLM_VALUES and param.type == "categorical"
+                and set(map(str, param.choices or [])) & LLM_VALUES[name]}
 
     @property
     def search_questions(self) -> list[Question]:
@@ -219,6 +222,9 @@ class Session:
         """Run until the study holds `trials` finished trials; returns how many ran now (repeats not counted)."""
         if self.finished >= trials:
             return 0  # nothing to run: load no model
+        if self.generator_knobs() and not self.spec.settings.metrics_needed():
+            # a retrieval study meets the generator only when a trial draws such a value: check it now, not hours in
+            self.runner().require_generator(f"the space's {', '.join(self.generator_knobs())} write with it")
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,
                               self.search_questions, hook)
         return run_study(self.study, objective, trials, timeout)

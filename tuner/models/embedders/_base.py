@@ -15,6 +15,8 @@ class Embedder(ABC):
     #: identifies the model in caches: two embedders with the same name must give the same vectors
     name: str
     dim: int
+    #: tokens of a text the model reads (the rest is cut off); None: not known
+    window: int | None = None
 
     @abstractmethod
     def encode(self, texts: Sequence[str], on_progress: ProgressCallback | None = None) -> np.ndarray:

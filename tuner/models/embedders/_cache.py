@@ -31,6 +31,7 @@ class CachedEmbedder(Embedder):
         self.inner = embedder
         self.name = embedder.name
         self.dim = embedder.dim
+        self.window = embedder.window
         self.store = open_store(cache, "embeddings")
         if not is_database(cache):
             adopt_shards(Path(cache), self.store, self.name)

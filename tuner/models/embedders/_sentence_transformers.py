@@ -92,6 +92,7 @@ class SentenceTransformerEmbedder(Embedder):
                              f"({type(exc).__name__}): give a local model folder or a bundled name such as "
                              "all-MiniLM-L6-v2") from None
         self.dim = int(self._model.get_embedding_dimension())
+        self.window = getattr(self._model, "max_seq_length", None)
 
     def encode(self, texts: Sequence[str], on_progress: ProgressCallback | None = None) -> np.ndarray:
         if not texts:
