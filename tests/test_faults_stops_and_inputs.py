@@ -237,6 +237,67 @@ def test_sigterm_and_sighup_mark_the_trial_write_the_report_and_exit_128_plus_th
     assert trial_states(study.trials) == ["interrupted"] and study.trials[0].user_attrs["interrupted"] == name
 
 
+def test_a_closed_terminal_stops_the_study_and_its_report_is_written(tmp_path):
+    """A real terminal that goes away (tmux's session killed, as a closed ssh session): the study hears SIGHUP, its
+    writes to the dead terminal must not stop the clean-up, and the report is written."""
+    import shutil
+
+    if shutil.which("tmux") is None:
+        pytest.skip("needs tmux (.ci/run installs it)")
+    server_name = f"tuner-test-{os.getpid()}"
+    with FakeEndpoint("slow", delay=120) as server:
+        (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": {
+            "backend": "openai-compatible", "base_url": server.url, "model": "m", "timeout": 300}}))
+        command = (f"{sys.executable} -m tuner optimize --config tuner.yaml --trials 2 --limit 2 --study ssh "
+                   f"--judge-check off --search-space quick")
+        subprocess.run(["tmux", "-L", server_name, "new-session", "-d", "-s", "ssh", "-c", str(tmp_path), command],
+                       check=True)
+        pid = int(subprocess.run(["tmux", "-L", server_name, "list-panes", "-t", "ssh", "-F", "#{pane_pid}"],
+                                 capture_output=True, text=True, check=True).stdout.split()[0])
+        try:
+            deadline = time.time() + 300
+            while not server.requests:
+                assert time.time() < deadline, "the study never asked the model"
+                time.sleep(0.2)
+            subprocess.run(["tmux", "-L", server_name, "kill-server"], check=True)  # the terminal goes away
+            deadline = time.time() + 60
+            while os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z":
+                assert time.time() < deadline, "still running a minute after its terminal closed"
+                time.sleep(0.2)
+        finally:
+            subprocess.run(["tmux", "-L", server_name, "kill-server"], capture_output=True)
+    assert (tmp_path / "reports" / "ssh" / "report.md").is_file()
+    study = load_study(study_folder(tmp_path / "studies", "ssh"))
+    assert trial_states(study.trials) == ["interrupted"] and study.trials[0].user_attrs["interrupted"] == "SIGHUP"
+
+
+class HungUpTerminal(io.StringIO):
+    """What a terminal is after its ssh session closed: still a tty, every write fails."""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(5, "Input/output error")
+
+
+def test_after_sighup_a_dead_terminal_does_not_stop_the_clean_up(monkeypatch):
+    from tuner import ui
+    from tuner.cli._interrupt import _quiet_a_hung_up_terminal
+
+    monkeypatch.setattr(sys, "stderr", HungUpTerminal())
+    monkeypatch.setattr(ui.err_console, "file", HungUpTerminal())
+    piped = io.StringIO()
+    monkeypatch.setattr(ui.console, "file", piped)
+    with pytest.raises(OSError):
+        ui.err_console.print("report: reports/night/report.md")
+    _quiet_a_hung_up_terminal()
+    ui.err_console.print("report: reports/night/report.md")  # dropped, not raised
+    sys.stderr.write("a library's warning\n")
+    ui.console.print("a table")
+    assert piped.getvalue() == "a table\n"  # a pipe or file is left as it was
+
+
 def test_a_sighup_that_nohup_ignores_stays_ignored(tmp_path):
     """`nohup tuner optimize …` must survive the closed session it was started for."""
     with FakeEndpoint("slow", delay=120) as server:

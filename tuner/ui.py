@@ -88,7 +88,7 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(log_every()):
             for line in self.lines():
-                err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+                err_console.print(line, highlight=False, soft_wrap=True)
                 self.beats += 1
 
 
@@ -97,6 +97,8 @@ class Bar(Progress):
     rate, time left), and when a task that was logged ends, a line saying so. A task added with `log=False` is
     left out of the log (its own lines say more)."""
 
+    _heartbeat: Heartbeat | None = None
+
     def start(self) -> None:
         super().start()
         if self.disable:
@@ -104,7 +106,7 @@ class Bar(Progress):
             self._heartbeat.__enter__()
 
     def stop(self) -> None:
-        heartbeat = getattr(self, "_heartbeat", None)
+        heartbeat = self._heartbeat
         if heartbeat is not None:
             self._heartbeat = None
             heartbeat.__exit__()
@@ -113,8 +115,7 @@ class Bar(Progress):
                     if task.fields.get("log", True) and task.visible and task.completed:
                         err_console.print(f"{task.description}: {task.completed:,.0f}"
                                           + (f"/{task.total:,.0f}" if task.total else "") +
-                                          f" done in {duration(task.elapsed or 0)}", markup=False, highlight=False,
-                                          soft_wrap=True)
+                                          f" done in {duration(task.elapsed or 0)}", highlight=False, soft_wrap=True)
         super().stop()
 
     @staticmethod
@@ -147,10 +148,11 @@ def progress(transient: bool = False) -> Progress:
 
 
 @contextlib.contextmanager
-def status(message: str) -> Iterator[None]:
-    """A spinner with `message` on a terminal; in a log, `message: still running, N s so far` every 30 s."""
+def status(message: str, spinner: bool = True) -> Iterator[None]:
+    """A spinner with `message` on a terminal (none with `spinner=False`: the work draws its own bar there); in a
+    log, `message: still running, N s so far` every 30 s."""
     if err_console.is_terminal:
-        with err_console.status(message):
+        with err_console.status(message) if spinner else contextlib.nullcontext():
             yield
         return
     started = time.monotonic()

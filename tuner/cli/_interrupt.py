@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 
+from tuner import ui
 from tuner.errors import Stopped
-from tuner.ui import err_console
 
 
 #: seconds a stop may take to reach tuner's own clean-up, and then to finish it, before the process leaves anyway
@@ -37,7 +38,43 @@ def exit_code() -> int | None:
 
 def _raise_stopped(number: int, frame) -> None:
     received.append(number)
+    if number == signal.SIGHUP:
+        _quiet_a_hung_up_terminal()
     raise Stopped(signal.Signals(number).name, number)
+
+
+class _MayBeGone:
+    """A terminal stream that SIGHUP may have taken away: a write that fails (EIO) is dropped, so the clean-up (the
+    report) is not stopped by its own messages; while the terminal lives, everything is shown as before."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError:
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _quiet_a_hung_up_terminal() -> None:
+    """After SIGHUP, writes to the terminal may fail; output to a file or pipe is left as it is."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _MayBeGone) and stream.isatty():
+            setattr(sys, name, _MayBeGone(stream))
+    for console in (ui.console, ui.err_console):
+        if not isinstance(console.file, _MayBeGone) and console.file.isatty():
+            console.file = _MayBeGone(console.file)
 
 
 def _raise_interrupt(number: int, frame) -> None:
@@ -79,10 +116,12 @@ def stop_promptly(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:
 
     def watch(wakeup: socket.socket) -> None:  # holds the signal's end: were it collected, the fd would close
         number = heard(None)
+        if number == signal.SIGHUP:  # the main thread may be in native code: its handler has not run yet
+            _quiet_a_hung_up_terminal()
         by = "" if number == signal.SIGINT else f" by {signal.Signals(number).name}"
         # only a study's trial runs again: an interrupted `eval` or `judge check` has nothing to resume
         try:  # after SIGHUP the terminal may be gone: the exit below matters more than the line
-            err_console.print(f"[red]interrupted[/]{by}: stopping" + ("; run the same command again to resume (the "
+            ui.err_console.print(f"[red]interrupted[/]{by}: stopping" + ("; run the same command again to resume (the "
                               "trial in progress runs again)" if any_running() else ""), markup=True, highlight=False,
                               soft_wrap=True)
         except OSError:

