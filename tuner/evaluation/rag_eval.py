@@ -22,7 +22,7 @@ from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
 from tuner.evaluation.records import REQUIREMENTS, EvalResult, Failure, QuestionResult
 from tuner.evaluation.retrieval_eval import passage, trace
-from tuner.models.llms import LLM, CachedLLM, estimate_tokens, make_llm, require_reachable
+from tuner.models.llms import LLM, CachedLLM, LLMError, estimate_tokens, make_llm
 from tuner.prompts.lm import dspy_lm
 from tuner.prompts.programs import RAGAnswer, is_refusal, load_program, program_id
 from tuner.workspace import Workspace
@@ -59,10 +59,11 @@ class RagRunner:
         return CachedLLM(llm, self.cache, self.meter)
 
     def require_generator(self, why: str) -> None:
-        """One line now if the generator cannot answer (an endpoint down, a GGUF missing), before work that needs it
+        """One line now if the generator cannot answer (a GGUF missing, an endpoint down), before work that needs it
         only later; `why`: what needs it."""
-        if self._models is None:
-            require_reachable(self.workspace.config.generator, why)
+        unreachable = self.generator.unreachable()  # building it names a missing model file
+        if unreachable:
+            raise LLMError(f"{unreachable} ({why})")
 
     @cached_property
     def generator(self) -> CachedLLM:

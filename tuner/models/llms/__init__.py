@@ -7,26 +7,9 @@ from tuner.models.llms._base import LLM, Completion, LLMError, Messages, PromptT
 from tuner.models.llms._cached import CachedLLM
 
 __all__ = ["LLM", "Completion", "LLMError", "Messages", "PromptTooLong", "CachedLLM", "estimate_tokens", "make_llm",
-           "require_reachable", "yes_share"]
+           "yes_share"]
 
 _loaded: dict[tuple, LLM] = {}
-
-
-def require_reachable(config: LLMConfig, why: str) -> None:
-    """Raise LLMError in one line when `config`'s model cannot answer: an endpoint nothing listens at, a GGUF not
-    installed. Loads nothing and spends no token; `why`: what the model is needed for."""
-    if config.backend == "openai-compatible":
-        from tuner.models.registry import no_route
-
-        unreachable = no_route(config.base_url or "")
-        if unreachable:
-            raise LLMError(f"cannot reach the LLM endpoint {config.base_url} ({unreachable}; {why})")
-        return
-    from tuner.models.registry import resolve_gguf
-
-    path = resolve_gguf(config.model, config.path)
-    if not path.is_file():
-        raise LLMError(f"model file {path} not found ({why})")
 
 
 def make_llm(config: LLMConfig) -> LLM:

@@ -69,6 +69,11 @@ class LLM(ABC):
             probability = 1.0 if re.match(r"\s*yes", completion.text, re.I) else 0.0
         return Completion(repr(probability), completion.prompt_tokens, completion.completion_tokens)
 
+    def unreachable(self) -> str | None:
+        """Why this model cannot answer now, told without spending a token (an endpoint nothing listens at); None
+        when, as far as that can tell, it can."""
+        return None
+
     def close(self) -> None:
         """Release the model (memory, connections)."""
 

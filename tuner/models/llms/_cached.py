@@ -24,6 +24,9 @@ class CachedLLM(LLM):
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
+    def unreachable(self) -> str | None:
+        return self.inner.unreachable()
+
     def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
               json_schema: dict[str, Any] | None) -> Completion:
         key = ["chat", self.name, messages, max_tokens, temperature, seed, json_schema]

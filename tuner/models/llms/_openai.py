@@ -94,6 +94,12 @@ class OpenAICompatibleLLM(LLM):
             return {"type": "json_object", "schema": schema}
         return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
 
+    def unreachable(self) -> str | None:
+        from tuner.models.registry import no_route
+
+        why = no_route(self.base_url)
+        return f"cannot reach the LLM endpoint {self.base_url} ({why})" if why else None
+
     def close(self) -> None:
         self._client.close()
 
