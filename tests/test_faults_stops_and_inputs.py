@@ -292,9 +292,10 @@ def test_after_sighup_a_dead_terminal_does_not_stop_the_clean_up(monkeypatch):
     from tuner.cli._interrupt import _quiet_a_hung_up_terminal
 
     monkeypatch.setattr(sys, "stderr", HungUpTerminal())
-    monkeypatch.setattr(ui.err_console, "file", HungUpTerminal())
+    # the consoles' own slot (None: follow sys), so that undoing the patch does not pin them to this test's streams
+    monkeypatch.setattr(ui.err_console, "_file", HungUpTerminal())
     piped = io.StringIO()
-    monkeypatch.setattr(ui.console, "file", piped)
+    monkeypatch.setattr(ui.console, "_file", piped)
     with pytest.raises(OSError):
         ui.err_console.print("report: reports/night/report.md")
     _quiet_a_hung_up_terminal()
@@ -397,7 +398,7 @@ def test_a_bar_and_a_status_without_a_terminal_write_a_line_per_interval(monkeyp
 
     monkeypatch.setenv("TUNER_LOG_EVERY", "0.1")
     log = io.StringIO()
-    monkeypatch.setattr(ui.err_console, "file", log)
+    monkeypatch.setattr(ui.err_console, "_file", log)  # its own slot: undone, it follows sys.stderr again
     with ui.progress() as bar:
         task = bar.add_task("embedding chunks", total=40)
         for done in range(1, 5):
