@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.config import ALL_METRICS, ProjectConfig
+from tuner.config import ProjectConfig
+from tuner.evaluation.metrics import ALL_METRICS
 from tuner.cost import Cost
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult, TrialFile
 from tuner.evaluation.retrieval_eval import passage, trace

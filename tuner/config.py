@@ -14,6 +14,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tuner.errors import ConfigError
+from tuner.evaluation.metrics import ALL_METRICS, MetricName
 from tuner.files import refuse_special
 
 FusionType = Literal["relative_score", "ranked", "zscore", "dbsf"]
@@ -197,8 +198,6 @@ def _program_name(value: str) -> str:
     return value
 
 
-MetricName = Literal["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
-ALL_METRICS: tuple[str, ...] = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
 
 class EvaluationConfig(_Strict):

@@ -39,7 +39,7 @@ def compare_command(
     --margin with the CI excluding zero, else 0."""
     from tuner.analysis.gate import gate
     from tuner.cli.evaluate import open_split, run_evaluation
-    from tuner.config import ALL_METRICS
+    from tuner.evaluation.metrics import ALL_METRICS
     from tuner.evaluation.records import TARGETS, unscorable
 
     from tuner.evaluation.labels import read as read_labels

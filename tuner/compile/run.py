@@ -24,17 +24,13 @@ from tuner.cost import BudgetSpent
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
+from tuner.evaluation.metrics import ANSWER_METRICS, REGISTRY
 from tuner.evaluation.records import Constraint
 from tuner.prompts.programs import RAGAnswer, program_id
 
 if TYPE_CHECKING:
     from tuner.evaluation.rag_eval import RagRunner
 
-#: paid calls one scored example costs, roughly: the answer, then the judge (faithfulness asks twice; a guard on
-#: answer relevancy adds its strictness samples)
-CALLS = {"faithfulness": 2, "answer_relevancy": 3, "context_precision": 1, "context_recall": 1}
-#: what a prompt changes: the answer (context metrics depend on retrieval alone)
-ANSWER_METRICS = ("faithfulness", "answer_relevancy")
 
 
 @dataclass(frozen=True)
@@ -49,8 +45,8 @@ class CompileSettings:
         if self.optimizer not in COMPILERS:
             raise ConfigError(f"--optimizer {self.optimizer!r}: choose {', '.join(COMPILERS)}")
         if self.target not in ANSWER_METRICS:
-            raise ConfigError(f"--target {self.target!r}: a compile tunes the answer; choose faithfulness or "
-                              f"answer_relevancy")
+            raise ConfigError(f"--target {self.target!r}: a compile tunes the answer; choose "
+                              f"{' or '.join(ANSWER_METRICS)}")
         if self.budget < 1:
             raise ConfigError("--budget: at least 1 LLM call")
 
@@ -61,7 +57,9 @@ class CompileSettings:
 
     @property
     def calls_per_score(self) -> int:
-        return 1 + CALLS[self.target] + (CALLS.get(self.guard.metric, 1) if self.guard else 0)
+        # paid calls one scored example costs, roughly: the answer, then the judge's calls for each metric
+        guard = 0 if self.guard is None else REGISTRY[self.guard.metric].calls if self.guard.metric in REGISTRY else 1
+        return 1 + REGISTRY[self.target].calls + guard
 
 
 @dataclass

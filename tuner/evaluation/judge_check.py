@@ -30,12 +30,10 @@ from typing import TYPE_CHECKING
 from tuner.data import Dataset, Question
 from tuner.errors import DataError
 from tuner.evaluation.labels import Label
+from tuner.evaluation.metrics import JUDGED_METRICS, REGISTRY
 
 if TYPE_CHECKING:  # the scorer imports RAGAS: reports read saved checks without it
     from tuner.evaluation.ragas_judge import Outcome, RagasScorer
-
-#: metrics that need the dataset's reference answers (RAGAS's own requirement)
-NEEDS_REFERENCE = ("context_precision", "context_recall")
 
 CHECK_FILE = "judge_check.json"
 #: below this ROC AUC the judge is said not to separate supported from unsupported answers
@@ -57,13 +55,6 @@ KINDS: dict[str, tuple[bool, str]] = {
     "other_contexts": (False, "another question's gold contexts"),
     "labelled_supported": (True, "an answer a person labelled supported (tuner judge label)"),
     "labelled_unsupported": (False, "an answer a person labelled not supported"),
-}
-METRIC_KINDS: dict[str, tuple[str, ...]] = {
-    "faithfulness": ("reference", "context", "paraphrase", "other_answer", "swapped", "labelled_supported",
-                     "labelled_unsupported"),
-    "answer_relevancy": ("right_question", "wrong_question"),
-    "context_precision": ("own_contexts", "other_contexts"),
-    "context_recall": ("own_contexts", "other_contexts"),
 }
 #: what the check before a study's first trial builds: one case per class per question, few calls
 QUICK_KINDS = ("reference", "other_answer", "right_question", "wrong_question", "own_contexts", "other_contexts")
@@ -181,7 +172,7 @@ def build_cases(items: Sequence[Source], metrics: Sequence[str], kinds: Sequence
                        "paraphrase": paraphrase(q.reference) if paraphrase and q.reference and "paraphrase" in kinds
                        else None}
         for metric in metrics:
-            for kind in METRIC_KINDS[metric]:
+            for kind in REGISTRY[metric].check_kinds:
                 if kind not in kinds:
                     continue
                 question, answer, contexts = q.text, source.answer, gold
@@ -191,7 +182,7 @@ def build_cases(items: Sequence[Source], metrics: Sequence[str], kinds: Sequence
                     question = other.question.text
                 elif kind == "other_contexts":
                     contexts = other.gold
-                if metric in NEEDS_REFERENCE and not q.reference:
+                if "reference" in REGISTRY[metric].needs and not q.reference:
                     continue
                 if answer and answer.strip():
                     cases.append(Case(metric, q.id, kind, question, answer.strip(), tuple(contexts), q.reference))
@@ -286,7 +277,7 @@ def score_cases(scorer: RagasScorer, meter, cases: Sequence[Case], agreement: in
                 on_progress: Callable[[int, Case], None] | None = None) -> list[Scored]:
     """Each case judged as a study would (greedy); the first `agreement` cases of each metric also under two
     sampled judge seeds."""
-    results, sampled = [], {m: 0 for m in METRIC_KINDS}
+    results, sampled = [], {m: 0 for m in JUDGED_METRICS}
     for index, case in enumerate(cases):
         if on_progress:
             on_progress(index, case)
@@ -359,7 +350,7 @@ class MetricCheck:
         pairs = [s.samples for s in mine if len(s.samples) == 2 and None not in s.samples]
         cold = [s.seconds for s in mine if s.paid_calls and not s.cached_calls]
         kinds = {}
-        for kind in METRIC_KINDS[metric]:
+        for kind in REGISTRY[metric].check_kinds:
             values = [s.value for s in mine if s.case.kind == kind and s.value is not None]
             if any(s.case.kind == kind for s in mine):
                 kinds[kind] = sum(values) / len(values) if values else None
@@ -445,15 +436,10 @@ def make_cases(runner, dataset: Dataset, questions: Sequence[Question], metrics:
                        paraphrase=lambda text: paraphrase(runner, text))
 
 
-#: tokens a RAGAS 0.4.3 prompt holds besides the case's own texts (instructions, few-shot examples): measured with
-#: the Qwen2.5 tokenizer on a five-token case (faithfulness' largest call is its NLI step), rounded up
-TEMPLATE_TOKENS = {"faithfulness": 750, "answer_relevancy": 500, "context_precision": 1000, "context_recall": 1350}
-
-
 def tokens_needed(judge, max_tokens: int, case: Case) -> int:
     """What the case's largest judge prompt and its reply take of the judge's context window, at most."""
     texts = [case.question, case.answer, *case.contexts, case.reference or ""]
-    return TEMPLATE_TOKENS[case.metric] + judge.count_tokens("\n".join(texts)) + max_tokens
+    return REGISTRY[case.metric].template_tokens + judge.count_tokens("\n".join(texts)) + max_tokens
 
 
 def check_judge(runner, cases: Sequence[Case], agreement: int = 0,

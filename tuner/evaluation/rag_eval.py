@@ -15,12 +15,13 @@ from functools import cached_property
 import dspy
 
 from tuner.cache import open_store
-from tuner.config import ALL_METRICS, PipelineConfig
+from tuner.config import PipelineConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
-from tuner.evaluation.records import REQUIREMENTS, EvalResult, Failure, QuestionResult
+from tuner.evaluation.metrics import ALL_METRICS, REGISTRY
+from tuner.evaluation.records import EvalResult, Failure, QuestionResult
 from tuner.evaluation.retrieval_eval import passage, trace
 from tuner.models.llms import LLM, CachedLLM, LLMError, estimate_tokens, make_llm
 from tuner.prompts.lm import dspy_lm
@@ -96,7 +97,7 @@ class RagRunner:
         skipped = {}
         if not self.workspace.dataset.has_references:
             for metric in requested:
-                if "reference" in REQUIREMENTS[metric]:
+                if "reference" in REGISTRY[metric].needs:
                     skipped[metric] = "needs reference answers; this dataset has none"
         return [m for m in requested if m not in skipped], skipped
 
@@ -228,7 +229,7 @@ def score_refusal(outcomes: dict[str, Outcome], rule: str, answerable: bool) -> 
     why = {"exclude": "declined to answer: left out by evaluation.refusal",
            "zero": "declined to answer: 0 by evaluation.refusal"}.get(
         rule, "declined to answer although a gold context was selected: 0 by evaluation.refusal")
-    return {m: Outcome(value, "refusal", why) if "answer" in REQUIREMENTS[m] else o for m, o in outcomes.items()}
+    return {m: Outcome(value, "refusal", why) if REGISTRY[m].answer_metric else o for m, o in outcomes.items()}
 
 
 def root_tuner_error(exc: BaseException) -> TunerError | None:

@@ -26,7 +26,7 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
 from tuner.config import EvaluationConfig
-from tuner.evaluation.records import REQUIREMENTS
+from tuner.evaluation.metrics import REGISTRY, JudgeTools
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM, PromptTooLong
 from tuner.prompts.programs import is_refusal
@@ -152,41 +152,33 @@ class Outcome:
 
 class RagasScorer:
     def __init__(self, judge: LLM, embedder: Embedder, settings: EvaluationConfig, max_tokens: int):
-        from ragas.metrics.collections import AnswerRelevancy, ContextPrecision, ContextRecall, Faithfulness
-
         self.judge = JudgeLLM(judge, settings.retries, max_tokens)
         self.empty_judgement = settings.empty_judgement
-        self.metrics = {
-            "faithfulness": Faithfulness(llm=self.judge),
-            "answer_relevancy": AnswerRelevancy(llm=self.judge, embeddings=JudgeEmbeddings(embedder),
-                                                strictness=settings.strictness),
-            "context_precision": ContextPrecision(llm=self.judge),
-            "context_recall": ContextRecall(llm=self.judge),
-        }
+        self.tools = JudgeTools(self.judge, JudgeEmbeddings(embedder), settings)
+        self._scorers: dict[str, Any] = {}
+
+    def scorer(self, metric: str) -> Any:
+        """The metric's scorer, built from the registry on first use."""
+        if metric not in self._scorers:
+            self._scorers[metric] = REGISTRY[metric].build(self.tools)
+        return self._scorers[metric]
 
     def score(self, metric: str, question: str, answer: str, contexts: list[str], reference: str | None) -> Outcome:
         """One metric on one sample; inputs RAGAS cannot take are settled here, before it sees them."""
-        inputs = {"answer": answer.strip(), "contexts": contexts, "reference": reference}
-        if "answer" in REQUIREMENTS[metric] and not inputs["answer"]:
+        spec = REGISTRY[metric]
+        if spec.answer_metric and not answer.strip():
             return Outcome(None, "no_answer", "empty answer")
-        if "reference" in REQUIREMENTS[metric] and not (reference or "").strip():
+        if "reference" in spec.needs and not (reference or "").strip():
             return Outcome(None, "no_reference", "the question has no reference answer (none given, or unanswerable)")
-        if "contexts" in REQUIREMENTS[metric] and not contexts:
-            if metric == "faithfulness":
+        if "contexts" in spec.needs and not contexts:
+            if spec.no_contexts is None:
                 return Outcome(None, "no_contexts", "nothing retrieved to be faithful to")
-            return Outcome(0.0, None, "nothing retrieved")  # an empty context recalls and contains nothing
+            return Outcome(spec.no_contexts, None, "nothing retrieved")  # an empty context recalls nothing
         # a refusal may truly hold no statement: it stays a refusal, never an unsupported answer
-        refusal = "answer" in REQUIREMENTS[metric] and is_refusal(answer)
+        refusal = spec.answer_metric and is_refusal(answer)
         self.judge.new_sample(empty_ok=refusal or self.empty_judgement == "exclude")
-        kwargs: dict[str, Any] = {"user_input": question}
-        if metric in ("faithfulness", "answer_relevancy"):
-            kwargs["response"] = answer
-        if metric != "answer_relevancy":
-            kwargs["retrieved_contexts"] = contexts
-        if metric in ("context_precision", "context_recall"):
-            kwargs["reference"] = reference
         try:
-            result = asyncio.run(self.metrics[metric].ascore(**kwargs))
+            result = asyncio.run(self.scorer(metric).ascore(**spec.inputs(question, answer, contexts, reference)))
         except EmptyJudgement as exc:
             return Outcome(0.0, "empty", f"{exc}: scored as unsupported")
         except PromptTooLong as exc:  # this sample's contexts, not the model: the others are still judged
@@ -195,7 +187,7 @@ class RagasScorer:
             return Outcome(None, "unparsable", str(exc))
         except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
             return Outcome(None, "error", f"{type(exc).__name__}: {exc}")
-        value = result.value
+        value = getattr(result, "value", result)  # a RAGAS result, or a computed metric's float
         if value is None or not isinstance(value, (int, float)) or math.isnan(value):
             if refusal:
                 return Outcome(None, "refusal", "the answer declines to answer: nothing to judge")

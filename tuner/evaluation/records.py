@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.config import ALL_METRICS
 from tuner.cost import Cost
 from tuner.data import Dataset
 from tuner.errors import ConfigError, DataError
+from tuner.evaluation.metrics import ALL_METRICS, REGISTRY
 from tuner.versioned import check_schema
 
 SCHEMA_VERSION = 2
@@ -31,15 +31,6 @@ COST_METRICS = ("seconds_per_question", "tokens_per_question", "context_tokens")
 TARGETS = ALL_METRICS + RETRIEVAL_METRICS + COST_METRICS
 
 
-#: RAGAS metric -> the inputs it needs besides the question
-REQUIREMENTS = {
-    "faithfulness": ("answer", "contexts"),
-    "answer_relevancy": ("answer",),
-    "context_precision": ("reference", "contexts"),
-    "context_recall": ("reference", "contexts"),
-}
-
-
 def lower_is_better(metric: str) -> bool:
     return metric in COST_METRICS
 
@@ -49,7 +40,7 @@ def unscorable(metric: str, dataset: Dataset) -> str | None:
     can be."""
     if metric in RETRIEVAL_METRICS and not dataset.has_gold_ids:
         return f"{metric} needs gold document ids (qrels), and {dataset.name} has none"
-    if "reference" in REQUIREMENTS.get(metric, ()) and not dataset.has_references:
+    if metric in REGISTRY and "reference" in REGISTRY[metric].needs and not dataset.has_references:
         return f"{metric} needs reference answers, and {dataset.name} has none"
     return None
 

@@ -10,10 +10,10 @@ from tuner.analysis import Analysis
 from tuner.compile.saved import Sidecar, read_sidecar
 from tuner.cost import Cost
 from tuner.errors import TunerError
+from tuner.evaluation.metrics import ALL_METRICS
 from tuner.study.results import StudyView
 
-STAGE_ORDER = ("index", "query", "retrieve", "generate", "faithfulness", "answer_relevancy", "context_precision",
-               "context_recall")
+STAGE_ORDER = ("index", "query", "retrieve", "generate", *ALL_METRICS)
 
 
 @dataclass(frozen=True)

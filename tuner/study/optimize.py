@@ -21,7 +21,8 @@ from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAIN
 from optuna.trial import TrialState
 
 from tuner.cache import redact, stable_hash
-from tuner.config import ALL_METRICS, PipelineConfig, ProjectConfig
+from tuner.config import PipelineConfig, ProjectConfig
+from tuner.evaluation.metrics import ALL_METRICS
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError, interruption
