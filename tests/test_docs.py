@@ -1,12 +1,19 @@
-"""The README and docs/ stay true to the tree: every relative link resolves (files and #anchors), and the two
-newcomer commands the README prints exist in the Makefile that `.ci/run` calls."""
+"""The README and docs/ stay true to the tree: every relative link resolves (files and #anchors), the two
+newcomer commands the README prints exist in the Makefile that `.ci/run` calls, and every config key and literal
+value is in the configuration page's full example (and every knob in the guide's table)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
 
 import pytest
+import yaml
+from pydantic import BaseModel, create_model
+
+from tuner.config import PipelineConfig, ProjectConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -42,3 +49,64 @@ def test_the_readme_s_two_commands_are_make_targets_and_ci_runs_the_test_one():
         assert f"make {target}\n" in readme and re.search(rf"^{target}:", makefile, re.M), target
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert len(readme.splitlines()) < 150  # a newcomer's page: the manual lives in docs/
+
+
+def config_fields(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every key of a config model, dotted, with its annotation; nested models walked into."""
+    for name, field in model.model_fields.items():
+        nested = [a for a in (field.annotation, *get_args(field.annotation)) if isinstance(a, type)
+                  and issubclass(a, BaseModel)]
+        yield prefix + name, field.annotation
+        for sub in nested:
+            yield from config_fields(sub, f"{prefix}{name}.")
+
+
+def literal_values(annotation: Any) -> list[str]:
+    if get_origin(annotation) is Literal:
+        return [str(v) for v in get_args(annotation)]
+    return [v for arg in get_args(annotation) for v in literal_values(arg)]
+
+
+def full_example() -> dict[str, Any]:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    return yaml.safe_load(re.search(r"```yaml\n(.*?)```", page, re.S).group(1))
+
+
+def documented(example: dict[str, Any], dotted: str) -> bool:
+    node: Any = example
+    for part in dotted.split("."):
+        if node is None:  # `judge: null`: the generator's keys, said once
+            return True
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def undocumented(config: type[BaseModel]) -> list[str]:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    example, missing = full_example(), []
+    for dotted, annotation in config_fields(config):
+        if not documented(example, dotted):
+            missing.append(dotted)
+        missing += [f"{dotted}: {v}" for v in literal_values(annotation) if not re.search(rf"\b{re.escape(v)}\b", page)]
+    return missing
+
+
+def test_every_config_key_and_value_is_in_the_configuration_page_s_full_example():
+    assert undocumented(ProjectConfig) == []
+
+
+def test_the_docs_check_finds_a_planted_field():
+    planted = create_model("Planted", __base__=ProjectConfig, warmup=(Literal["never", "eagerly"], "never"))
+    assert undocumented(planted) == ["warmup", "warmup: eagerly"]
+
+
+def test_every_knob_and_its_values_are_in_the_guide_s_knob_table():
+    guide = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+    rows = {name: line for line in guide.splitlines() if line.startswith("| `")
+            for name in re.findall(r"`(\w+)`", line.split("|")[1])}
+    missing = [name for name in PipelineConfig.model_fields if name not in rows]
+    missing += [f"{name}: {value}" for name, field in PipelineConfig.model_fields.items() if name in rows
+                for value in literal_values(field.annotation) if f"`{value}`" not in rows[name]]
+    assert missing == []

@@ -8,7 +8,7 @@ import ast
 import pytest
 
 from tests.fakes import ScriptedLLM
-from tuner.config import Bm25Config, PipelineConfig, ProjectConfig
+from tuner.config import KNOBS, Bm25Config, Knob, PipelineConfig, ProjectConfig
 from tuner.errors import ConfigError
 from tuner.export import weaviate_export
 
@@ -52,3 +52,19 @@ def test_export_a_finished_study(cli_with, tmp_path):
     ast.parse((tmp_path / "query.py").read_text())
     assert "--to 'pinecone'" in str(tuner("export", "--study", "s", "--to", "pinecone").exception)
     assert "no trial 99" in str(tuner("export", "--study", "s", "--trial", "99").exception)
+
+
+def test_every_knob_says_how_it_reaches_weaviate():
+    assert set(KNOBS) == set(PipelineConfig.model_fields)
+    for name, knob in KNOBS.items():
+        assert sum(map(bool, (knob.weaviate, knob.carried, knob.lost))) == 1, name
+
+
+def test_a_new_knob_that_does_not_transfer_is_named_without_an_edit_to_export(monkeypatch):
+    class Planted(PipelineConfig):
+        dedupe: bool = False
+
+    monkeypatch.setitem(KNOBS, "dedupe", Knob(lost="dedupe {value} (drop near-duplicate chunks in your application)"))
+    assert weaviate_export(Planted(), ProjectConfig()).not_transferred == []  # at its default it does nothing
+    lost = weaviate_export(Planted(dedupe=True), ProjectConfig()).not_transferred
+    assert lost == ["dedupe True (drop near-duplicate chunks in your application)"]

@@ -7,6 +7,8 @@ Relative paths inside a file are resolved against the file's own folder.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -95,7 +97,7 @@ class IndexSettings(_Strict):
     @property
     def writes(self) -> bool:
         """Whether building this index calls the generator (LLM-written contexts, RAPTOR's summaries)."""
-        return self.contextual == "llm" or self.chunker == "raptor"
+        return any(str(value) in KNOBS[name].generator for name, value in self)
 
     def describe(self) -> str:
         return (f"{self.chunker} {self.chunk_size}/{self.chunk_overlap}, stemmer {self.stemmer}, "
@@ -248,7 +250,8 @@ class PipelineConfig(_Strict):
     chunk_size: int | None = Field(None, ge=8, description="words per chunk; none = chunking.size")
     chunk_overlap: int | None = Field(None, ge=0, description="words shared by consecutive chunks; none = "
                                       "chunking.overlap")
-    chunker: ChunkerName | None = Field(None, description="words, sentences or sections; none = chunking.chunker")
+    chunker: ChunkerName | None = Field(None, description="words, sentences, sections or raptor; none = "
+                                        "chunking.chunker")
     stemmer: StemmerName | None = Field(None, description="BM25 stemming; none = backend.bm25.stemmer")
     contextual: ContextualName | None = Field(None, description="none, title, title_path or llm; none = "
                                               "chunking.contextual")
@@ -263,6 +266,72 @@ class PipelineConfig(_Strict):
         if self.autocut is not None and self.confidence_threshold is not None:
             raise ValueError("autocut and confidence_threshold both choose K: set one of them")
         return self
+
+
+@dataclass(frozen=True)
+class Knob:
+    """What tuner knows about a pipeline knob besides its type and range: one home, read by export, the study's
+    generator check, the index settings and the analysis. Exactly one of `weaviate`, `carried` and `lost` says how
+    the knob reaches a Weaviate deployment (`tests/test_export.py` holds every knob to it)."""
+
+    #: hybrid()'s keyword argument it transfers as
+    weaviate: str = ""
+    #: what carries it outside the hybrid query, nothing lost (the chunks you ingest, your prompt)
+    carried: str = ""
+    #: what `tuner export` says when the knob is active and Weaviate cannot reproduce it; {value} is its value
+    lost: str = ""
+    #: whether it does anything at this pipeline and project; None: its value is not the default
+    active: Callable[[PipelineConfig, ProjectConfig], bool] | None = None
+    #: values at which it calls the generator, and how often
+    generator: frozenset[str] = frozenset()
+    generator_calls: str = ""
+    #: an index knob: another value retrieves from another index (built once); `explore`: values a next round tries
+    index: bool = False
+    explore: tuple[Any, ...] = ()
+
+    def is_active(self, name: str, pipeline: PipelineConfig, project: ProjectConfig) -> bool:
+        if self.active is not None:
+            return self.active(pipeline, project)
+        return getattr(pipeline, name) != type(pipeline).model_fields[name].default
+
+    def says_lost(self, name: str, pipeline: PipelineConfig) -> str:
+        value = getattr(pipeline, name)
+        return self.lost.format(value=f"{value:g}" if isinstance(value, float) else value)
+
+
+_INGESTED = "the chunks you ingest (tuner's own chunking)"
+#: every PipelineConfig field -> its facts
+KNOBS: dict[str, Knob] = {
+    "top_k": Knob(weaviate="limit"),
+    "alpha": Knob(weaviate="alpha"),
+    "fusion": Knob(weaviate="fusion_type"),  # a fusion Weaviate lacks is refused by the export
+    "rank_constant": Knob(lost="rank_constant {value} (Weaviate's ranked fusion uses 60)",
+                          active=lambda p, _: p.fusion == "ranked" and p.rank_constant != 60),
+    "hops": Knob(lost="hops {value} (graph expansion: add linked chunks in your application)"),
+    "hop_decay": Knob(lost="hop_decay {value} (how graph expansion scores a linked chunk)",
+                      active=lambda p, _: p.hops > 0),
+    "reranker": Knob(lost="reranker {value} (rerank Weaviate's results in your application, or use a Weaviate "
+                          "reranker module)"),
+    "confidence_threshold": Knob(lost="confidence_threshold {value} (dynamic K from reranker scores)"),
+    "min_docs": Knob(lost="min_docs {value} (dynamic K's floor)",
+                     active=lambda p, _: p.confidence_threshold is not None),
+    "max_docs": Knob(lost="max_docs {value} (dynamic K's ceiling)",
+                     active=lambda p, _: p.confidence_threshold is not None),
+    "autocut": Knob(weaviate="auto_limit"),
+    "program": Knob(carried="your application's answer prompt (the program's instructions and demos)"),
+    "query": Knob(lost="query {value} (rewrite the question with your generator before searching, as tuner's query "
+                       "strategy does)", generator=frozenset({"hyde", "decomposition", "multi_query"}),
+                  generator_calls="once per question"),
+    "chunk_size": Knob(carried=_INGESTED, index=True, explore=(100, 150, 250, 400)),
+    "chunk_overlap": Knob(carried=_INGESTED, index=True),
+    "chunker": Knob(carried=_INGESTED, index=True, explore=("words", "sentences", "sections"),
+                    generator=frozenset({"raptor"}), generator_calls="once per cluster of chunks"),
+    "stemmer": Knob(lost="stemmer {value} (Weaviate's BM25 does not stem; alpha was tuned against stemmed BM25)",
+                    active=lambda p, project: p.stemmer == "english" and project.backend.type != "weaviate",
+                    index=True, explore=("none", "english")),
+    "contextual": Knob(carried=_INGESTED, index=True, generator=frozenset({"llm"}),
+                       generator_calls="once per chunk"),
+}
 
 
 class ProjectConfig(_Strict):

@@ -2,15 +2,15 @@
 weaviate-client (v4) snippet, and the knobs that have no Weaviate counterpart, said out loud.
 
 tuner's relative_score and ranked fusions and its autocut are copies of Weaviate's, so alpha, fusion, limit and
-auto_limit carry over as they were measured. What Weaviate does not do (tuner's own fusions, a rank constant other
-than 60, graph hops, rerankers, the confidence threshold) does not transfer; the export names each one.
+auto_limit carry over as they were measured. Each knob's own facts (config.KNOBS) say whether it transfers, is
+carried by the chunks or the prompt, or is lost; the export names every lost one that is active.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.config import WEAVIATE_FUSIONS, Bm25Config, PipelineConfig, ProjectConfig
+from tuner.config import KNOBS, WEAVIATE_FUSIONS, Bm25Config, PipelineConfig, ProjectConfig
 from tuner.errors import ConfigError
 
 #: Weaviate's fixed k in ranked fusion's weight / (rank + k)
@@ -31,29 +31,18 @@ def weaviate_export(pipeline: PipelineConfig, project: ProjectConfig, collection
         raise ConfigError(f"this configuration fuses with {pipeline.fusion!r}, which Weaviate does not have (only "
                           f"{' and '.join(WEAVIATE_FUSIONS)}): export another trial (--trial N), or search a space "
                           f"whose fusion choices are Weaviate's")
-    params: dict[str, object] = {"alpha": pipeline.alpha, "fusion_type": WEAVIATE_FUSIONS[pipeline.fusion],
-                                 "limit": pipeline.top_k}
-    if pipeline.autocut is not None:
-        params["auto_limit"] = pipeline.autocut
+    params: dict[str, object] = {}
     lost = []
-    if pipeline.fusion == "ranked" and pipeline.rank_constant != WEAVIATE_RANK_CONSTANT:
-        lost.append(f"rank_constant {pipeline.rank_constant} (Weaviate's ranked fusion uses 60)")
-    if pipeline.hops:
-        lost.append(f"hops {pipeline.hops} (graph expansion: add linked chunks in your application)")
-    if pipeline.reranker != "none":
-        lost.append(f"reranker {pipeline.reranker} (rerank Weaviate's results in your application, or use a "
-                    f"Weaviate reranker module)")
-    if pipeline.confidence_threshold is not None:
-        lost.append(f"confidence_threshold {pipeline.confidence_threshold:g} (dynamic K from reranker scores)")
-    if pipeline.query != "none":
-        lost.append(f"query {pipeline.query} (rewrite the question with your generator before searching, as tuner's "
-                    f"query strategy does)")
+    for name, knob in KNOBS.items():
+        value = getattr(pipeline, name)
+        if knob.weaviate and value is not None:
+            params[knob.weaviate] = WEAVIATE_FUSIONS[value] if name == "fusion" else value
+        elif knob.lost and knob.is_active(name, pipeline, project):
+            lost.append(knob.says_lost(name, pipeline))
     index = project.index_settings(pipeline)
     if index.writes:
         lost.append(f"the index ({index.describe()}) holds text the generator wrote: ingest tuner's chunks, not "
                     f"your own chunking")
-    if pipeline.stemmer == "english" and project.backend.type != "weaviate":
-        lost.append("stemmer english (Weaviate's BM25 does not stem; alpha was tuned against stemmed BM25)")
     bm25 = project.backend.bm25
     if bm25 != Bm25Config() and project.backend.type != "weaviate":  # a weaviate backend's collection has them
         lost.append(f"BM25 stemmer {bm25.stemmer}, stopwords {bm25.stopwords}, k1 {bm25.k1:g}, b {bm25.b:g} "

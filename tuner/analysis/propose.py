@@ -23,7 +23,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from tuner.analysis.importance import MIN_TRIALS, KnobEffect
 from tuner.analysis.stages import StageShares
-from tuner.config import PipelineConfig, ProjectConfig
+from tuner.config import KNOBS, PipelineConfig, ProjectConfig
 from tuner.study.results import StudyView
 from tuner.study.space import Param, SearchSpace
 
@@ -63,11 +63,11 @@ class Proposal:
 def index_knobs(project: ProjectConfig) -> dict[str, Param]:
     """The index knobs a next round may add, over a few values each (every value a new index to build), with the
     project's own value among them."""
-    chunking = project.chunking
-    sizes = sorted(s for s in {100, 150, 250, 400, chunking.size} if s > chunking.overlap)
-    knobs = {"chunk_size": sizes, "chunker": ["words", "sentences", "sections"]}
-    if project.backend.type == "embedded":  # Weaviate does not stem
-        knobs["stemmer"] = ["none", "english"]
+    own = project.index_settings()
+    knobs = {name: list(knob.explore) for name, knob in KNOBS.items() if knob.index and knob.explore}
+    knobs["chunk_size"] = sorted(s for s in {*knobs["chunk_size"], own.chunk_size} if s > own.chunk_overlap)
+    if project.backend.type != "embedded":  # Weaviate does not stem
+        knobs.pop("stemmer")
     return {name: Param(type="categorical", choices=choices) for name, choices in knobs.items()}
 
 

@@ -21,7 +21,7 @@ import optuna
 
 from tuner.cache import is_database
 from tuner.compile.saved import Sidecar, compiled_programs, read_sidecar
-from tuner.config import PipelineConfig, ProjectConfig
+from tuner.config import KNOBS, PipelineConfig, ProjectConfig
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
@@ -180,8 +180,8 @@ class Session:
         if outside and not self.finished:
             notes.append(f"the baseline's {', '.join(outside)} lies outside the search space: it runs as trial 0, "
                          f"the reference point, but no later trial can draw it")
-        writing = [f"{name} ({', '.join(v for v in map(str, param.choices or []) if v in LLM_VALUES[name])}: "
-                   f"{LLM_CALLS[name]})" for name, param in self.generator_knobs().items()]
+        writing = [f"{name} ({', '.join(v for v in map(str, param.choices or []) if v in KNOBS[name].generator)}: "
+                   f"{KNOBS[name].generator_calls})" for name, param in self.generator_knobs().items()]
         if writing and not self.finished:
             notes.append(f"the space's {', '.join(writing)} call the generator ({self.project.generator.model}), "
                          f"in a retrieval-target study too; the calls are cached")
@@ -196,8 +196,7 @@ class Session:
     def generator_knobs(self):
         """The space's knobs with a value that calls the generator (HyDE, contextual: llm, RAPTOR...)."""
         return {name: param for name, param in self.space.params.items()
-                if name in LLM_VALUES and param.type == "categorical"
-                and set(map(str, param.choices or [])) & LLM_VALUES[name]}
+                if param.type == "categorical" and set(map(str, param.choices or [])) & KNOBS[name].generator}
 
     @property
     def search_questions(self) -> list[Question]:
@@ -228,12 +227,6 @@ class Session:
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,
                               self.search_questions, hook)
         return run_study(self.study, objective, trials, timeout)
-
-
-#: knob values that call the generator (the LLM reranker calls the judge, said by the judge check)
-LLM_VALUES = {"query": {"hyde", "decomposition", "multi_query"}, "contextual": {"llm"}, "chunker": {"raptor"}}
-#: how often each of them calls it
-LLM_CALLS = {"query": "once per question", "contextual": "once per chunk", "chunker": "once per cluster of chunks"}
 
 
 #: index settings every trial of a study retrieved with: a resume with others would compare other indexes
