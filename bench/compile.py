@@ -24,7 +24,7 @@ import tuner  # noqa: F401  (offline env first)
 from tuner.analysis.programs import compare_programs, evaluate_programs
 from tuner.compile.optimizers import COMPILERS
 from tuner.compile.run import CompileSettings, compile_program
-from tuner.config import EvaluationConfig, LLMConfig, ProjectConfig
+from tuner.config import EvaluationConfig, LlamaCppConfig, ProjectConfig
 from tuner.data.split import Split
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.workspace import open_workspace
@@ -53,7 +53,7 @@ def main() -> None:
         raise SystemExit(f"skipped: {args.dataset} not found")
 
     cache = args.out / f"cache-{args.dataset.stem}-{args.model}"
-    project = ProjectConfig(generator=LLMConfig(model=args.model),
+    project = ProjectConfig(generator=LlamaCppConfig(model=args.model),
                             dataset={"path": args.dataset, "limit": args.questions},
                             cache_dir=cache, evaluation=EvaluationConfig(metrics=METRICS, strictness=args.strictness))
     runner = RagRunner(open_workspace(project))

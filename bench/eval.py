@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
+from tuner.config import LlamaCppConfig, PipelineConfig, ProjectConfig
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.models.llms import make_llm
 from tuner.models.llms._llama_cpp import CallProfile
@@ -53,7 +53,7 @@ def bench(model: str, questions: int, top_k: int, keep: Path | None,
         cache = keep / model if keep else Path(scratch)
         if cache.exists() and any(cache.iterdir()):
             raise SystemExit(f"{cache} is not empty: the cold run needs an empty cache")
-        project = ProjectConfig(cache_dir=cache, generator=LLMConfig(model=model),
+        project = ProjectConfig(cache_dir=cache, generator=LlamaCppConfig(model=model),
                                 pipeline=PipelineConfig(top_k=top_k))
         runner = RagRunner(open_workspace(project, DATASETS / "amnesty_qa", questions))
         llm, asked = make_llm(project.generator), []
@@ -116,8 +116,8 @@ def compare(model: str, questions: int, top_k: int, table: Table) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         results = {}
         for decoding in ("plain", "fast"):
-            project = ProjectConfig(cache_dir=Path(scratch), generator=LLMConfig(model=model),
-                                    judge=LLMConfig(model=model, decoding=decoding),
+            project = ProjectConfig(cache_dir=Path(scratch), generator=LlamaCppConfig(model=model),
+                                    judge=LlamaCppConfig(model=model, decoding=decoding),
                                     pipeline=PipelineConfig(top_k=top_k))
             runner = RagRunner(open_workspace(project, DATASETS / "amnesty_qa", questions))
             results[decoding] = runner.evaluate(project.pipeline)  # the answers: paid once, then from the cache

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.config import EvaluationConfig, LLMConfig, ProjectConfig
+from tuner.config import EvaluationConfig, LlamaCppConfig, ProjectConfig
 from tuner.evaluation.judge_check import check_judge, make_cases, save_checks
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.workspace import open_workspace
@@ -33,7 +33,7 @@ console = Console(width=200)  # the table is the result: never squeezed to 80 co
 
 
 def project(model: str, dataset: Path | None, rule: str, cache: Path) -> ProjectConfig:
-    return ProjectConfig(generator=LLMConfig(model=model), dataset={"path": dataset}, cache_dir=cache,
+    return ProjectConfig(generator=LlamaCppConfig(model=model), dataset={"path": dataset}, cache_dir=cache,
                          evaluation=EvaluationConfig(metrics=METRICS, empty_judgement=rule))
 
 

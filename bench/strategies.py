@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
+from tuner.config import LlamaCppConfig, PipelineConfig, ProjectConfig
 from tuner.data import load_dataset
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.workspace import open_workspace
@@ -102,7 +102,7 @@ def written(name: str, limit: int | None, model: str, only: list[str] | None = N
     gold = sum(1 for q in dataset.questions if q.relevant_ids)
     rows = []
     with cache_for(name) as cache:
-        project = ProjectConfig(cache_dir=Path(cache), generator=LLMConfig(model=model))
+        project = ProjectConfig(cache_dir=Path(cache), generator=LlamaCppConfig(model=model))
         workspace = open_workspace(project, dataset=dataset)
         runner = RagRunner(workspace)
         for label, knobs in WRITTEN.items():
@@ -127,7 +127,7 @@ def queries(name: str, limit: int, model: str, strategies: list[str]) -> tuple[l
     dataset = load_dataset(None if name == "demo" else DATASETS / name, limit=limit)
     gold = sum(1 for q in dataset.questions if q.relevant_ids)
     with cache_for(name) as cache:
-        project = ProjectConfig(cache_dir=Path(cache), generator=LLMConfig(model=model))
+        project = ProjectConfig(cache_dir=Path(cache), generator=LlamaCppConfig(model=model))
         runner = RagRunner(open_workspace(project, dataset=dataset))
         rows, two = [], [f"{name}"]
         for strategy in QUERY_STRATEGIES:

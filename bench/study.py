@@ -29,7 +29,7 @@ from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
 from tuner.cache import SqliteStore
-from tuner.config import LLMConfig, ProjectConfig
+from tuner.config import LlamaCppConfig, ProjectConfig
 from tuner.study.optimize import StudySettings
 from tuner.study.attrs import COST, DUPLICATE
 from tuner.study.session import Session, StudySpec
@@ -40,7 +40,7 @@ console = Console(width=200)  # the table is the result: never squeezed to 80 co
 
 
 def run(root: Path, name: str, questions: int, trials: int, sampler: str, use_cache: bool) -> optuna.Study:
-    project = ProjectConfig(generator=LLMConfig(model="qwen2.5-0.5b"), cache_dir=root / name / "cache")
+    project = ProjectConfig(generator=LlamaCppConfig(model="qwen2.5-0.5b"), cache_dir=root / name / "cache")
     session = Session.open(StudySpec(name, StudySettings(["faithfulness"], sampler=sampler, seed=0), QUICK, project,
                                      limit=questions, studies_dir=root))
     session.runner(use_cache=use_cache)

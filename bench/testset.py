@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
+from tuner.config import LlamaCppConfig, PipelineConfig, ProjectConfig
 from tuner.data import load_dataset
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.testset import DEFAULT_SHARES
@@ -58,7 +58,7 @@ def measure(name: str, model: str, size: int, cache_root: Path) -> tuple[list[st
     corpus = replace(human, questions=[])
     cache = cache_root / f".cache-{name}"
     cache.mkdir(parents=True, exist_ok=True)
-    project = ProjectConfig(cache_dir=cache, generator=LLMConfig(model=model))
+    project = ProjectConfig(cache_dir=cache, generator=LlamaCppConfig(model=model))
     runner = RagRunner(open_workspace(project, dataset=corpus))
     shown = set()
 

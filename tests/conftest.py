@@ -124,10 +124,10 @@ def small_gguf() -> Path:
 @pytest.fixture(scope="session")
 def small_llm(small_gguf):
     """The real 0.5B model, loaded once per session."""
-    from tuner.config import LLMConfig
+    from tuner.config import LlamaCppConfig
     from tuner.models.llms import make_llm
 
-    return make_llm(LLMConfig(model="qwen2.5-0.5b", path=small_gguf, n_ctx=4096))
+    return make_llm(LlamaCppConfig(model="qwen2.5-0.5b", path=small_gguf, n_ctx=4096))
 
 
 @pytest.fixture(scope="session")

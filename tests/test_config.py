@@ -2,8 +2,9 @@ import re
 
 import pytest
 
-from tuner.config import PipelineConfig, ProjectConfig, load_config
+from tuner.config import EndpointConfig, LlamaCppConfig, PipelineConfig, ProjectConfig, load_config
 from tuner.errors import ConfigError
+from tuner.study.optimize import project_hash
 
 
 def write(tmp_path, text):
@@ -80,3 +81,39 @@ def test_the_judge_gets_a_verdict_sized_budget_not_the_answer_budget():
     assert (shared.answer_tokens, shared.judge_tokens) == (200, 1024)
     own = ProjectConfig.model_validate({"judge": {"model": "qwen2.5-1.5b", "max_tokens": 2048}})
     assert (own.answer_tokens, own.judge_tokens) == (384, 2048)
+
+
+#: what study.json held before the LLM settings were typed by backend: both backends' keys in every dump
+FLAT_LLAMA = {"backend": "llama-cpp", "model": "qwen2.5-0.5b", "path": None, "n_ctx": 2048, "n_threads": None,
+              "decoding": "fast", "base_url": None, "api_key_env": None, "timeout": 120.0, "max_tokens": None}
+FLAT_ENDPOINT = {**FLAT_LLAMA, "backend": "openai-compatible", "base_url": "http://127.0.0.1:8000/v1", "model": "m",
+                 "n_ctx": 4096, "timeout": 30.0}
+
+
+def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
+    project = ProjectConfig.model_validate({"generator": FLAT_ENDPOINT, "judge": FLAT_LLAMA})
+    assert isinstance(project.generator, EndpointConfig) and project.generator.timeout == 30.0
+    assert isinstance(project.judge, LlamaCppConfig) and project.judge.n_ctx == 2048
+    assert caplog.records == []  # the other backend's keys sat at their defaults: nothing to say
+    # the project hash of these configs as tuner computed it before the typed configs (commit 64ac1ce): a resumed
+    # study still recognises the configurations it ran
+    assert project_hash(ProjectConfig()) == "51b30cfd1030fe0a972361a105ad09fbeaea1a754edc6932ac0b7f3115ba3c34"
+    assert project_hash(ProjectConfig.model_validate({"judge": {"model": "qwen2.5-0.5b", "n_ctx": 2048}})) == \
+        "265882dc2361278b2f93d258b1ab60044bc576eaba2d446e4b8cb2eb678e4e36"
+    endpoint = {"backend": "openai-compatible", "base_url": "http://x/v1", "model": "m", "timeout": 30}
+    assert project_hash(ProjectConfig.model_validate({"generator": endpoint})) == \
+        "a0c3412edd839ba5c7966ed653d120609faf15b0139b2931e7b78fa91065af3f"
+    # a setting another backend reads did nothing before either: it is dropped, and said
+    assert ProjectConfig.model_validate({"generator": {**endpoint, "n_ctx": 8192}}).generator == \
+        EndpointConfig.model_validate(endpoint)
+    assert "n_ctx: a setting of another LLM backend than openai-compatible, ignored" in caplog.text
+
+
+def test_llm_config_errors_name_the_key_the_user_wrote(tmp_path):
+    config = tmp_path / "tuner.yaml"
+    config.write_text("generator:\n  n_ctx: 100\n")
+    with pytest.raises(ConfigError, match=r"generator\.n_ctx: Input should be greater than or equal to 512"):
+        load_config(config)
+    config.write_text("judge:\n  backend: openai-compatible\n  model: m\n")
+    with pytest.raises(ConfigError, match="judge: backend openai-compatible needs base_url"):
+        load_config(config)

@@ -54,11 +54,16 @@ def test_the_readme_s_two_commands_are_make_targets_and_ci_runs_the_test_one():
 def config_fields(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, Any]]:
     """Every key of a config model, dotted, with its annotation; nested models walked into."""
     for name, field in model.model_fields.items():
-        nested = [a for a in (field.annotation, *get_args(field.annotation)) if isinstance(a, type)
-                  and issubclass(a, BaseModel)]
         yield prefix + name, field.annotation
-        for sub in nested:
+        for sub in models_in(field.annotation):
             yield from config_fields(sub, f"{prefix}{name}.")
+
+
+def models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The config models an annotation holds: itself, or the members of a (tagged) union."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in models_in(arg)]
 
 
 def literal_values(annotation: Any) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes import FakeEndpoint, ScriptedLLM
 from tuner.cache import SqliteStore
-from tuner.config import LLMConfig
+from tuner.config import EndpointConfig, LlamaCppConfig
 from tuner.cost import CostMeter
 from tuner.models.llms import CachedLLM, LLMError, make_llm, yes_share
 from tuner.models.registry import NAMED_MODELS, NamedModel, assemble, resolve_gguf
@@ -59,7 +59,7 @@ def llm(request):
     if request.param == "llama-cpp":
         return request.getfixturevalue("small_llm")
     base_url = request.getfixturevalue("served_small_model")
-    return make_llm(LLMConfig(backend="openai-compatible", base_url=base_url, model="qwen"))
+    return make_llm(EndpointConfig(base_url=base_url, model="qwen"))
 
 
 @pytest.mark.slow
@@ -160,7 +160,7 @@ def test_yes_share_reads_yes_and_no_tokens():
 
 
 def test_unreachable_endpoint_is_one_clear_error():
-    llm = make_llm(LLMConfig(backend="openai-compatible", base_url=f"http://127.0.0.1:{free_port()}/v1",
+    llm = make_llm(EndpointConfig(base_url=f"http://127.0.0.1:{free_port()}/v1",
                              model="nothing", timeout=5))
     with pytest.raises(LLMError, match="cannot reach the LLM endpoint"):
         llm.chat(ASK)
@@ -169,7 +169,7 @@ def test_unreachable_endpoint_is_one_clear_error():
 def test_missing_api_key_env_is_named(monkeypatch):
     monkeypatch.delenv("TUNER_TEST_KEY", raising=False)
     with pytest.raises(LLMError, match="TUNER_TEST_KEY"):
-        make_llm(LLMConfig(backend="openai-compatible", base_url="http://127.0.0.1:1/v1", model="m",
+        make_llm(EndpointConfig(base_url="http://127.0.0.1:1/v1", model="m",
                            api_key_env="TUNER_TEST_KEY"))
 
 
@@ -178,7 +178,7 @@ def test_corrupt_gguf_is_one_clear_error(tmp_path):
     corrupt = tmp_path / "broken.gguf"
     corrupt.write_bytes(b"GGUF" + b"\x00" * 4096)
     with pytest.raises(LLMError, match="cannot load as a GGUF model"):
-        make_llm(LLMConfig(path=corrupt))
+        make_llm(LlamaCppConfig(path=corrupt))
 
 
 def test_named_model_resolution_order(tmp_path, monkeypatch):
@@ -213,7 +213,7 @@ def test_wrong_checksum_is_a_clear_error(tmp_path, monkeypatch):
 
 
 def endpoint_llm(url: str, **settings):
-    return make_llm(LLMConfig(backend="openai-compatible", base_url=url, model="m", **settings))
+    return make_llm(EndpointConfig(base_url=url, model="m", **settings))
 
 
 @pytest.mark.parametrize("mode, settings, said, tries", [

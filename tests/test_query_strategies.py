@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes import ScriptedLLM
-from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
+from tuner.config import LlamaCppConfig, PipelineConfig, ProjectConfig
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.pipeline.query import QUERY_STRATEGIES, parse_questions, rewrite
 from tuner.workspace import open_workspace
@@ -66,7 +66,7 @@ def test_a_strategy_whose_rewrites_fail_still_scores_every_question(runner):
 
 @pytest.mark.slow
 def test_every_strategy_with_the_real_small_model(small_gguf, real_embedder, tmp_path):
-    project = ProjectConfig(cache_dir=tmp_path, generator=LLMConfig(model="qwen2.5-0.5b", path=small_gguf))
+    project = ProjectConfig(cache_dir=tmp_path, generator=LlamaCppConfig(model="qwen2.5-0.5b", path=small_gguf))
     runner = RagRunner(open_workspace(project, limit=2, embedder=real_embedder))
     wrote = 0
     for strategy in QUERY_STRATEGIES[1:]:

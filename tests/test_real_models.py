@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.test_cli import tuner
-from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
+from tuner.config import LlamaCppConfig, PipelineConfig, ProjectConfig
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.evaluation.records import EvalResult
 from tuner.workspace import open_workspace
@@ -21,7 +21,7 @@ METRICS = {"faithfulness", "answer_relevancy", "context_precision", "context_rec
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, small_gguf):
     cache = tmp_path_factory.mktemp("real-cache")
-    return ProjectConfig(cache_dir=cache, generator=LLMConfig(model="qwen2.5-0.5b", path=small_gguf),
+    return ProjectConfig(cache_dir=cache, generator=LlamaCppConfig(model="qwen2.5-0.5b", path=small_gguf),
                          pipeline=PipelineConfig(top_k=2))
 
 

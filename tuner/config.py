@@ -7,17 +7,21 @@ Relative paths inside a file are resolved against the file's own folder.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError,
+                      model_validator)
 
 from tuner.errors import ConfigError
 from tuner.evaluation.metrics import ALL_METRICS, MetricName
 from tuner.files import refuse_special
+
+log = logging.getLogger(__name__)
 
 FusionType = Literal["relative_score", "ranked", "zscore", "dbsf"]
 #: the fusions a Weaviate hybrid query offers, by their HybridFusion names; the others are tuner's own
@@ -164,28 +168,74 @@ class RerankerConfig(_Strict):
     embedding_temperature: float = Field(0.08, gt=0, description="cosine spread of the embedding reranker's sigmoid")
 
 
-class LLMConfig(_Strict):
-    """One language model: in-process llama.cpp (GGUF) or any OpenAI-compatible endpoint."""
+class _LLMSettings(_Strict):
+    """What every LLM backend has. A backend's own settings live on its own class, so a setting belongs to the
+    backend that reads it (`models/llms` maps each backend to its factory)."""
 
-    backend: Literal["llama-cpp", "openai-compatible"] = "llama-cpp"
     model: str = Field("qwen2.5-1.5b", description="named local model, GGUF path, or the endpoint's model name")
+    max_tokens: int | None = Field(None, ge=1, description="completion budget per call (default: 384 for answers, "
+                                                            "1024 for judge verdicts, which list every statement)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_backends_settings(cls, data: Any) -> Any:
+        """Before the settings were typed by backend, every dump held both backends' keys (study.json keeps such
+        dumps): another backend's key at its old default is dropped; one set to something else did nothing then
+        either, and is dropped with a warning, so old configs load unchanged."""
+        if not isinstance(data, dict):
+            return data
+        foreign = {key: value for key, value in data.items()
+                   if key in FLAT_LLM_DEFAULTS and key not in cls.model_fields}
+        for key, value in foreign.items():
+            if value != FLAT_LLM_DEFAULTS[key]:
+                log.warning(f"{key}: a setting of another LLM backend than {data.get('backend', 'llama-cpp')}, "
+                            f"ignored")
+        return {key: value for key, value in data.items() if key not in foreign}
+
+
+class LlamaCppConfig(_LLMSettings):
+    """A GGUF model run in process by llama.cpp."""
+
+    backend: Literal["llama-cpp"] = "llama-cpp"
     path: Path | None = Field(None, description="llama-cpp: GGUF file (wins over the named model's packages)")
     n_ctx: int = Field(4096, ge=512, description="llama-cpp: context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="llama-cpp: CPU threads (default: all cores)")
     decoding: Literal["fast", "plain"] = Field(
         "fast", description="llama-cpp: fast = resume saved prompt prefixes, check the JSON grammar after sampling, "
         "stop a block repeated three times (greedy output otherwise the same); plain = llama-cpp-python's own")
+
+
+class EndpointConfig(_LLMSettings):
+    """Any OpenAI-compatible chat-completions endpoint (vLLM, llama.cpp's server, Ollama, OpenAI...)."""
+
+    backend: Literal["openai-compatible"] = "openai-compatible"
     base_url: str | None = Field(None, description="openai-compatible: e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(None, description="openai-compatible: NAME of the env var holding the key")
-    timeout: float = Field(120, gt=0, description="openai-compatible: seconds per request")
-    max_tokens: int | None = Field(None, ge=1, description="completion budget per call (default: 384 for answers, "
-                                                            "1024 for judge verdicts, which list every statement)")
+    timeout: float = Field(120.0, gt=0, description="openai-compatible: seconds per request")
 
     @model_validator(mode="after")
-    def _endpoint_needs_url(self) -> LLMConfig:
-        if self.backend == "openai-compatible" and not self.base_url:
+    def _endpoint_needs_url(self) -> EndpointConfig:
+        if not self.base_url:
             raise ValueError("backend openai-compatible needs base_url (e.g. http://127.0.0.1:8000/v1)")
         return self
+
+
+#: every backend's settings at their defaults: what a dump from before the typed configs holds (and what the
+#: project hash of a study hashes, so a resumed study still knows the configurations it ran)
+FLAT_LLM_DEFAULTS = {name: field.default for cls in (LlamaCppConfig, EndpointConfig)
+                  for name, field in cls.model_fields.items() if name not in _LLMSettings.model_fields
+                  and name != "backend"}
+
+
+def _backend(data: Any) -> str:
+    return data.get("backend", "llama-cpp") if isinstance(data, dict) else getattr(data, "backend", "llama-cpp")
+
+
+#: one language model, typed by its `backend` (in-process llama.cpp when none is given)
+LLMConfig = Annotated[Annotated[LlamaCppConfig, Tag("llama-cpp")] | Annotated[EndpointConfig, Tag("openai-compatible")],
+                      Discriminator(_backend)]
+#: the tags the union puts in an error's key path: not keys the user wrote
+_TAGS = ("llama-cpp", "openai-compatible")
 
 
 #: the answer programs tuner ships (tuner/prompts/programs.py holds them); any other program is a saved .json file
@@ -342,7 +392,7 @@ class ProjectConfig(_Strict):
     graph: GraphConfig = GraphConfig()
     rerankers: RerankerConfig = RerankerConfig()
     cache_dir: Path = Path("studies/.cache")
-    generator: LLMConfig = LLMConfig()
+    generator: LLMConfig = LlamaCppConfig()
     judge: LLMConfig | None = Field(None, description="the RAGAS judge; none = same model as the generator")
     evaluation: EvaluationConfig = EvaluationConfig()
     pipeline: PipelineConfig = PipelineConfig()
@@ -436,7 +486,8 @@ def describe_validation_error(exc: ValidationError) -> str:
     first = errors[0]
     message = first["msg"].removeprefix("Value error, ")
     # a whole-model check names its own key ("top_k: expected a number"); the rest get the key path here
-    where = ".".join(str(part) for part in first["loc"]) or ("" if first["type"] == "value_error" else "(top level)")
+    where = ".".join(str(part) for part in first["loc"] if part not in _TAGS) or (
+        "" if first["type"] == "value_error" else "(top level)")
     if first["type"] == "extra_forbidden":
         message = "unknown key"
     elif "input" in first and not isinstance(first["input"], dict):
@@ -453,7 +504,7 @@ def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:
         updates["cache_dir"] = base / config.cache_dir
     for role in ("generator", "judge"):
         llm = getattr(config, role)
-        if llm is not None and llm.path is not None and not llm.path.is_absolute():
+        if getattr(llm, "path", None) is not None and not llm.path.is_absolute():
             updates[role] = llm.model_copy(update={"path": base / llm.path})
     program = config.pipeline.program
     if program.endswith(".json") and not Path(program).is_absolute():

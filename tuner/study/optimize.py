@@ -21,7 +21,7 @@ from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAIN
 from optuna.trial import TrialState
 
 from tuner.cache import redact, stable_hash
-from tuner.config import PipelineConfig, ProjectConfig
+from tuner.config import FLAT_LLM_DEFAULTS, PipelineConfig, ProjectConfig
 from tuner.evaluation.metrics import ALL_METRICS
 from tuner.data import Question
 from tuner.data.split import Split
@@ -261,7 +261,11 @@ def target_values(result: EvalResult, settings: StudySettings) -> tuple[list[flo
 
 def project_hash(project: ProjectConfig) -> str:
     """What else decides a trial's result besides its pipeline (models, data, evaluation)."""
-    return stable_hash(project.model_dump(mode="json", exclude={"pipeline", "cache_dir"}))
+    dumped = project.model_dump(mode="json", exclude={"pipeline", "cache_dir"})
+    for role in ("generator", "judge"):  # hashed as dumped before the typed LLM configs: resumed studies know theirs
+        if dumped[role] is not None:
+            dumped[role] = {**FLAT_LLM_DEFAULTS, **dumped[role]}
+    return stable_hash(dumped)
 
 
 def trial_record(config: PipelineConfig, result: EvalResult, settings: StudySettings, project: str,

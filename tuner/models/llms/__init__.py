@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tuner.config import LLMConfig
+from collections.abc import Callable
+from typing import Any
+
+from tuner.config import EndpointConfig, LlamaCppConfig, LLMConfig
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages, PromptTooLong, estimate_tokens, yes_share
 from tuner.models.llms._cached import CachedLLM
 
@@ -12,22 +15,34 @@ __all__ = ["LLM", "Completion", "LLMError", "Messages", "PromptTooLong", "Cached
 _loaded: dict[tuple, LLM] = {}
 
 
-def make_llm(config: LLMConfig) -> LLM:
-    """The backend a config names; a GGUF is loaded once per process even when generator and judge share it."""
-    if config.backend == "openai-compatible":
-        from tuner.models.llms._openai import OpenAICompatibleLLM
-
-        key: tuple = ("openai", config.base_url, config.model, config.api_key_env)
-        if key not in _loaded:
-            _loaded[key] = OpenAICompatibleLLM(config.base_url or "", config.model, config.api_key_env,
-                                               config.timeout)
-        return _loaded[key]
-
+def _llama_cpp(config: LlamaCppConfig) -> tuple[tuple, Callable[[], LLM]]:
     from tuner.models.llms._llama_cpp import LlamaCppLLM
     from tuner.models.registry import resolve_gguf
 
     path = resolve_gguf(config.model, config.path).resolve()
-    key = ("llama-cpp", str(path), config.n_ctx, config.n_threads, config.decoding)
+    return (str(path), config.n_ctx, config.n_threads, config.decoding), \
+        lambda: LlamaCppLLM(path, config.n_ctx, config.n_threads, config.decoding)
+
+
+def _endpoint(config: EndpointConfig) -> tuple[tuple, Callable[[], LLM]]:
+    from tuner.models.llms._openai import OpenAICompatibleLLM
+
+    return (config.base_url, config.model, config.api_key_env), \
+        lambda: OpenAICompatibleLLM(config.base_url or "", config.model, config.api_key_env, config.timeout)
+
+
+#: backend -> (what makes two configs one loaded model, how to load it); a new backend is a class in config.py
+#: and an entry here
+BACKENDS: dict[str, Callable[[Any], tuple[tuple, Callable[[], LLM]]]] = {
+    "llama-cpp": _llama_cpp,
+    "openai-compatible": _endpoint,
+}
+
+
+def make_llm(config: LLMConfig) -> LLM:
+    """The backend a config names; a model is loaded once per process even when generator and judge share it."""
+    key, load = BACKENDS[config.backend](config)
+    key = (config.backend, *key)
     if key not in _loaded:
-        _loaded[key] = LlamaCppLLM(path, config.n_ctx, config.n_threads, config.decoding)
+        _loaded[key] = load()
     return _loaded[key]

@@ -41,7 +41,11 @@ def estimate_tokens(text: str) -> int:
 
 
 class LLM(ABC):
-    #: identity of the model for cache keys (a file's sha256 prefix, or endpoint + model name)
+    #: the model's identity in cache keys. The rule: every setting that can change a token of a reply is part of
+    #: it (the weights: a GGUF's fingerprint, or endpoint + model name; llama.cpp's decoding), and nothing else
+    #: (n_ctx and timeouts decide whether a reply comes, not what it says; the per-call settings, max_tokens,
+    #: temperature, seed and schema, are in each call's own key). A backend setting that changes tokens (a GPU
+    #: offload with other kernels, log-probabilities asked for) joins the name when it is added.
     name: str
     #: tokens a prompt and its completion may take together; None: unknown (an endpoint refuses what exceeds it)
     context_window: int | None = None
