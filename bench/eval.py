@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console

@@ -72,7 +72,7 @@ def main() -> None:
                 runner = RagRunner(open_workspace(project(model, path, rule, cache(args.out, name, model))))
                 checked = check_judge(runner, cases, args.agreement,
                                       lambda i, c: console.print(f"  {model} {rule} {i + 1}/{len(cases)}", end="\r"))
-                save_checks(args.out / f"{name}-{model}-{rule}.json", [checked])
+                save_checks([checked], args.out / f"{name}-{model}-{rule}.json")
                 for metric, m in checked.metrics.items():
                     cold.setdefault(metric, m.seconds_per_case)
                     paid = sum(s.paid_calls for s in checked.cases if s.case.metric == metric)

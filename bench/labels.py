@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
-from tuner.analysis.labelled import corrections
+from tuner.analysis.corrections import corrections
 from tuner.analysis.labelling import answers_to_label
 from tuner.analysis.verdict import verdict
 from tuner.data import load_dataset

@@ -25,8 +25,8 @@ from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import ProjectConfig
-from tuner.evaluation.metrics import ALL_METRICS
 from tuner.cost import Cost
+from tuner.evaluation.metrics import ALL_METRICS
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult, TrialFile
 from tuner.evaluation.retrieval_eval import passage, trace
 from tuner.study.meta import StudyMeta

@@ -30,8 +30,8 @@ from rich.table import Table
 import tuner  # noqa: F401  (offline env first)
 from tuner.cache import SqliteStore
 from tuner.config import LlamaCppConfig, ProjectConfig
-from tuner.study.optimize import StudySettings
 from tuner.study.attrs import COST, DUPLICATE
+from tuner.study.optimize import StudySettings
 from tuner.study.session import Session, StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,15 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import HashingEmbedder
-
-DATASETS = Path(os.environ.get("TUNER_DATASETS", Path(__file__).resolve().parents[1].parent / "shared" / "datasets"))
-
-
-def dataset_path(name: str) -> Path:
-    path = DATASETS / name
-    if not path.exists():
-        pytest.skip(f"public dataset {name} not found at {path} (set TUNER_DATASETS to the datasets folder)")
-    return path
+from tests.helpers import SPACE, open_session
 
 
 @pytest.fixture
@@ -166,3 +158,11 @@ def fake_weaviate():
 
     with FakeWeaviate() as server:
         yield server
+
+
+@pytest.fixture
+def study_of_two(tmp_path, fake_embedder):
+    """A finished two-trial study on the demo (scripted LLM), as a kill leaves it on disk."""
+    session = open_session(tmp_path, fake_embedder, SPACE, limit=2)
+    session.run(2)
+    return session.folder

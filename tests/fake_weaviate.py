@@ -22,8 +22,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 import numpy as np
-from weaviate.proto.v1 import (aggregate_pb2, base_search_pb2, batch_pb2, health_weaviate_pb2, properties_pb2,
-                               search_get_pb2, weaviate_pb2_grpc)
+from weaviate.proto.v1 import (
+    aggregate_pb2,
+    base_search_pb2,
+    batch_pb2,
+    health_weaviate_pb2,
+    properties_pb2,
+    search_get_pb2,
+    weaviate_pb2_grpc,
+)
 
 from tests.weaviate_fusion import weaviate_ranked, weaviate_relative_score
 

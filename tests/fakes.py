@@ -100,7 +100,7 @@ class FakeEndpoint:
         endpoint = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (the stdlib's name)
+            def do_POST(self):  # the stdlib's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 endpoint.requests.append(self.headers.get("Authorization"))
                 endpoint.bodies.append(body)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.helpers import question
 from tuner.analysis.importance import KnobEffect
 from tuner.analysis.propose import next_space, propose
 from tuner.analysis.stages import attribute
@@ -15,8 +16,7 @@ from tuner.analysis.stats import compare, paired_bootstrap_ci, wilcoxon_p
 from tuner.config import PipelineConfig
 from tuner.cost import Cost
 from tuner.errors import ConfigError, DataError
-from tuner.evaluation.records import (SCHEMA_VERSION, EvalResult, Failure, Passage, QuestionResult, RetrievalTrace,
-                                      TrialFile)
+from tuner.evaluation.records import SCHEMA_VERSION, EvalResult, TrialFile
 from tuner.study.space import SearchSpace, load_space
 
 DIFFS = [0.5, 0.0, 0.25, -0.1, 0.4, 0.3, 0.0, 0.6, 0.2, -0.2, 0.35, 0.1]
@@ -49,19 +49,6 @@ def test_wilcoxon_and_the_verdict_sentence():
     assert noise.verdict == "undecided" and "could be luck" in noise.sentence()
     empty = compare("faithfulness", {"a": None}, {"a": 1.0})
     assert empty.verdict == "no data" and empty.ci is None
-
-
-def question(qid: str, score: float | None, gold=("d1",), pool=("d1",), selected=("d1",), rank: int | None = 1,
-             failure: str | None = None, refusal: bool = False, recall: float | None = None) -> QuestionResult:
-    scores = {"faithfulness": score}
-    if recall is not None:
-        scores["context_recall"] = recall
-    return QuestionResult(
-        id=qid, question=f"question {qid}?", reference="ref", answer="an answer [1]", contexts=("ctx",),
-        selected=tuple(Passage(f"{d}#0", d, 0.9, None, 0, "ctx") for d in selected),
-        retrieval=RetrievalTrace(tuple(gold), {"recall@5": 1.0 if set(gold) <= set(pool) else 0.0}, rank,
-                                 tuple(d for d in pool if d in gold), tuple(d for d in selected if d in gold)),
-        scores=scores, failures={"faithfulness": Failure(failure)} if failure else {}, refusal=refusal)
 
 
 def test_stage_attribution_one_question_per_stage():

@@ -5,17 +5,10 @@ import os
 import numpy as np
 import pytest
 
+from tests.fakes import HashingEmbedder
+from tests.helpers import TEXTS
 from tuner.config import BackendConfig, Bm25Config, WeaviateConfig
 from tuner.pipeline.backends import EmbeddedBackend, RetrievalBackend, make_backend
-from tests.fakes import HashingEmbedder
-
-TEXTS = [
-    "The Greywater Bridge crosses the Sable River at Port Ardent.",
-    "Kestrel Bay is a fishing village known for smokehouses and herring.",
-    "Mount Oswy is the highest point of the island at 642 metres.",
-    "The ferry to Halvard takes three hours and twenty minutes.",
-    "Puffins breed on the cliffs of Skerrin from May to August.",
-]
 
 NO_WEAVIATE = "WEAVIATE_URL is not set: the live Weaviate tests need a server, and none can run on this machine"
 

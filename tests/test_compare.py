@@ -6,8 +6,8 @@ import json
 
 import yaml
 
-from tests.test_cli import tuner
-from tuner.analysis.gate import Gate
+from tests.helpers import tuner
+from tuner.analysis.regression_gate import Gate
 from tuner.analysis.stats import compare
 
 

@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from tests.fakes import ScriptedLLM
-from tests.test_study import open_session
+from tests.helpers import open_session
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tests.conftest import dataset_path
+from tests.helpers import dataset_path
 from tuner.data import DEMO_PATH, load_dataset
 from tuner.data.ragas import context_id
 from tuner.errors import DataError

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint
-from tests.test_faults import one_line_error
+from tests.helpers import one_line_error
 from tuner.study.results import load_study, trial_states
 from tuner.study.storage import study_folder
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from tests.weaviate_fusion import weaviate_ranked, weaviate_relative_score
+from tuner.config import FusionType
 from tuner.pipeline.backends import Hits
 from tuner.pipeline.backends._weaviate import chunk_position, chunk_uuid
-from tuner.config import FusionType
 from tuner.pipeline.fusion import FUSIONS, distribution_scaled, fuse, hybrid, rescale, standardise
 
 

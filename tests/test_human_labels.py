@@ -16,17 +16,16 @@ import pytest
 import yaml
 
 from tests.fakes import HashingEmbedder
-from tests.test_cli import tuner
-from tests.test_verdict import NOISE_SPACE, CoinFlipJudge, noise_study
-from tuner.analysis.gate import gate
-from tuner.analysis.labelled import corrections
+from tests.helpers import NOISE_SPACE, CoinFlipJudge, noise_study, tuner
+from tuner.analysis import analyze
+from tuner.analysis.corrections import corrections
 from tuner.analysis.labelling import answers_to_label
+from tuner.analysis.regression_gate import gate
 from tuner.analysis.verdict import give_verdict, verdict
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import Models
 from tuner.evaluation.labels import LABELS_FILE, Label, append, fingerprint, read
-from tuner.analysis import analyze
+from tuner.evaluation.rag_eval import Models
 from tuner.reports.markdown import render
 from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study

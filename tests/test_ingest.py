@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import tuner
-from tests.test_faults import one_line_error
+from tests.helpers import one_line_error, tuner
 from tuner.data import load_dataset
 from tuner.data.ingest import READERS, Reader, Unreadable, ingest, read_file
 from tuner.errors import DataError

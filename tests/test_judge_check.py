@@ -12,8 +12,19 @@ from tests.fakes import ScriptedLLM
 from tuner.config import EvaluationConfig, ProjectConfig
 from tuner.data import load_dataset
 from tuner.errors import ConfigError
-from tuner.evaluation.judge_check import (KINDS, MIN_AUC, JudgeCheck, auc, build_cases, check_judge, gold_texts,
-                                          load_checks, make_cases, partner, sources)
+from tuner.evaluation.judge_check import (
+    KINDS,
+    MIN_AUC,
+    JudgeCheck,
+    auc,
+    build_cases,
+    check_judge,
+    gold_texts,
+    load_checks,
+    make_cases,
+    partner,
+    sources,
+)
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.evaluation.ragas_judge import RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult, RetrievalTrace
@@ -206,7 +217,7 @@ def test_an_empty_judge_shows_in_the_check_as_empty_not_unscored(demo, runner_fo
 
 
 def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedder):
-    from tuner.study.judge_gate import judge_gate
+    from tuner.study.judge_precheck import judge_precheck
     from tuner.study.optimize import StudySettings
     from tuner.study.session import Session, StudySpec
 
@@ -217,7 +228,7 @@ def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedd
     def guarded(mode):
         def check(session):
             session.runner(models=Models(judge, judge), embedder=fake_embedder)
-            judge_gate(session, mode, {"config": tmp_path / "tuner.yaml", "dataset": tmp_path / "data"})
+            judge_precheck(session, mode, {"config": tmp_path / "tuner.yaml", "dataset": tmp_path / "data"})
         return check
 
     spec = StudySpec("s", StudySettings(["faithfulness"], sampler="random"), space, ProjectConfig(),
@@ -247,7 +258,7 @@ def test_real_judge_check_on_two_demo_questions(tmp_path, small_gguf):
     """The 0.5B judge through the CLI: cases built, scored, saved; a rerun is served by the cache."""
     import yaml
 
-    from tests.test_cli import tuner
+    from tests.helpers import tuner
 
     (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": {"model": "qwen2.5-0.5b",
                                                                        "path": str(small_gguf)}}))

@@ -1,5 +1,6 @@
-"""The import floors: a module imports only from its own floor or below (DESIGN.md), so analysis and reports stay
-usable without the CLI, and lower layers never reach back up."""
+"""The import floors: a module imports only from its own floor or below (docs/architecture.md, whose floor table is
+checked against FLOORS here), so analysis and reports stay usable without the CLI, and lower layers never reach
+back up."""
 
 from __future__ import annotations
 
@@ -124,3 +125,14 @@ def test_the_cycle_check_sees_a_planted_lazy_cycle():
     graph = {name: imports(path) for name, path in MODULES.items()}
     planted = {**graph, "tuner.cache": graph["tuner.cache"] | {"tuner.study.storage"}}
     assert ["tuner.cache", "tuner.study.storage"] in cycles(planted)
+
+
+def test_the_architecture_page_s_floor_table_is_this_one():
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start = "<!-- floors: generated from tests/test_layers.py FLOORS -->\n"
+    table = page.split(start, 1)[1].split("<!-- /floors -->")[0]
+    documented = {}
+    for row in table.splitlines()[2:]:
+        floor, modules = row.split("|")[1:3]
+        documented.update({name.strip("` "): int(floor) for name in modules.split(",")})
+    assert documented == FLOORS

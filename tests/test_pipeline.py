@@ -4,8 +4,8 @@ import pytest
 
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.errors import ConfigError
-from tuner.pipeline.index import build_index
 from tuner.evaluation.rag_eval import RagRunner
+from tuner.pipeline.index import build_index
 from tuner.pipeline.selection import autocut
 from tuner.workspace import open_workspace
 

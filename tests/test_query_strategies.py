@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes import ScriptedLLM
+from tests.helpers import DOCS, llm_calls_cached, written_index_twice
 from tuner.config import LlamaCppConfig, PipelineConfig, ProjectConfig
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.pipeline.query import QUERY_STRATEGIES, parse_questions, rewrite
@@ -112,46 +113,3 @@ def test_llm_written_contexts_with_the_real_small_model_through_the_cli(small_gg
     assert [p["text"] for q in again["per_question"] for p in q["selected"]] == selected  # from the cache
 
 
-def written_index_twice(folder, gguf, knob: str) -> tuple[dict, dict]:
-    """`tuner eval --retrieval-only --set KNOB` on three_documents, run twice: both results."""
-    import json
-
-    from tests.test_cli import tuner
-
-    three_documents(folder, gguf)
-    results = []
-    for _ in range(2):
-        run = tuner("eval", "--retrieval-only", "--config", "tuner.yaml", "--set", knob, "-o", "r.json", cwd=folder)
-        assert run.returncode == 0, run.stderr
-        results.append(json.loads((folder / "r.json").read_text()))
-    return results[0], results[1]
-
-
-DOCS = {"d1": ("Greywater Bridge", "The Greywater Bridge crosses the Sorrel river. Ilsa Marrow designed it in 1911 "
-               "after the old ferry sank."),
-        "d2": ("Port Ardent", "Port Ardent is the capital of Velmora. Its harbour handles fish and wool."),
-        "d3": ("Ilsa Marrow", "Ilsa Marrow was an engineer born in Halvard. She trained at the Dunmore Institute.")}
-
-
-def three_documents(folder, gguf) -> None:
-    """A BEIR set of three one-chunk documents and two questions in `folder`/set, and a tuner.yaml whose generator
-    is `gguf`, caching in `folder`/cache."""
-    import json
-
-    data = folder / "set"
-    data.mkdir()
-    (data / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n"
-                                               for i, (t, x) in DOCS.items()))
-    (data / "queries.jsonl").write_text('{"_id": "q1", "text": "Who designed the Greywater Bridge?"}\n'
-                                        '{"_id": "q2", "text": "Where was Ilsa Marrow born?"}\n')
-    (data / "qrels.tsv").write_text("q1\td1\t1\nq2\td3\t1\n")
-    (folder / "tuner.yaml").write_text(f"generator: {{model: qwen2.5-0.5b, path: {gguf}}}\n"
-                                       f"cache_dir: cache\ndataset: {{path: set}}\n")
-
-
-def llm_calls_cached(cache) -> int:
-    import sqlite3
-
-    with sqlite3.connect(cache / "llm_calls.sqlite") as db:
-        table = db.execute("select name from sqlite_master where type='table'").fetchone()[0]
-        return db.execute(f"select count(*) from {table}").fetchone()[0]

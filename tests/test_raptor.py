@@ -4,8 +4,8 @@ indexed beside the leaves and counted as every document under them; builds cache
 from __future__ import annotations
 
 import threading
-from collections import Counter
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -102,7 +102,7 @@ def test_a_worker_needing_an_index_another_is_building_waits_and_pays_nothing(ru
     def build(worker):
         try:
             worker.workspace.pipeline.index_for(sentences)
-        except BaseException as exc:  # noqa: BLE001 - re-raised by the assert below
+        except BaseException as exc:  # re-raised by the assert below
             errors.append(exc)
 
     threads = [threading.Thread(target=build, args=(w,)) for w in workers]
@@ -121,7 +121,7 @@ def test_a_worker_needing_an_index_another_is_building_waits_and_pays_nothing(ru
 def test_raptor_with_the_real_small_model_through_the_cli(small_gguf, tmp_path):
     """3 one-chunk documents: one cluster, one summary the 0.5B model writes, indexed beside the leaves and
     counted as all three documents; run again, the summary comes from the cache."""
-    from tests.test_query_strategies import llm_calls_cached, written_index_twice
+    from tests.helpers import llm_calls_cached, written_index_twice
 
     first, again = written_index_twice(tmp_path, small_gguf, "chunker=raptor")
     assert first["dataset"]["chunks"] == 4 and first["retrieval"]["recall@5"] == 1.0
@@ -136,7 +136,7 @@ def test_raptor_with_the_real_small_model_through_the_cli(small_gguf, tmp_path):
 def test_the_model_that_wrote_the_projects_own_index_then_answers(small_gguf, tmp_path):
     """The project's own index is RAPTOR's, written before any evaluation by the generator, which then answers:
     writing the index must leave the one loaded model usable (a GGUF loads once per process)."""
-    from tests.test_query_strategies import three_documents
+    from tests.helpers import three_documents
     from tuner.config import load_config
 
     three_documents(tmp_path, small_gguf)

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from tests.test_cli import tuner
+from tests.helpers import tuner
 from tuner.config import LlamaCppConfig, PipelineConfig, ProjectConfig
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.evaluation.records import EvalResult

@@ -6,7 +6,7 @@ import optuna
 import pytest
 from scipy.stats import wilcoxon
 
-from tests.test_analysis import question
+from tests.helpers import question
 from tuner.analysis.noise import JudgeNoise, save_noise
 from tuner.analysis.stats import paired_bootstrap_ci
 from tuner.config import ProjectConfig

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.fakes import ScriptedLLM
-from tests.test_cli import tuner
+from tests.helpers import tuner
 from tuner.agent import run_rounds
 from tuner.agent.rounds import round_name
 from tuner.cache import SqliteStore
@@ -141,11 +141,10 @@ def test_ctrl_c_during_optimize_still_writes_the_report(tmp_path, cli_with):
 
 
 def test_rejudging_samples_new_seeds_and_restores_greedy_verdicts(fake_embedder):
+    from tests.helpers import question
     from tuner.analysis.noise import rejudge
     from tuner.config import EvaluationConfig
     from tuner.evaluation.ragas_judge import RagasScorer
-
-    from tests.test_analysis import question
 
     llm = ScriptedLLM()
     scorer = RagasScorer(llm, fake_embedder, EvaluationConfig(), max_tokens=64)

@@ -9,62 +9,28 @@ import pytest
 import yaml
 
 from tests.fakes import ScriptedLLM
+from tests.helpers import PROGRAMS, StrictIsUnfaithful, open_session
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import Models
 from tuner.evaluation.records import Constraint
-from tuner.study.optimize import (REPEATS_TO_STOP, StudySettings, enqueue_baseline, make_pruner, open_study,
-                                  recover_interrupted)
 from tuner.study.attrs import DUPLICATE
-from tuner.study.results import (best_config, best_trials, load_study, read_study, shown_values,
-                                 trial_states)
-from tuner.study.session import Session, StudySpec
+from tuner.study.optimize import (
+    REPEATS_TO_STOP,
+    StudySettings,
+    enqueue_baseline,
+    make_pruner,
+    open_study,
+    recover_interrupted,
+)
+from tuner.study.results import best_config, best_trials, load_study, read_study, shown_values, trial_states
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import study_folder
-
-
-class StrictIsUnfaithful(ScriptedLLM):
-    """The strict program's answers are judged unfaithful, the default's faithful: a clear loser to prune."""
-
-    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
-        text = messages[-1]["content"] + (messages[0]["content"] if messages else "")
-        if json_schema is None and "strictly faithful" in text:
-            self.calls.append({"messages": messages, "json_schema": None, "seed": seed})
-            from tuner.models.llms import Completion
-            return Completion("[[ ## answer ## ]]\nMoonlight [1].\n\n[[ ## completed ## ]]", 50, 5)
-        if json_schema and json_schema.get("title") == "NLIStatementOutput" and "Moonlight" in text:
-            self.calls.append({"messages": messages, "json_schema": json_schema, "seed": seed})
-            from tuner.models.llms import Completion
-            return Completion('{"statements": [{"statement": "Moonlight", "reason": "no", "verdict": 0}]}', 40, 8)
-        if json_schema and json_schema.get("title") == "StatementGeneratorOutput" and "Moonlight" in text:
-            self.calls.append({"messages": messages, "json_schema": json_schema, "seed": seed})
-            from tuner.models.llms import Completion
-            return Completion('{"statements": ["Moonlight"]}', 40, 8)
-        return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                             json_schema=json_schema)
-
-
-def open_session(tmp_path, fake_embedder, space: dict, name="s", targets=("faithfulness",), limit=6,
-                 constraints=(), sampler="tpe", llm=None, storage=None, baseline=None, project=None) -> Session:
-    """A study on the demo with a scripted LLM, opened through the same session `tuner optimize` uses."""
-    llm = llm or StrictIsUnfaithful()
-    space_file = tmp_path / f"{name}-space.yaml"
-    space_file.write_text(yaml.safe_dump(space, sort_keys=False))
-    settings = StudySettings(list(targets), [Constraint.parse(c) for c in constraints], sampler, 0, prune_after=2)
-    project = project or ProjectConfig(cache_dir=tmp_path / "cache")
-    session = Session.open(StudySpec(name, settings, space_file, project, limit=limit, storage=storage,
-                                     studies_dir=tmp_path / "studies", baseline=baseline or {}))
-    session.runner(models=Models(llm, llm), embedder=fake_embedder)
-    return session
 
 
 @pytest.fixture
 def setup(tmp_path, fake_embedder):
     return lambda space, **kwargs: open_session(tmp_path, fake_embedder, space, **kwargs)
-
-
-PROGRAMS = {"params": {"program": {"type": "categorical", "choices": ["default", "strict"]}}}
 
 
 def test_conditional_params_only_when_their_condition_holds():
@@ -125,7 +91,7 @@ def test_pruner_fires_on_a_clearly_worse_configuration(setup):
     assert pruned.state == optuna.trial.TrialState.PRUNED
     assert pruned.user_attrs["questions"] < 6  # stopped early: questions not asked cost nothing
     assert shown_values(pruned, ["faithfulness"]) == ([0.0], pruned.user_attrs["questions"])
-    from tests.test_cli import tuner
+    from tests.helpers import tuner
 
     listed = tuner("trials", "--study", "s", "--studies-dir", str(folder.root.parent), cwd=folder.root.parent)
     assert f"0.0000 (partial: {pruned.user_attrs['questions']} q)" in listed.stdout, listed.stdout
@@ -317,8 +283,8 @@ def test_a_resume_records_the_project_it_now_runs_but_not_other_questions_or_ano
 def test_a_shared_study_reruns_a_stopped_trial_but_leaves_running_ones_to_heartbeats(tmp_path):
     """In a database other workers' trials are RUNNING: only trials stopped by Ctrl-C (or a lost model) are queued
     again by a resume; a dead worker's RUNNING trial is the heartbeat's to retry."""
-    from tuner.study.optimize import recover_interrupted
     from tuner.study.attrs import INTERRUPTED
+    from tuner.study.optimize import recover_interrupted
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}")
     running, stopped = study.ask({"x": optuna.distributions.IntDistribution(0, 9)}), study.ask()

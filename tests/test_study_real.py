@@ -22,7 +22,7 @@ import optuna
 import pytest
 import yaml
 
-from tests.test_cli import tuner
+from tests.helpers import tuner
 from tuner.cache import SqliteStore
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_cli import tuner
-from tests.test_faults import one_line_error
+from tests.helpers import one_line_error, tuner
 from tuner.config import ProjectConfig
 from tuner.data import DEMO_PATH, load_dataset
 from tuner.data.beir import write_questions
@@ -259,7 +258,7 @@ def test_declining_an_unanswerable_question_is_not_scored_as_a_refusal(demo_copy
     """Under the default refusal rule a declined answerable question scores 0; a declined question the corpus does
     not answer (kind unanswerable) keeps the judge's word: declining was right. Its reference (a refusal) is no fact
     for context recall."""
-    from tests.test_faults import RefusesHardQuestions
+    from tests.helpers import RefusesHardQuestions
     from tuner.config import EvaluationConfig
     from tuner.data import Question
 

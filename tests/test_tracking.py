@@ -9,15 +9,15 @@ import sys
 
 import pytest
 
-from tests.test_cli import tuner
-from tests.test_study import open_session
+from tests.helpers import open_session, tuner
 from tuner.errors import ConfigError, TunerError
 from tuner.reports import write_report
 from tuner.study.results import read_study
 
 pytest.importorskip("mlflow", reason="needs the track extra (pip install -e '.[track]')")
-from mlflow import MlflowClient  # noqa: E402
-from tuner.reports.tracking import MlflowTracker, parse_track  # noqa: E402
+from mlflow import MlflowClient
+
+from tuner.reports.tracking import MlflowTracker, parse_track
 
 TOP_K = {"params": {"top_k": {"type": "int", "low": 1, "high": 5}}}
 

@@ -4,14 +4,12 @@ noise (scripted LLM in process; the real 0.5B verdict runs in tests/test_study_r
 from __future__ import annotations
 
 import json
-import zlib
 from dataclasses import replace
 
 import pytest
 import yaml
 
-from tests.fakes import ScriptedLLM
-from tests.test_cli import tuner
+from tests.helpers import NOISE_SPACE, CoinFlipJudge, noise_study, tuner
 from tuner.agent import run_rounds
 from tuner.analysis import analyze
 from tuner.analysis.verdict import contenders, give_verdict, to_score, verdict
@@ -20,7 +18,6 @@ from tuner.data import load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models
-from tuner.models.llms import Completion
 from tuner.reports import write_report
 from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study
@@ -28,8 +25,6 @@ from tuner.study.session import Session, StudySpec
 from tuner.study.storage import study_folder
 
 DEMO_IDS = [q.id for q in load_dataset().questions]  # 22 questions: a study holds 7 out by default
-NOISE_SPACE = {"params": {"top_k": {"type": "int", "low": 2, "high": 8},
-                          "alpha": {"type": "float", "low": 0.0, "high": 1.0, "step": 0.1}}}
 
 
 def test_the_split_is_deterministic_disjoint_and_exact():
@@ -55,30 +50,6 @@ def test_the_default_holds_out_from_twenty_questions_and_refuses_empty_sides():
         Split.make(["a", "b"], 0.1)
     with pytest.raises(ConfigError, match=r"\[0, 1\)"):
         Split.make(DEMO_IDS, 1.0)
-
-
-class CoinFlipJudge(ScriptedLLM):
-    """Faithfulness is a coin flipped per (question, contexts): no configuration is better than another, so any
-    in-sample winner is pure noise."""
-
-    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
-        if json_schema and json_schema.get("title") == "NLIStatementOutput":
-            self.calls.append({"messages": messages, "json_schema": json_schema, "seed": seed})
-            verdict = zlib.crc32(messages[-1]["content"].encode()) % 2
-            verdicts = {"statements": [{"statement": "s", "reason": "r", "verdict": verdict}]}
-            return Completion(json.dumps(verdicts), 40, 8)
-        return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                             json_schema=json_schema)
-
-
-def noise_study(tmp_path, fake_embedder, llm, trials=12, name="noise") -> Session:
-    space = tmp_path / "space.yaml"
-    space.write_text(yaml.safe_dump(NOISE_SPACE))
-    session = Session.open(StudySpec(name, StudySettings(["faithfulness"], sampler="random", seed=4), space,
-                                     ProjectConfig(cache_dir=tmp_path / "cache"), studies_dir=tmp_path / "studies"))
-    session.runner(models=Models(llm, llm), embedder=fake_embedder)
-    session.run(trials)
-    return session
 
 
 def test_no_trial_touches_a_held_out_question_before_the_verdict(tmp_path, fake_embedder):
@@ -192,7 +163,7 @@ def test_eval_scores_either_part_of_a_split(tmp_path):
 
 
 def test_best_verdict_explains_a_study_without_held_out_questions(tmp_path, fake_embedder):
-    from tests.test_study import PROGRAMS, StrictIsUnfaithful
+    from tests.helpers import PROGRAMS, StrictIsUnfaithful
 
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(PROGRAMS))

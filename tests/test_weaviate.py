@@ -9,14 +9,20 @@ import pytest
 
 pytest.importorskip("weaviate", reason="needs the weaviate extra")
 
-from tests.fake_weaviate import free_port  # noqa: E402
-from tests.fakes import HashingEmbedder  # noqa: E402
-from tests.test_backends import TEXTS  # noqa: E402
-from tuner.config import Bm25Config, WeaviateConfig  # noqa: E402
-from tuner.errors import ConfigError  # noqa: E402
-from tuner.pipeline.backends._weaviate import (WeaviateBackend, chunk_position, chunk_uuid,  # noqa: E402
-                                               collection_name, connection_arguments, corpus_fingerprint)
-from tuner.pipeline.fusion_check import check_fusion  # noqa: E402
+from tests.fake_weaviate import free_port
+from tests.fakes import HashingEmbedder
+from tests.helpers import TEXTS
+from tuner.config import Bm25Config, WeaviateConfig
+from tuner.errors import ConfigError
+from tuner.pipeline.backends._weaviate import (
+    WeaviateBackend,
+    chunk_position,
+    chunk_uuid,
+    collection_name,
+    connection_arguments,
+    corpus_fingerprint,
+)
+from tuner.pipeline.fusion_check import check_fusion
 
 VECTORS = HashingEmbedder().encode(TEXTS)
 
@@ -148,7 +154,7 @@ def _weaviate_project(tmp_path, server) -> str:
 
 
 def test_index_check_hybrid_runs_the_demo_through_weaviate(fake_weaviate, tmp_path):
-    from tests.test_cli import tuner
+    from tests.helpers import tuner
 
     result = tuner("index", "-c", _weaviate_project(tmp_path, fake_weaviate), "--check-hybrid", "--questions", "4",
                    cwd=tmp_path)
@@ -159,7 +165,7 @@ def test_index_check_hybrid_runs_the_demo_through_weaviate(fake_weaviate, tmp_pa
 
 def test_index_check_hybrid_fails_when_weaviate_orders_otherwise(fake_weaviate, tmp_path, monkeypatch):
     from tests.fake_weaviate import Collection
-    from tests.test_cli import tuner
+    from tests.helpers import tuner
 
     original = Collection.hybrid
     monkeypatch.setattr(Collection, "hybrid", lambda self, *args: original(self, *args)[::-1])
@@ -171,7 +177,7 @@ def test_index_check_hybrid_fails_when_weaviate_orders_otherwise(fake_weaviate, 
 
 
 def test_check_hybrid_needs_the_weaviate_backend(tmp_path):
-    from tests.test_cli import tuner
+    from tests.helpers import tuner
 
     result = tuner("index", "--check-hybrid", cwd=tmp_path)
     assert result.returncode != 0 and "set backend.type: weaviate" in result.stderr

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint
-from tests.test_cli import tuner
+from tests.helpers import tuner
 from tuner.cache import open_store
 from tuner.study.results import read_study
 from tuner.study.storage import study_folder

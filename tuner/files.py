@@ -1,12 +1,15 @@
-"""What a path is, asked before tuner opens it: opening a named pipe blocks until something writes to it (an ingest
-of a folder holding one never returned), and a socket or a device is no document. Every reader of a folder, and of
-a file named on the command line, asks here first."""
+"""Files as tuner meets them. What a path is, asked before tuner opens it: opening a named pipe blocks until
+something writes to it (an ingest of a folder holding one never returned), and a socket or a device is no document.
+Every reader of a folder, and of a file named on the command line, asks here first. And how tuner writes one:
+atomically, so a reader or a kill -9 never meets half a file."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from tuner.errors import DataError
 
@@ -29,3 +32,20 @@ def refuse_special(path: Path | str, error: type[Exception] = DataError) -> None
     kind = special(path)
     if kind is not None:
         raise error(f"{path}: is {kind}, not a file; tuner reads regular files only")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write through a sibling file and rename it over `path`: a reader, or a kill during the write, sees the old
+    file or the new one, never half of one. The sibling is named per process, so two writers never share it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    with open(partial, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())  # the rename must not reach the disk before the bytes do
+    partial.replace(path)
+
+
+def write_json(path: Path, data: Any, indent: int = 1) -> None:
+    """`data` as a JSON file, atomically (see write_atomically); values JSON lacks are written as text."""
+    write_atomically(path, json.dumps(data, indent=indent, ensure_ascii=False, default=str) + "\n")

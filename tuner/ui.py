@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rich.console import Console
-from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
 
 #: columns when the output is no terminal (a log, CI, nohup): rich's 80 cut table headers to "jud…"
 PIPED_WIDTH = 200

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.analysis.cheapest import Cheapest, cheapest_within_noise
+from tuner.analysis.corrections import Corrections, corrections
 from tuner.analysis.importance import KnobEffect, knob_effects
-from tuner.analysis.labelled import Corrections, corrections
 from tuner.analysis.noise import JudgeNoise, load_noise
 from tuner.analysis.propose import Proposal, next_space, propose
 from tuner.analysis.stages import StageShares, attribute

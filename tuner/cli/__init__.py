@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import sys
 
+# isort: off
 import tuner  # noqa: F401  (sets offline environment defaults first)
 from tuner.cli._app import app
 # each module registers its commands, in the order `tuner --help` lists them
-from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, cache, models  # noqa: F401, E402
+from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, cache, models  # noqa: F401
+# isort: on
 from tuner.cli._display import show_library_messages
 from tuner.cli._interrupt import exit_code, stop_promptly
 from tuner.errors import TunerError

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from rich.table import Table
 from tuner.cache import redact
 from tuner.config import PipelineConfig
 from tuner.errors import TunerError
+from tuner.files import write_json
 from tuner.ui import console, err_console, knobs, note, progress, warning
 
 
@@ -239,9 +239,9 @@ def print_rag_tables(result) -> None:
     console.print(costs)
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_out(path: Path, data: Any) -> None:
+    """An --out file: atomically, and a path that cannot be written is one line."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(path, data, indent=2)
     except OSError as exc:
         raise TunerError(f"{path}: cannot write ({exc.strerror})") from None

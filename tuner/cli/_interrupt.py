@@ -11,7 +11,6 @@ import threading
 from tuner import ui
 from tuner.errors import Stopped
 
-
 #: seconds a stop may take to reach tuner's own clean-up, and then to finish it, before the process leaves anyway
 INTERRUPT_GRACE = (2.0, 30.0)
 #: set when tuner's own clean-up after a stop has begun (writing the study report); the process exits after it
@@ -133,7 +132,7 @@ def stop_promptly(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:
             for callback in _before_forced_exit:
                 try:
                     callback()
-                except Exception:  # noqa: BLE001  leaving matters more; the study itself is safe on disk
+                except Exception:
                     pass
         os._exit(128 + number)
 

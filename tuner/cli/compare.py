@@ -37,12 +37,11 @@ def compare_command(
     """Evaluate BASE and NEW on the same questions (through the shared cache) and compare them question by question:
     the paired difference, its bootstrap 95 % CI and the Wilcoxon p per metric. Exit 1 when NEW is worse beyond
     --margin with the CI excluding zero, else 0."""
-    from tuner.analysis.gate import gate
+    from tuner.analysis.regression_gate import gate
     from tuner.cli.evaluate import open_split, run_evaluation
+    from tuner.evaluation.labels import read as read_labels
     from tuner.evaluation.metrics import ALL_METRICS
     from tuner.evaluation.records import TARGETS, unscorable
-
-    from tuner.evaluation.labels import read as read_labels
 
     if labels is not None and not labels.is_file():
         raise ConfigError(f"--labels {labels}: no such file")

@@ -12,7 +12,6 @@ from tuner.cli._app import app
 from tuner.cli._display import index_progress
 from tuner.cli._options import ConfigOption, DatasetOption, LimitOption, StorageOption, StudiesDirOption
 from tuner.config import PipelineConfig, load_config
-from tuner.errors import ConfigError
 from tuner.ui import console, err_console, progress, terminal_kept
 
 
@@ -52,11 +51,9 @@ def compile_command(
     project, pipeline, recorded, cache = load_config(config), None, None, None
     if study is not None:
         from tuner.study.results import read_study
-        from tuner.study.storage import study_folder
+        from tuner.study.storage import open_existing_study
 
-        folder = study_folder(studies_dir, study, storage)
-        if not folder.read_meta():
-            raise ConfigError(f"study {study} does not exist in {studies_dir}")
+        folder, _ = open_existing_study(studies_dir, study, storage)
         view = read_study(folder)
         project = project if config else view.project
         recorded = view.split

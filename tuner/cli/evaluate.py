@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli._app import app
-from tuner.cli._display import index_progress, print_notes, print_rag_tables, print_retrieval_table, write_json
+from tuner.cli._display import index_progress, print_notes, print_rag_tables, print_retrieval_table, write_out
 from tuner.cli._options import ConfigOption, DatasetOption, LimitOption, metric_list
 from tuner.config import PipelineConfig, load_config, with_overrides
 from tuner.errors import ConfigError
@@ -62,7 +62,7 @@ def eval_command(
     if not retrieval_only:
         print_rag_tables(evaluated)
     if out:
-        write_json(out, report)
+        write_out(out, report)
         err_console.print(f"results written to {out}")
 
 

@@ -16,7 +16,6 @@ from tuner.config import load_config
 from tuner.errors import ConfigError
 from tuner.ui import console, err_console, progress, status
 
-
 judge_app = typer.Typer(help="Check the RAGAS judge on your own data before optimising against it.",
                         no_args_is_help=True)
 app.add_typer(judge_app, name="judge")
@@ -56,8 +55,7 @@ def judge_check_command(
     """Score labelled supported / unsupported cases with the judge — built from your data, or your own labels: AUC,
     accuracy, NaN rates."""
     from tuner.data.split import Split
-    from tuner.evaluation.judge_check import (CHECK_FILE, KINDS, check_judge, checks_json, label_cases, make_cases,
-                                              quick_cases, save_checks)
+    from tuner.evaluation.judge_check import KINDS, check_judge, label_cases, make_cases, quick_cases, save_checks
     from tuner.evaluation.labels import read as read_labels
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
@@ -65,12 +63,9 @@ def judge_check_command(
     projects = [load_config(c) for c in config] if config else [load_config(None)]
     questions_from, cache, folder = None, None, None
     if study is not None:
-        from tuner.study.storage import study_folder
+        from tuner.study.storage import open_existing_study
 
-        folder = study_folder(studies_dir, study, storage)
-        meta = folder.read_meta()
-        if not meta:
-            raise ConfigError(f"study {study} does not exist in {studies_dir}")
+        folder, meta = open_existing_study(studies_dir, study, storage)
         if not config:
             projects = [meta.config]
         questions_from = meta.held_out
@@ -106,13 +101,7 @@ def judge_check_command(
             checks.append(check_judge(runner, cases, agreement, on_progress))
             bar.update(task, completed=len(cases))
     print_judge_checks(checks)
-    if out is None and folder is not None and labels is None:  # the study's own: its report shows it
-        folder.write_doc(CHECK_FILE, checks_json(checks))
-        err_console.print(f"results saved with study {folder.name}")
-    else:  # a check against labels does not replace the study's check on its data
-        out = out or Path("reports") / ("judge-check-labels.json" if labels else "judge-check.json")
-        save_checks(out, checks)
-        err_console.print(f"results written to {out}")
+    err_console.print(f"results {save_checks(checks, out, folder, against_labels=labels is not None)}")
 
 
 KEYS = "[bold]y[/] supported · [bold]n[/] not supported · [bold]s[/] skip · [bold]b[/] back · [bold]q[/] quit"
@@ -136,11 +125,9 @@ def judge_label_command(
     from tuner.analysis.labelling import answers_to_label
     from tuner.evaluation.labels import LABELS_FILE, import_labels, read
     from tuner.study.results import read_study
-    from tuner.study.storage import study_folder
+    from tuner.study.storage import open_existing_study
 
-    folder = study_folder(studies_dir, study, storage)
-    if not folder.read_meta():
-        raise ConfigError(f"study {study} does not exist in {studies_dir}")
+    folder, _ = open_existing_study(studies_dir, study, storage)
     view = read_study(folder)
     path = folder.root / LABELS_FILE
     if import_file is not None:

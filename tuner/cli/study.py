@@ -12,11 +12,25 @@ from rich.table import Table
 
 from tuner.cache import redact
 from tuner.cli._app import app
-from tuner.cli._display import (index_progress, print_trials, run_with_display, track, verdict_with_display,
-                                write_study_report)
+from tuner.cli._display import (
+    index_progress,
+    print_trials,
+    run_with_display,
+    track,
+    verdict_with_display,
+    write_study_report,
+)
 from tuner.cli._interrupt import before_forced_exit, cleaning_up
-from tuner.cli._options import (ConfigOption, DatasetOption, LimitOption, ReportsDirOption, StorageOption,
-                                StudiesDirOption, StudyOption, parse_duration)
+from tuner.cli._options import (
+    ConfigOption,
+    DatasetOption,
+    LimitOption,
+    ReportsDirOption,
+    StorageOption,
+    StudiesDirOption,
+    StudyOption,
+    parse_duration,
+)
 from tuner.config import load_config
 from tuner.errors import ConfigError, TunerError
 from tuner.ui import console, err_console, progress, status, warning
@@ -74,7 +88,7 @@ def optimize_command(
 ) -> None:
     """Search the pipeline's knobs with Optuna, then judge the best on held-out questions; run again to resume."""
     from tuner.evaluation.records import Constraint
-    from tuner.study.judge_gate import MODES
+    from tuner.study.judge_precheck import MODES
     from tuner.study.optimize import StudySettings
     from tuner.study.results import read_study, require_a_complete_trial
     from tuner.study.session import Recorded, Session, StudySpec
@@ -190,10 +204,10 @@ def judge_display(mode: str, config: Path | None, dataset: Path | None):
         return None
 
     def check(session) -> None:
-        from tuner.study.judge_gate import judge_gate
+        from tuner.study.judge_precheck import judge_precheck
 
         with status("checking the judge on a few labelled cases (cached)"):
-            said = judge_gate(session, mode, {"config": config, "dataset": dataset})
+            said = judge_precheck(session, mode, {"config": config, "dataset": dataset})
         for line in said:
             if line.startswith("warning: "):
                 warning(line.removeprefix("warning: "))

@@ -23,7 +23,7 @@ from tuner.prompts.programs import is_refusal
 
 
 @dataclass(frozen=True)
-class Scored:
+class Feedback:
     score: float
     feedback: str
 
@@ -37,12 +37,12 @@ class CompileMetric:
     #: called after each scored answer (progress display)
     on_score: object = None
 
-    def score(self, example: dspy.Example, answer: str) -> Scored:
+    def score(self, example: dspy.Example, answer: str) -> Feedback:
         answer = (answer or "").strip()
         if not answer:
-            return self._done(Scored(0.0, "The program produced no answer. Answer in the required format."))
+            return self._done(Feedback(0.0, "The program produced no answer. Answer in the required format."))
         if is_refusal(answer) and example.answerable:
-            return self._done(Scored(0.0, "The answer declined, but the contexts hold the answer: answer the "
+            return self._done(Feedback(0.0, "The answer declined, but the contexts hold the answer: answer the "
                                           "question from them, citing the context numbers."))
         with self.meter.stage(example.id, "compile"):
             outcome = self.scorer.score(self.target, example.question, answer, list(example.contexts),
@@ -53,18 +53,18 @@ class CompileMetric:
                 guard_value = self.scorer.score(self.guard.metric, example.question, answer, list(example.contexts),
                                                 example.reference).value
         if outcome.value is None:
-            return self._done(Scored(0.0, f"The judge could not score the answer ({outcome.failure}): write short, "
+            return self._done(Feedback(0.0, f"The judge could not score the answer ({outcome.failure}): write short, "
                                           f"plain factual sentences."))
         if self.guard is not None and self.guard.violation(guard_value) > 0:
             shown = "unscored" if guard_value is None else f"{guard_value:.2f}"
-            return self._done(Scored(0.0, f"{self.guard.metric} was {shown}, below the guard {self.guard}: the "
+            return self._done(Feedback(0.0, f"{self.guard.metric} was {shown}, below the guard {self.guard}: the "
                                           f"answer must address the question asked."))
         feedback = f"{self.target} {outcome.value:.2f}."
         if verdicts:
             feedback += " Not supported by the contexts: " + " | ".join(verdicts[:5])
-        return self._done(Scored(float(outcome.value), feedback))
+        return self._done(Feedback(float(outcome.value), feedback))
 
-    def _done(self, scored: Scored) -> Scored:
+    def _done(self, scored: Feedback) -> Feedback:
         if callable(self.on_score):
             self.on_score(scored)
         return scored

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import dspy
 
-from tuner.compile.metric import CompileMetric, Scored
+from tuner.compile.metric import CompileMetric, Feedback
 from tuner.compile.optimizers import COMPILERS
 from tuner.compile.saved import Sidecar, write_sidecar
 from tuner.config import PipelineConfig
@@ -101,7 +101,7 @@ def compile_questions(questions: Sequence[Question], recorded: Split | None, tra
 
 def compile_program(runner: RagRunner, pipeline: PipelineConfig, train: Sequence[Question],
                     held_out: Sequence[Question], settings: CompileSettings, out_dir: Path,
-                    on_score: Callable[[Scored], None] | None = None) -> Compiled:
+                    on_score: Callable[[Feedback], None] | None = None) -> Compiled:
     """Compile the pipeline's program on `train`, save it under `out_dir` as OPTIMIZER-PROGRAMID.json with its
     sidecar. Raises TunerError when the budget runs out first (nothing is saved; the calls paid are cached)."""
     if not train:

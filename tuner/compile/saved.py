@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import ConfigError, DataError
+from tuner.files import write_json
 from tuner.versioned import check_schema, known_fields
 
 SIDECAR_SUFFIX = ".meta.json"
@@ -121,7 +122,7 @@ def sidecar_path(program_path: Path) -> Path:
 
 
 def write_sidecar(program_path: Path, sidecar: Sidecar) -> None:
-    sidecar_path(program_path).write_text(json.dumps(sidecar.to_json(), indent=2, default=str), encoding="utf-8")
+    write_json(sidecar_path(program_path), sidecar.to_json(), indent=2)
 
 
 def read_sidecar(program_path: Path) -> Sidecar | None:

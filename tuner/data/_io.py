@@ -80,9 +80,3 @@ def first_present(row: dict[str, Any], *keys: str) -> Any:
             return row[key]
     return None
 
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write through a sibling file and rename: a reader (or a kill -9) never sees half a file."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)

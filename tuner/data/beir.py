@@ -8,8 +8,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from tuner.data._base import Dataset, Document, Question
-from tuner.data._io import as_text_list, decode, first_present, read_jsonl, write_atomically
+from tuner.data._io import as_text_list, decode, first_present, read_jsonl
 from tuner.errors import DataError
+from tuner.files import write_atomically
 
 # fields that carry reference answers in BEIR-derived sets (SQuAD/CLAPNQ "answers", AutoRAG "generation_gt")
 ANSWER_KEYS = ("answers", "answer", "ground_truth", "ground_truths", "reference", "generation_gt")

@@ -23,14 +23,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuner.data import Dataset, Question
 from tuner.errors import DataError
 from tuner.evaluation.labels import Label
 from tuner.evaluation.metrics import JUDGED_METRICS, REGISTRY
+from tuner.files import write_json
 
 if TYPE_CHECKING:  # the scorer imports RAGAS: reports read saved checks without it
     from tuner.evaluation.ragas_judge import Outcome, RagasScorer
@@ -250,7 +249,7 @@ def _shift(number: str) -> str:
 
 
 @dataclass(frozen=True)
-class Scored:
+class CaseScore:
     case: Case
     value: float | None
     failure: str | None
@@ -266,7 +265,7 @@ class Scored:
                 "cached_calls": self.cached_calls, "samples": list(self.samples)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Scored:
+    def from_json(cls, data: Mapping[str, Any]) -> CaseScore:
         case = Case(data["metric"], data["question_id"], data["kind"], data["question"], data["answer"],
                     tuple(data["contexts"]), data.get("reference"))
         return cls(case, data.get("value"), data.get("failure"), data.get("seconds", 0.0),
@@ -274,7 +273,7 @@ class Scored:
 
 
 def score_cases(scorer: RagasScorer, meter, cases: Sequence[Case], agreement: int = 0,
-                on_progress: Callable[[int, Case], None] | None = None) -> list[Scored]:
+                on_progress: Callable[[int, Case], None] | None = None) -> list[CaseScore]:
     """Each case judged as a study would (greedy); the first `agreement` cases of each metric also under two
     sampled judge seeds."""
     results, sampled = [], {m: 0 for m in JUDGED_METRICS}
@@ -290,7 +289,7 @@ def score_cases(scorer: RagasScorer, meter, cases: Sequence[Case], agreement: in
         if sampled[case.metric] < agreement:
             sampled[case.metric] += 1
             samples = tuple(_score(scorer, case, sample_round).value for sample_round in (1, 2))
-        results.append(Scored(case, outcome.value, outcome.failure, seconds, paid, cached, samples))
+        results.append(CaseScore(case, outcome.value, outcome.failure, seconds, paid, cached, samples))
     return results
 
 
@@ -318,7 +317,7 @@ class ClassStats:
     empty: float  # share the judge extracted nothing from, scored 0 by the empty-judgement rule
 
     @classmethod
-    def of(cls, scored: Sequence[Scored]) -> ClassStats:
+    def of(cls, scored: Sequence[CaseScore]) -> ClassStats:
         values = [s.value for s in scored if s.value is not None]
         n = len(scored)
         return cls(n, sum(values) / len(values) if values else None,
@@ -342,7 +341,7 @@ class MetricCheck:
     by_kind: Mapping[str, float | None] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, metric: str, scored: Sequence[Scored]) -> MetricCheck:
+    def of(cls, metric: str, scored: Sequence[CaseScore]) -> MetricCheck:
         mine = [s for s in scored if s.case.metric == metric]
         pos = [s for s in mine if s.case.supported]
         neg = [s for s in mine if not s.case.supported]
@@ -388,13 +387,13 @@ class JudgeCheck:
     dataset: str
     empty_judgement: str
     metrics: Mapping[str, MetricCheck]
-    cases: tuple[Scored, ...]
+    cases: tuple[CaseScore, ...]
     #: cases left out because their prompts would not fit the judge's context window (`window` tokens)
     too_long: tuple[str, ...] = ()
     window: int | None = None
 
     @classmethod
-    def of(cls, judge: str, dataset: str, empty_judgement: str, scored: Sequence[Scored],
+    def of(cls, judge: str, dataset: str, empty_judgement: str, scored: Sequence[CaseScore],
            too_long: Sequence[str] = (), window: int | None = None) -> JudgeCheck:
         metrics = list(dict.fromkeys(s.case.metric for s in scored))
         return cls(judge, dataset, empty_judgement, {m: MetricCheck.of(m, scored) for m in metrics}, tuple(scored),
@@ -420,7 +419,7 @@ class JudgeCheck:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> JudgeCheck:
-        scored = [Scored.from_json(c) for c in data.get("cases", [])]
+        scored = [CaseScore.from_json(c) for c in data.get("cases", [])]
         return cls.of(data["judge"], data.get("dataset", ""), data.get("empty_judgement", "unsupported"), scored,
                       data.get("too_long", ()), data.get("window"))
 
@@ -476,9 +475,17 @@ def parse_checks(data: Any) -> list[JudgeCheck]:
         return []
 
 
-def save_checks(path: Path, checks: Sequence[JudgeCheck]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(checks_json(checks), indent=1))
+def save_checks(checks: Sequence[JudgeCheck], out: Path | None = None, study=None,
+                against_labels: bool = False) -> str:
+    """Keep the checks, and say where: a study's own check (no --out, not against labels) is kept with the study
+    (`study`: its StudyFolder), where its report shows it; any other goes to a file, never replacing the study's
+    check on its data."""
+    if out is None and study is not None and not against_labels:
+        study.write_doc(CHECK_FILE, checks_json(checks))
+        return f"saved with study {study.name}"
+    out = out or Path("reports") / ("judge-check-labels.json" if against_labels else "judge-check.json")
+    write_json(out, checks_json(checks))
+    return f"written to {out}"
 
 
 def load_checks(path: Path) -> list[JudgeCheck]:

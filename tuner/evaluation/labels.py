@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import DataError
-from tuner.files import refuse_special
 from tuner.evaluation.records import QuestionResult
+from tuner.files import refuse_special
 
 LABELS_FILE = "labels.jsonl"
 #: what a label measures: the human counterpart of this judge metric

@@ -19,8 +19,8 @@ from tuner.config import PipelineConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.ragas_judge import Outcome, RagasScorer
 from tuner.evaluation.metrics import ALL_METRICS, REGISTRY
+from tuner.evaluation.ragas_judge import Outcome, RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult
 from tuner.evaluation.retrieval_eval import passage, trace
 from tuner.models.llms import LLM, CachedLLM, LLMError, estimate_tokens, make_llm

@@ -23,8 +23,8 @@ from tuner.models.llms import LLM
 from tuner.pipeline.backends import RetrievalBackend, make_backend
 from tuner.pipeline.chunking import Chunk, chunk_documents
 from tuner.pipeline.graph import EntityGraph
-from tuner.pipeline.retrieval import HybridRetriever
 from tuner.pipeline.raptor import summaries, summarizing
+from tuner.pipeline.retrieval import HybridRetriever
 from tuner.pipeline.situate import situating
 
 log = logging.getLogger(__name__)

@@ -16,24 +16,48 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import optuna
-from pydantic import ValidationError
 from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAINTS_KEY  # trial.set_constraint's
 from optuna.trial import TrialState
+from pydantic import ValidationError
 
 from tuner.cache import redact, stable_hash
 from tuner.config import FLAT_LLM_DEFAULTS, PipelineConfig, ProjectConfig
-from tuner.evaluation.metrics import ALL_METRICS
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError, interruption
-from tuner.evaluation.records import (RETRIEVAL_METRICS, TARGETS, Constraint, EvalResult, QuestionResult, TrialFile,
-                                     lower_is_better)
+from tuner.evaluation.metrics import ALL_METRICS
+from tuner.evaluation.records import (
+    RETRIEVAL_METRICS,
+    TARGETS,
+    Constraint,
+    EvalResult,
+    QuestionResult,
+    TrialFile,
+    lower_is_better,
+)
 from tuner.models.llms._base import LLMError
-from tuner.study.attrs import (BASELINE, CONSTRAINTS, COST, DUPLICATE, ERROR, FAILURES, INTERRUPTED, METRICS,
-                               PIPELINE, PROJECT, QUESTIONS, RECOVERED, REFUSALS, RERUN_OF, RETRIEVAL, RUNS, SCORED)
+from tuner.study.attrs import (
+    BASELINE,
+    CONSTRAINTS,
+    COST,
+    DUPLICATE,
+    ERROR,
+    FAILURES,
+    INTERRUPTED,
+    METRICS,
+    PIPELINE,
+    PROJECT,
+    QUESTIONS,
+    RECOVERED,
+    REFUSALS,
+    RERUN_OF,
+    RETRIEVAL,
+    RUNS,
+    SCORED,
+)
+from tuner.study.meta import StudyMeta
 from tuner.study.running import running
 from tuner.study.space import SearchSpace, pipeline_for
-from tuner.study.meta import StudyMeta
 from tuner.study.storage import HEARTBEAT, META_ATTR, StudyFolder, make_storage, stored_meta
 
 if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for importing DSPy and RAGAS

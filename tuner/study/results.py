@@ -20,11 +20,21 @@ from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.labels import LABELS_FILE, Label
 from tuner.evaluation.labels import read as read_labels
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile, lower_is_better
-from tuner.study.attrs import (BASELINE, CONSTRAINTS, DUPLICATE, ERROR, INTERRUPTED, METRICS, PIPELINE, QUESTIONS,
-                               RERUN_OF, RETRIEVAL)
+from tuner.study.attrs import (
+    BASELINE,
+    CONSTRAINTS,
+    DUPLICATE,
+    ERROR,
+    INTERRUPTED,
+    METRICS,
+    PIPELINE,
+    QUESTIONS,
+    RERUN_OF,
+    RETRIEVAL,
+)
 from tuner.study.meta import StudyMeta
 from tuner.study.space import SearchSpace, load_space
-from tuner.study.storage import StudyFolder, make_storage, study_folder
+from tuner.study.storage import StudyFolder, make_storage, no_such_study, study_folder
 
 
 @dataclass(frozen=True)
@@ -194,11 +204,11 @@ def trial_states(trials: list[optuna.trial.FrozenTrial]) -> list[str]:
 
 def load_study(folder: StudyFolder) -> optuna.Study:
     if folder.storage is None and not folder.read_meta():
-        raise ConfigError(f"no study named {folder.name!r} in {folder.root.parent} (see `tuner studies`)")
+        raise no_such_study(folder.name, folder.root.parent)
     try:
         return optuna.load_study(study_name=folder.name, storage=make_storage(folder))
     except KeyError:
-        raise ConfigError(f"storage has no study named {folder.name!r} (see `tuner studies --storage URL`)") from None
+        raise no_such_study(folder.name, folder.root.parent, folder.storage) from None
 
 
 def shown_values(trial: optuna.trial.FrozenTrial, targets: list[str]) -> tuple[list[float | None], int | None]:

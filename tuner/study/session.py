@@ -28,12 +28,20 @@ from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.evaluation.records import unscorable
 from tuner.models.embedders import Embedder
-from tuner.study.optimize import (Objective, StudyHook, StudySettings, counted, enqueue_baseline,
-                                  finish_from_file, open_study, recover_interrupted, run_study)
 from tuner.study.meta import StudyMeta
+from tuner.study.optimize import (
+    Objective,
+    StudyHook,
+    StudySettings,
+    counted,
+    enqueue_baseline,
+    finish_from_file,
+    open_study,
+    recover_interrupted,
+    run_study,
+)
 from tuner.study.space import SearchSpace, load_space, pipeline_for, resolve_space
 from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
-
 
 if TYPE_CHECKING:
     from tuner.pipeline.index import IndexProgress

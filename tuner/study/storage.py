@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,6 +27,7 @@ import optuna
 from tuner.cache import KeyValue, open_store, redact, while_others_create_tables
 from tuner.errors import ConfigError, DataError
 from tuner.evaluation.records import TrialFile
+from tuner.files import write_json
 from tuner.study.meta import StudyMeta
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,61 @@ log = logging.getLogger(__name__)
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: the study attribute holding a copy of study.json, so losing the file loses nothing
 META_ATTR = "tuner"
+
+
+class Documents(ABC):
+    """Where a study keeps its JSON documents by name ("meta", "trials/0003", "judge_check.json"): files in its
+    folder, or records in its database. One contract for both (tests/test_storage.py runs it over each)."""
+
+    @abstractmethod
+    def get(self, name: str) -> Any | None:
+        """The document, None when there is none; DataError (one line) when it cannot be read."""
+
+    @abstractmethod
+    def put(self, name: str, value: Any) -> None:
+        """Write the document whole: a reader never sees half of it."""
+
+    @abstractmethod
+    def where(self, name: str) -> str:
+        """The document, as an error names it."""
+
+
+@dataclass(frozen=True)
+class FolderDocuments(Documents):
+    root: Path
+
+    def path(self, name: str) -> Path:
+        return self.root / ("study.json" if name == "meta" else name if name.endswith(".json") else f"{name}.json")
+
+    def get(self, name: str) -> Any | None:
+        path = self.path(name)
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DataError(f"{path}: unreadable ({exc})") from None
+
+    def put(self, name: str, value: Any) -> None:
+        write_json(self.path(name), value, indent=2 if name == "meta" else 1)
+
+    def where(self, name: str) -> str:
+        return str(self.path(name))
+
+
+@dataclass(frozen=True)
+class DatabaseDocuments(Documents):
+    store: KeyValue
+    study: str
+
+    def get(self, name: str) -> Any | None:
+        return self.store.get(f"{self.study}/{name}")
+
+    def put(self, name: str, value: Any) -> None:
+        self.store.put(f"{self.study}/{name}", value)
+
+    def where(self, name: str) -> str:
+        return f"study {self.study}" if name == "meta" else f"study {self.study}'s {name}"
 
 
 @dataclass(frozen=True)
@@ -46,9 +103,11 @@ class StudyFolder:
         return self.root.name
 
     @cached_property
-    def records(self) -> KeyValue | None:
-        """The database's store of settings and trial records (None: they are files in the folder)."""
-        return open_store(self.storage, "records") if self.storage else None
+    def documents(self) -> Documents:
+        """Settings, trial records and checks: files in the folder, or the database's records store."""
+        if self.storage:
+            return DatabaseDocuments(open_store(self.storage, "records"), self.name)
+        return FolderDocuments(self.root)
 
     @property
     def journal(self) -> Path:
@@ -79,88 +138,62 @@ class StudyFolder:
             return self.storage
         return self.cache.resolve() if meta.cache == "own" else Path(meta.project["cache_dir"])
 
-    def _key(self, kind: str, number: int | None = None) -> str:
-        return f"{self.name}/{kind}" if number is None else f"{self.name}/{kind}/{number:04d}"
-
     def trial_file(self, number: int, held_out: bool = False) -> Path:
         return (self.holdout if held_out else self.trials) / f"{number:04d}.json"
 
+    @staticmethod
+    def _trial(number: int, held_out: bool) -> str:
+        return f"{'holdout' if held_out else 'trials'}/{number:04d}"
+
     def write_trial(self, record: TrialFile, held_out: bool = False) -> None:
-        if self.records is not None:
-            self.records.put(self._key("holdout" if held_out else "trials", record.number), record.to_json())
-            return
-        path = self.trial_file(record.number, held_out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(record.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
-        partial.replace(path)  # atomic: a reader never sees half a file
+        self.documents.put(self._trial(record.number, held_out), record.to_json())
 
     def read_trial(self, number: int, held_out: bool = False) -> TrialFile | None:
         """The trial's file (or its held-out evaluation's), or None when it has none (a trial that failed before
         finishing its first question; a trial the verdict did not score)."""
-        if self.records is not None:
-            data = self.records.get(self._key("holdout" if held_out else "trials", number))
-            return None if data is None else TrialFile.from_json(data, source=f"{self.name} trial {number}")
-        path = self.trial_file(number, held_out)
-        if not path.is_file():
-            return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise DataError(f"{path}: unreadable trial file ({exc})") from None
-        return TrialFile.from_json(data, source=str(path))
+        name = self._trial(number, held_out)
+        data = self.documents.get(name)
+        return None if data is None else TrialFile.from_json(data, source=self.documents.where(name))
 
     def write_doc(self, name: str, data: Any) -> None:
-        """A study's named JSON document (its judge check, its judge noise): a file in the folder, or a record."""
-        if self.records is not None:
-            self.records.put(self._key(name), data)
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        partial = self.root / f"{name}.partial"
-        partial.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        partial.replace(self.root / name)
+        """A study's named JSON document (its judge check, its judge noise)."""
+        self.documents.put(name, data)
 
     def read_doc(self, name: str) -> Any | None:
         """The document `name`, or None when there is none or it cannot be read (a report never fails on it)."""
-        if self.records is not None:
-            return self.records.get(self._key(name))
         try:
-            return json.loads((self.root / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return self.documents.get(name)
+        except DataError:
             return None
 
     def read_meta(self) -> StudyMeta | None:
-        """study.json (or its record in the database), None when there is no such study; when the file is gone but
-        the storage holds the study, rebuilt from the storage's copy."""
-        if self.records is not None:
-            data = self.records.get(self._key("meta"))
-            return self._restore_meta() if data is None else StudyMeta.from_json(data, f"study {self.name}")
-        if not self.meta.is_file():
-            return self._restore_meta()
+        """study.json (or its record in the database), None when there is no such study. When it is gone or torn
+        but the storage holds the study, it is rebuilt from the storage's copy."""
         try:
-            data = json.loads(self.meta.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise DataError(f"{self.meta}: unreadable ({exc})") from None
+            data = self.documents.get("meta")
+        except DataError as exc:
+            meta = self._restore_meta(f"was unreadable ({str(exc).split('unreadable ', 1)[-1]})")
+            if meta is None:
+                raise
+            return meta
+        if data is None:
+            return self._restore_meta("was missing")
         if not isinstance(data, dict):
-            raise DataError(f"{self.meta}: unreadable (not a JSON object)")
-        return StudyMeta.from_json(data, str(self.meta))
+            raise DataError(f"{self.documents.where('meta')}: unreadable (not a JSON object)")
+        return StudyMeta.from_json(data, self.documents.where("meta"))
 
-    def _restore_meta(self) -> StudyMeta | None:
+    def _restore_meta(self, why: str) -> StudyMeta | None:
         if self.storage is None and (not self.journal.is_file() or not self.journal.stat().st_size):
             return None
         meta = stored_meta(make_storage(self), self.name)
         if meta:
             self.write_meta(meta)
             if self.storage is None:
-                log.warning(f"{self.meta} was missing: rebuilt from the copy in {self.journal.name}")
+                log.warning(f"{self.meta} {why}: rebuilt from the copy in {self.journal.name}")
         return meta
 
     def write_meta(self, meta: StudyMeta) -> None:
-        if self.records is not None:
-            self.records.put(self._key("meta"), meta.to_json())
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.meta.write_text(json.dumps(meta.to_json(), indent=2) + "\n", encoding="utf-8")
+        self.documents.put("meta", meta.to_json())
 
 
 def stored_meta(storage: optuna.storages.BaseStorage, name: str) -> StudyMeta | None:
@@ -181,6 +214,21 @@ def study_folder(studies_dir: Path, name: str, storage: str | None = None) -> St
     return StudyFolder(Path(studies_dir) / name, storage)
 
 
+def no_such_study(name: str, studies_dir: Path | str, storage: str | None = None) -> ConfigError:
+    """The one wording of a study that is not there."""
+    where, listing = (redact(storage), "tuner studies --storage URL") if storage else (studies_dir, "tuner studies")
+    return ConfigError(f"no study named {name!r} in {where} (see `{listing}`)")
+
+
+def open_existing_study(studies_dir: Path, name: str, storage: str | None = None) -> tuple[StudyFolder, StudyMeta]:
+    """A study a command reads or extends (never creates): its folder and meta, or the one error."""
+    folder = study_folder(studies_dir, name, storage)
+    meta = folder.read_meta()
+    if not meta:
+        raise no_such_study(name, studies_dir, storage)
+    return folder, meta
+
+
 def cache_location(config: Path | None, study: str | None, storage: str | None, studies_dir: Path) -> Path | str:
     """The cache a command reads: the config's cache_dir, or the one a study uses (its folder's, the project's
     or its database's)."""
@@ -190,10 +238,7 @@ def cache_location(config: Path | None, study: str | None, storage: str | None, 
         if storage is not None:
             raise ConfigError("--storage: give the --study whose database cache you mean")
         return load_config(config).cache_dir
-    folder = study_folder(studies_dir, study, storage)
-    meta = folder.read_meta()
-    if not meta:
-        raise ConfigError(f"no study named {study!r} in {storage and redact(storage) or studies_dir}")
+    folder, meta = open_existing_study(studies_dir, study, storage)
     return folder.cache_in_use(meta)
 
 

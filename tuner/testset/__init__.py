@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tuner.config import ProjectConfig
-from tuner.data import load_dataset
-from tuner.data._io import read_json, write_atomically
-from tuner.data import beir
+from tuner.data import beir, load_dataset
+from tuner.data._io import read_json
 from tuner.errors import DataError
+from tuner.files import write_json
 from tuner.testset.kinds import DEFAULT_SHARES, KINDS
 
 __all__ = ["DEFAULT_SHARES", "KINDS", "SCORECARD", "Generated", "generate_testset", "read_scorecards"]
@@ -61,8 +60,7 @@ def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str
                         f"{dict(card.rejected)}); nothing written")
     beir.write_questions(path, [*existing, *questions])
     runs = read_scorecards(path) if mode == "append" else []
-    write_atomically(path / SCORECARD, json.dumps({"schema": 1, "runs": [*runs, card.to_json()]}, indent=1,
-                                                  ensure_ascii=False))
+    write_json(path / SCORECARD, {"schema": 1, "runs": [*runs, card.to_json()]})
     return Generated(path, len(questions), len(existing) + len(questions), card.to_json())
 
 

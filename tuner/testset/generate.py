@@ -32,8 +32,8 @@ from tuner.evaluation.rag_eval import RagRunner
 from tuner.models.llms import LLM
 from tuner.pipeline.chunking import Chunk
 from tuner.pipeline.graph import extract_entities
-from tuner.testset.kinds import KINDS
 from tuner.testset.gates import Rejected, check_new, clean_question, parse_reply
+from tuner.testset.kinds import KINDS
 
 #: the reference answer of an unanswerable question: a refusal, as the answer programs are told to give
 UNANSWERABLE = "The documents do not contain the answer to this question."

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuner.data._io import read_json, read_jsonl, write_atomically
+from tuner.data._io import read_json, read_jsonl
 from tuner.data.ingest._base import Parsed, Reader, Unreadable
 from tuner.data.ingest._docx import DocxReader
 from tuner.data.ingest._html import HtmlReader
 from tuner.data.ingest._pdf import PdfReader
 from tuner.data.ingest._text import TextReader
 from tuner.errors import DataError
-from tuner.files import special
+from tuner.files import special, write_atomically, write_json
 
 __all__ = ["READERS", "IngestReport", "LeftOut", "Parsed", "Reader", "Unreadable", "ingest", "read_file"]
 
@@ -93,8 +93,7 @@ def ingest(folder: Path, out: Path, on_file: Callable[[int, int], None] | None =
                         f"{report.left_out[0].path}: {report.left_out[0].reason})")
     out.mkdir(parents=True, exist_ok=True)
     write_atomically(out / "corpus.jsonl", "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in documents))
-    write_atomically(out / MANIFEST, json.dumps({"schema": 1, "source": str(folder.resolve()), "files": entries},
-                                                indent=1, ensure_ascii=False))
+    write_json(out / MANIFEST, {"schema": 1, "source": str(folder.resolve()), "files": entries})
     return report
 
 
@@ -140,6 +139,6 @@ def read_one(path: Path, name: str, last: dict | None, kept: dict | None) -> tup
         parsed = read_file(path)
     except Unreadable as exc:
         return {"sha256": digest, "left_out": str(exc)}, None
-    except Exception as exc:  # noqa: BLE001  a reader's bug on one odd file must not end the ingest of the rest
+    except Exception as exc:
         return {"sha256": digest, "left_out": f"reader failed ({type(exc).__name__}: {str(exc)[:80]})"}, None
     return {"sha256": digest, "left_out": None}, {"_id": name, "title": parsed.title, "text": parsed.text}

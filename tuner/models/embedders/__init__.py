@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuner.config import EmbedderConfig
-
 from tuner.models.embedders._base import Embedder, normalise
 from tuner.models.embedders._cache import CachedEmbedder
 from tuner.models.embedders._sentence_transformers import SentenceTransformerEmbedder, resolve_model_path

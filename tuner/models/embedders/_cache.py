@@ -21,7 +21,6 @@ import numpy as np
 from tuner.cache import KeyValue, is_database, open_store
 from tuner.models.embedders._base import Embedder, ProgressCallback
 
-
 #: texts embedded between writes to the store: a kill loses at most this many (seconds of work, not the corpus)
 WRITE_EVERY = 256
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages
 
-
 #: how often the client tries again after an outage-like failure, with its exponential backoff (0.5 s, 1 s, 2 s)
 RETRIES = 3
 

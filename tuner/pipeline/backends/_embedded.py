@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import bm25s
-import Stemmer
 import numpy as np
+import Stemmer
 
 from tuner.pipeline.backends._base import Hits, RetrievalBackend
 

@@ -202,8 +202,7 @@ class WeaviateBackend(RetrievalBackend):
 def collection_schema(bm25: Bm25Config) -> dict[str, object]:
     """collections.create's arguments: one text property tokenised as Weaviate words, no vectorizer (tuner brings
     the vectors), an exact (flat) cosine index so dense hits equal the embedded backend's, and the BM25 settings."""
-    from weaviate.classes.config import (Configure, DataType, Property, StopwordsPreset, Tokenization,
-                                         VectorDistances)
+    from weaviate.classes.config import Configure, DataType, Property, StopwordsPreset, Tokenization, VectorDistances
 
     return {
         "properties": [Property(name=TEXT, data_type=DataType.TEXT, tokenization=Tokenization.WORD)],

@@ -16,7 +16,7 @@ from tuner.evaluation.judge_check import CHECK_FILE, checks_json, quick_check
 MODES = ("warn", "strict", "off")
 
 
-def judge_gate(session, mode: str, command: Mapping[str, Path | None]) -> list[str]:
+def judge_precheck(session, mode: str, command: Mapping[str, Path | None]) -> list[str]:
     """Check the session's judge; returns lines for the user ("warning: …", or the AUCs when all is well). Raises
     ConfigError in strict mode when the check finds a problem or cannot run. `command`: the options (config,
     dataset) the user gave, for the advice."""

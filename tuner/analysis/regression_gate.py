@@ -2,7 +2,7 @@
 
 A gate on two single runs of a noisy judge flips from run to run; this one fails only when the paired bootstrap CI
 of the difference excludes zero and the mean loss exceeds the margin the team tolerates. With human labels of the
-answers (`--labels`), faithfulness is gated on its PPI-corrected difference (tuner/analysis/labelled.py)."""
+answers (`--labels`), faithfulness is gated on its PPI-corrected difference (tuner/analysis/corrections.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.analysis.labelled import Corrections, corrections, reading
+from tuner.analysis.corrections import Corrections, corrections, reading
 from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, per_question
 from tuner.evaluation.labels import LABELLED_METRIC, Label
