@@ -22,7 +22,7 @@ FLOORS = {  # top-level module or package of tuner -> floor
     "reports": 9, "export": 9,
     "agent": 10,
     "cli": 11, "__main__": 11,
-    # leaves inside a higher package: facts a lower floor validates against (config checks metric names)
+    # a leaf package inside a higher one: facts a lower floor validates against (config checks metric names)
     "evaluation.metrics": 2,
 }
 

@@ -2,11 +2,11 @@
 
 A metric scores one question from its answer, contexts and reference. A judged metric asks the judge LLM (the
 RAGAS metrics); a computed one is plain code and costs no call. To add one, write its spec here (and, for a
-computed metric, its function in its own module): config validation, the scorer, the judge check, compile's
-budget, the refusal rule and the report's stage order all read this table.
+computed metric, its function in a module of this package): config validation, the scorer, the judge check,
+compile's budget, the refusal rule and the report's stage order all read this table.
 
-This module is a leaf (config imports it to validate `evaluation.metrics`): facts and factories only. RAGAS is
-imported when a scorer is built, never at import.
+This package is a leaf (config imports it to validate `evaluation.metrics`): facts, factories and computed
+metrics' functions of text only. RAGAS is imported when a scorer is built, never at import.
 """
 
 from __future__ import annotations
