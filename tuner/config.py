@@ -17,7 +17,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from tuner.errors import ConfigError
-from tuner.evaluation.metrics import ALL_METRICS, MetricName
+from tuner.evaluation.metrics import DEFAULT_METRICS, MetricName
 from tuner.files import refuse_special
 
 log = logging.getLogger(__name__)
@@ -252,7 +252,7 @@ def _program_name(value: str) -> str:
 
 
 class EvaluationConfig(_Strict):
-    metrics: list[MetricName] = Field(list(ALL_METRICS), min_length=1)
+    metrics: list[MetricName] = Field(list(DEFAULT_METRICS), min_length=1)
     strictness: int = Field(3, ge=1, le=10, description="questions generated per answer for answer_relevancy")
     retries: int = Field(2, ge=0, le=5, description="re-asks of the judge after unparsable output")
     empty_judgement: Literal["unsupported", "exclude"] = Field(

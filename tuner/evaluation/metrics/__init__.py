@@ -56,6 +56,8 @@ class MetricSpec:
     check_kinds: tuple[str, ...] = ()
     #: the score when nothing was retrieved; None: the question is not scored ("nothing to be faithful to")
     no_contexts: float | None = 0.0
+    #: scored when a config names no metrics; a new metric is opt-in, so existing configs score what they did
+    default: bool = True
 
     @property
     def answer_metric(self) -> bool:
@@ -110,6 +112,7 @@ MetricName = Literal[ALL_METRICS]  # type: ignore[valid-type]  # config validate
 #: metrics a prompt changes (the others depend on retrieval alone)
 ANSWER_METRICS: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if spec.answer_metric)
 JUDGED_METRICS: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if spec.judged)
+DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if spec.default)
 
 
 def spec(name: str) -> MetricSpec:
