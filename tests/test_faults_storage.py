@@ -237,10 +237,13 @@ def test_a_kill_during_the_study_json_write_leaves_the_old_file_or_the_new_one(t
         assert meta is not None and meta.search_space in ("a" * 200_000, "b" * 200_000)
 
 
-@pytest.fixture(params=["folder", "database"])
+@pytest.fixture(params=["folder", "sqlite", "postgresql"])
 def empty_study(request, tmp_path):
-    """A study's place in each mode: a folder, or a SQLite database (the PostgreSQL path is the same store)."""
-    return study_folder(tmp_path, "s", f"sqlite:///{tmp_path / 'studies.db'}" if request.param == "database" else None)
+    """A study's place in each mode: a folder, or a database (SQLite; PostgreSQL where the test server runs)."""
+    if request.param == "folder":
+        return study_folder(tmp_path, "s")
+    sqlite = f"sqlite:///{tmp_path / 'studies.db'}"
+    return study_folder(tmp_path, "s", sqlite if request.param == "sqlite" else request.getfixturevalue("postgres_url"))
 
 
 def test_the_documents_contract_holds_in_a_folder_and_in_a_database(empty_study, study_of_two):
