@@ -37,7 +37,7 @@ def test_derived_tables_follow_the_registry():
     assert set(ALL_METRICS) == set(REGISTRY)
     assert EvaluationConfig().metrics == [name for name, spec in REGISTRY.items() if spec.default]
     with pytest.raises(ValidationError, match="faithfulness"):
-        EvaluationConfig(metrics=["answer_length"])
+        EvaluationConfig(metrics=["no_such_metric"])
 
 
 def test_a_computed_metric_scores_without_a_judge_call(fake_embedder, monkeypatch):
