@@ -117,3 +117,12 @@ def test_llm_config_errors_name_the_key_the_user_wrote(tmp_path):
     config.write_text("judge:\n  backend: openai-compatible\n  model: m\n")
     with pytest.raises(ConfigError, match="judge: backend openai-compatible needs base_url"):
         load_config(config)
+
+
+def test_a_config_dumped_without_defaults_loads_back_as_the_same_backend():
+    """`tuner best --out` dumps without defaults: the backend must survive it, or an endpoint loads as llama.cpp."""
+    for generator in (EndpointConfig(base_url="http://127.0.0.1:8000/v1", model="m"), LlamaCppConfig(n_ctx=2048)):
+        project = ProjectConfig(generator=generator)
+        dumped = project.model_dump(mode="json", exclude_defaults=True)
+        assert dumped["generator"]["backend"] == generator.backend
+        assert ProjectConfig.model_validate(dumped) == project

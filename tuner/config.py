@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from tuner.errors import ConfigError
 from tuner.evaluation.metrics import DEFAULT_METRICS, MetricName
@@ -190,6 +200,14 @@ class _LLMSettings(_Strict):
                 log.warning(f"{key}: a setting of another LLM backend than {data.get('backend', 'llama-cpp')}, "
                             f"ignored")
         return {key: value for key, value in data.items() if key not in foreign}
+
+
+    @model_serializer(mode="wrap")
+    def _always_name_the_backend(self, handler: Any) -> Any:
+        """A dump without defaults (`tuner best --out`) still says which backend: without it, an endpoint's config
+        would load back as llama.cpp."""
+        data = handler(self)
+        return {"backend": self.backend, **data} if isinstance(data, dict) else data
 
 
 class LlamaCppConfig(_LLMSettings):
