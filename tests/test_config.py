@@ -106,7 +106,7 @@ def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
     # a setting another backend reads did nothing before either: it is dropped, and said
     assert ProjectConfig.model_validate({"generator": {**endpoint, "n_ctx": 8192}}).generator == \
         EndpointConfig.model_validate(endpoint)
-    assert "n_ctx: a setting of another LLM backend than openai-compatible, ignored" in caplog.text
+    assert "n_ctx is not a setting of LLM backend openai-compatible: ignored" in caplog.text
 
 
 def test_llm_config_errors_name_the_key_the_user_wrote(tmp_path):

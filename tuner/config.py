@@ -197,10 +197,8 @@ class _LLMSettings(_Strict):
                    if key in FLAT_LLM_DEFAULTS and key not in cls.model_fields}
         for key, value in foreign.items():
             if value != FLAT_LLM_DEFAULTS[key]:
-                log.warning(f"{key}: a setting of another LLM backend than {data.get('backend', 'llama-cpp')}, "
-                            f"ignored")
+                log.warning(f"{key} is not a setting of LLM backend {data.get('backend', 'llama-cpp')}: ignored")
         return {key: value for key, value in data.items() if key not in foreign}
-
 
     @model_serializer(mode="wrap")
     def _always_name_the_backend(self, handler: Any) -> Any:
