@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 FusionType = Literal["relative_score", "ranked", "zscore", "dbsf"]
 #: the fusions a Weaviate hybrid query offers, by their HybridFusion names; the others are tuner's own
 WEAVIATE_FUSIONS = {"relative_score": "RELATIVE_SCORE", "ranked": "RANKED"}
+#: Weaviate's fixed k in ranked fusion's weight / (rank + k)
+WEAVIATE_RANK_CONSTANT = 60
 
 
 class _Strict(BaseModel):
@@ -371,7 +373,7 @@ KNOBS: dict[str, Knob] = {
     "alpha": Knob(weaviate="alpha"),
     "fusion": Knob(weaviate="fusion_type"),  # a fusion Weaviate lacks is refused by the export
     "rank_constant": Knob(lost="rank_constant {value} (Weaviate's ranked fusion uses 60)",
-                          active=lambda p, _: p.fusion == "ranked" and p.rank_constant != 60),
+                          active=lambda p, _: p.fusion == "ranked" and p.rank_constant != WEAVIATE_RANK_CONSTANT),
     "hops": Knob(lost="hops {value} (graph expansion: add linked chunks in your application)"),
     "hop_decay": Knob(lost="hop_decay {value} (how graph expansion scores a linked chunk)",
                       active=lambda p, _: p.hops > 0),

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from tuner.config import KNOBS, WEAVIATE_FUSIONS, Bm25Config, PipelineConfig, ProjectConfig
 from tuner.errors import ConfigError
 
-#: Weaviate's fixed k in ranked fusion's weight / (rank + k)
-WEAVIATE_RANK_CONSTANT = 60
-
 
 @dataclass(frozen=True)
 class WeaviateExport:

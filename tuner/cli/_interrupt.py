@@ -132,7 +132,7 @@ def stop_promptly(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:
             for callback in _before_forced_exit:
                 try:
                     callback()
-                except Exception:
+                except Exception:  # leaving matters more; the study itself is safe on disk
                     pass
         os._exit(128 + number)
 

@@ -41,5 +41,5 @@ def mark_interrupted(reason: str = "Ctrl-C") -> None:
         try:
             storage.set_trial_user_attr(trial_id, INTERRUPTED, reason)
             storage.set_trial_state_values(trial_id, TrialState.FAIL)
-        except Exception:
+        except Exception:  # already finished (UpdateFinishedTrialError) or storage gone: leave it
             pass

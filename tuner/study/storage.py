@@ -171,8 +171,8 @@ class StudyFolder:
         but the storage holds the study, it is rebuilt from the storage's copy."""
         try:
             data = self.documents.get("meta")
-        except DataError as exc:
-            meta = self._restore_meta(f"was unreadable ({str(exc).split('unreadable ', 1)[-1]})")
+        except DataError:
+            meta = self._restore_meta("was unreadable")
             if meta is None:
                 raise
             return meta

@@ -139,6 +139,6 @@ def read_one(path: Path, name: str, last: dict | None, kept: dict | None) -> tup
         parsed = read_file(path)
     except Unreadable as exc:
         return {"sha256": digest, "left_out": str(exc)}, None
-    except Exception as exc:
+    except Exception as exc:  # a reader's bug on one odd file must not end the ingest of the rest
         return {"sha256": digest, "left_out": f"reader failed ({type(exc).__name__}: {str(exc)[:80]})"}, None
     return {"sha256": digest, "left_out": None}, {"_id": name, "title": parsed.title, "text": parsed.text}

@@ -113,7 +113,3 @@ MetricName = Literal[ALL_METRICS]  # type: ignore[valid-type]  # config validate
 ANSWER_METRICS: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if spec.answer_metric)
 JUDGED_METRICS: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if spec.judged)
 DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if spec.default)
-
-
-def spec(name: str) -> MetricSpec:
-    return REGISTRY[name]

@@ -134,7 +134,7 @@ class LlamaCppLLM(LLM):
         if (restored := self._states.restore(model.ctx, tokens, have)) is not None:
             model.input_ids[:len(restored)] = restored
             model.n_tokens = len(restored)
-            model._requires_eval = True
+            model._requires_eval = True  # the logits are not the restored state's
 
     def _remember(self) -> None:
         if self._states is not None:

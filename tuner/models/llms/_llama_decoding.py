@@ -148,7 +148,7 @@ def fast_llama(llama_cpp: Any) -> type:
             free = super()._init_sampler(grammar=None, **settings)
             if grammar is None:
                 return free
-            only_grammar = llama_cpp._internals.LlamaSampler()
+            only_grammar = llama_cpp._internals.LlamaSampler()  # the class llama.py uses
             only_grammar.add_grammar(self._model, grammar)
             rest = super()._init_sampler(grammar=None, **settings)
             return GrammarLast(llama_cpp, free, only_grammar, rest, self._n_vocab)
