@@ -79,10 +79,11 @@ def test_labels_correct_the_verdict_and_the_report_says_when_they_change_it(judg
     said = verdict(view)
     fixed = said.corrections
     assert fixed is not None and fixed.labels == len(answers_to_label(view, 1000))
-    assert fixed.means[f"trial {best}"].estimate == pytest.approx(1.0)
+    every = fixed.means[f"trial {best}"]  # every answer labelled supported, pulled to the middle by the pseudo-labels
+    assert every.estimate == pytest.approx((every.labelled + 2) / (every.labelled + 4)) and every.labelled >= 5
     human_gain = sum(fingerprint(q) not in {fingerprint(b) for b in view.best.held_out.questions}
-                     for q in view.baseline.held_out.questions) / len(view.split.holdout_ids)
-    assert fixed.difference.estimate == pytest.approx(human_gain)
+                     for q in view.baseline.held_out.questions)
+    assert fixed.difference.estimate == pytest.approx(human_gain / (fixed.difference.labelled + 4))
     assert said.corrected is fixed.difference
     assert said.holds == (fixed.difference.ci[0] > 0) and said.holds  # the verdict reads the labels
     assert "Corrected by" in said.sentence() and "The labels change the verdict" in said.sentence()
@@ -108,7 +109,8 @@ def test_corrections_pair_answers_by_identity_across_runs(judged):
     labels = read(judged.folder.root / LABELS_FILE)
     again = replace(baseline, questions=tuple(baseline.questions))  # another run, same answers
     fixed = corrections(baseline, again, labels)
-    assert fixed.difference.estimate == pytest.approx(0.0) and fixed.means["reference"].estimate == 1.0
+    assert fixed.difference.estimate == pytest.approx(0.0) and fixed.means["reference"].estimate > 0.8
+    assert fixed.means["reference"].ci[1] == 1.0  # every label supported: the interval ends where faithfulness does
     assert corrections(baseline, again, {}) is None
 
 

@@ -5,7 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tuner.analysis.ppi import labels_only, ppi_difference, ppi_mean
+from tuner.analysis.ppi import (
+    DIFFERENCE,
+    MIN_LABELLED,
+    VERDICT,
+    correct,
+    correct_difference,
+    labels_only,
+    power_tuning,
+    ppi_difference,
+    ppi_mean,
+    pseudo_labels,
+)
 
 SIMULATIONS = 1000
 
@@ -52,18 +63,49 @@ def test_the_paired_difference_covers_the_true_gain():
     assert covered / SIMULATIONS >= 0.93
 
 
-def test_correct_uses_the_unlabelled_judgements_needs_enough_labels_and_pairs_differences():
-    from tuner.analysis.ppi import MIN_LABELLED, correct, correct_difference
+@pytest.mark.parametrize("labels", [5, 8, 12])
+@pytest.mark.parametrize("noise", [0.1, 0.3, None])  # a good judge, a weak one, one that is noise alone
+def test_a_handful_of_labels_still_covers_and_is_never_wider_than_the_labels_alone(labels, noise):
+    covered, widths, classical = 0, [], []
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        truth, judge = population(rng, 200, bias=-0.1, noise=noise or 0.0)
+        if noise is None:
+            judge = rng.random(200)
+        labelled = rng.choice(200, labels, replace=False)
+        rest = np.setdiff1d(np.arange(200), labelled)
+        corrected = ppi_mean(judge[rest].tolist(), judge[labelled].tolist(), truth[labelled].tolist())
+        covered += corrected.ci[0] <= truth.mean() <= corrected.ci[1]
+        widths.append(corrected.width)
+        classical.append(labels_only(truth[labelled].tolist()).width)
+    assert covered / 300 >= 0.93
+    assert np.mean(widths) <= np.mean(classical)
 
-    judge = {f"q{i}": 0.5 for i in range(20)}
+
+def test_the_judge_weighs_what_it_tells_of_the_labels():
+    labels = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    assert power_tuning([0.0, 1.0] * 25, labels, labels) > 0.85  # a judge that says what the labels say: λ near 1
+    assert power_tuning([0.5] * 50, [0.5] * 6, labels) == 0.0  # a judge that says the same of everything
+    assert power_tuning([0.2, 0.9] * 25, [1 - y for y in labels], labels) == 0.0  # one that disagrees: clipped
+    # λ = 0 is the labels alone, pseudo-labels included
+    assert ppi_mean([0.5] * 50, [0.5] * 6, labels).ci == pytest.approx(labels_only(labels).ci)
+    assert pseudo_labels(VERDICT) == [0.0, 1.0, 0.5, 0.5] and pseudo_labels(DIFFERENCE) == [-1.0, 1.0, 0.0, 0.0]
+
+
+def test_correct_uses_the_unlabelled_judgements_needs_enough_labels_and_pairs_differences():
+    judge = {f"q{i}": 0.2 + 0.6 * (i % 2) for i in range(20)}  # tracks the labels below exactly
     few = {f"q{i}": 1.0 for i in range(MIN_LABELLED - 1)}
     assert correct(judge, few) is None  # too few to tell the rectifier's spread
     human = {f"q{i}": float(i % 2) for i in range(10)}
     fixed = correct(judge, human)
     assert fixed.labelled == 10 and fixed.judged == 20
-    assert fixed.estimate == 0.5 - (0.5 - 0.5)  # the judge's mean minus its mean error on the labelled
+    unlabelled = [judge[f"q{i}"] for i in range(10, 20)]
+    assert fixed == ppi_mean(unlabelled, [judge[q] for q in human], list(human.values()))
     everything = correct({q: judge[q] for q in human}, human)
     assert everything == labels_only(list(human.values()))  # every question labelled: the labels alone
     assert correct({**judge, "q0": None}, human).labelled == 9  # an unscored answer cannot be rectified
-    gained = correct_difference(judge, {q: 0.6 for q in judge}, {q: 0.0 for q in human}, {q: 1.0 for q in human})
-    assert gained.estimate == pytest.approx(0.1 - (0.1 - 1.0))
+    better = {q: v + 0.1 for q, v in judge.items()}
+    gained = correct_difference(judge, better, {q: 0.0 for q in human}, {q: 1.0 for q in human})
+    differences = [0.1] * 10  # the judge's per-question gain never varies: λ = 0, the labelled differences alone
+    assert gained == ppi_mean(differences, differences, [1.0] * 10, span=DIFFERENCE)
+    assert gained.estimate == pytest.approx((10 + sum(pseudo_labels(DIFFERENCE))) / 14)

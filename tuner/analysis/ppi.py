@@ -5,9 +5,20 @@ its bias. The corrected mean is the judge's mean over all questions minus the me
 sum of both parts' — narrower than the labels alone whenever the judge tracks the labels. The paired case (two
 configurations, the same questions) corrects the per-question difference the same way.
 
-The interval uses Student's t with one degree of freedom fewer than the labels (the normal quantile of the paper
-undercovers with the few dozen labels a person gives). The estimate is unbiased when the labelled questions are a
-uniform random sample of the judged ones (stratified with proportional shares is such a sample)."""
+PPI++ (Angelopoulos, Duchi and Zrnic, 2023) weighs the judge by λ, chosen from the data: the variance-minimising
+λ* = Cov(label, judge) / ((1 + n/N) Var(judge)), clipped to [0, 1]. λ = 1 is plain PPI, λ = 0 the labels alone; a
+judge that does not track the labels gets λ near 0, so the corrected interval is no wider than the labels' own
+(plain PPI adds the judge's noise to it: at 5–8 labels it was wider).
+
+A person gives a handful of labels, and with a handful of 0/1 labels the t interval fails: five labels that all
+agree have no spread, and with λ from the data the interval covered the truth as little as 0.64 of the time at 5
+labels in the simulations (`python bench/ppi.py`). So, as Agresti and Coull (for a proportion) and Agresti and Min
+(for a paired difference) do, four pseudo-labels join the real ones — one at each end of the labels' range and two
+at its middle, each judged at the judge's mean so that they carry no information about the judge — and Student's t
+keeps the real labels' degrees of freedom. The interval then covers ≥ 0.96 from 5 labels on, for a good, a weak
+and a useless judge alike, and is no wider than the labels alone (with the same pseudo-labels). The estimate is
+unbiased when the labelled questions are a uniform random sample of the judged ones (stratified with proportional
+shares is such a sample), up to the pseudo-labels' pull towards the middle, which fades as labels grow."""
 
 from __future__ import annotations
 
@@ -42,21 +53,55 @@ def _variance(values: Sequence[float]) -> float:
     return sum((v - m) ** 2 for v in values) / (len(values) - 1)
 
 
+def power_tuning(judged: Sequence[float], labelled_judged: Sequence[float], labels: Sequence[float]) -> float:
+    """PPI++'s λ for a mean: Cov(label, judge) / ((1 + n/N) Var(judge)) on the data, clipped to [0, 1]; 0 when the
+    judge's scores do not vary (they carry nothing)."""
+    n, every = len(labels), [*judged, *labelled_judged]
+    spread = _variance(every)
+    if n < 2 or spread <= 0:
+        return 0.0
+    label_mean, judge_mean = _mean(labels), _mean(labelled_judged)
+    covariance = sum((y - label_mean) * (f - judge_mean) for f, y in zip(labelled_judged, labels)) / (n - 1)
+    return min(1.0, max(0.0, covariance / ((1 + n / len(judged)) * spread)))
+
+
+#: the range of what the labels measure, where the pseudo-labels sit: a verdict (supported 1, not 0), or a paired
+#: difference of two verdicts; None adds no pseudo-labels
+Span = tuple[float, float] | None
+VERDICT, DIFFERENCE = (0.0, 1.0), (-1.0, 1.0)
+
+
+def pseudo_labels(span: Span) -> list[float]:
+    """Agresti–Min's plus-four for a bounded mean: the range's two ends and its middle twice (none for span None:
+    the bare t interval, kept for the simulations' before-and-after)."""
+    if span is None:
+        return []
+    low, high = span
+    return [low, high, (low + high) / 2, (low + high) / 2]
+
+
 def ppi_mean(judged: Sequence[float], labelled_judged: Sequence[float], labels: Sequence[float],
-             confidence: float = 0.95) -> Corrected:
+             confidence: float = 0.95, weight: float | None = None, span: Span = VERDICT) -> Corrected:
     """The corrected mean of what `labels` measure. `judged`: the judge's scores of the unlabelled questions;
-    `labelled_judged[i]`: the judge's score on the question whose human label is `labels[i]`."""
+    `labelled_judged[i]`: the judge's score on the question whose human label is `labels[i]`. `weight`: λ (None:
+    PPI++'s, from the data; 1: plain PPI)."""
     if len(labelled_judged) != len(labels) or not labels or not judged:
         raise ValueError("ppi_mean needs judge scores and at least one labelled pair")
-    rectifier = [f - y for f, y in zip(labelled_judged, labels)]
-    estimate = _mean(judged) - _mean(rectifier)
-    spread = math.sqrt(_variance(judged) / len(judged) + _variance(rectifier) / len(rectifier))
-    return _interval(estimate, spread, len(labels), len(labels) + len(judged), confidence)
+    weight = power_tuning(judged, labelled_judged, labels) if weight is None else weight
+    pseudo = pseudo_labels(span)
+    centre = _mean([*judged, *labelled_judged])
+    rectifier = [weight * f - y for f, y in zip([*labelled_judged, *[centre] * len(pseudo)], [*labels, *pseudo])]
+    estimate = weight * _mean(judged) - _mean(rectifier)
+    spread = math.sqrt(weight ** 2 * _variance(judged) / len(judged) + _variance(rectifier) / len(rectifier))
+    return _interval(estimate, spread, len(labels), len(labels) + len(judged), confidence, span)
 
 
-def _interval(estimate: float, spread: float, labelled: int, judged: int, confidence: float) -> Corrected:
+def _interval(estimate: float, spread: float, labelled: int, judged: int, confidence: float, span: Span) -> Corrected:
+    """Student's t on the real labels' degrees of freedom, cut to the labels' range (the truth lies in it)."""
     quantile = student.ppf(0.5 + confidence / 2, max(labelled - 1, 1))
-    return Corrected(estimate, (estimate - quantile * spread, estimate + quantile * spread), labelled, judged)
+    low, high = span or (-math.inf, math.inf)
+    ci = (max(low, estimate - quantile * spread), min(high, estimate + quantile * spread))
+    return Corrected(estimate, ci, labelled, judged)
 
 
 def ppi_difference(judged_a: Sequence[float], judged_b: Sequence[float], labelled_a: Sequence[float],
@@ -66,13 +111,14 @@ def ppi_difference(judged_a: Sequence[float], judged_b: Sequence[float], labelle
     labelled question carries a human label for both configurations' answers)."""
     return ppi_mean([a - b for a, b in zip(judged_a, judged_b)],
                     [a - b for a, b in zip(labelled_a, labelled_b)],
-                    [a - b for a, b in zip(labels_a, labels_b)], confidence)
+                    [a - b for a, b in zip(labels_a, labels_b)], confidence, span=DIFFERENCE)
 
 
-def labels_only(labels: Sequence[float], confidence: float = 0.95) -> Corrected:
-    """The classical interval from the labels alone, to compare widths with."""
-    return _interval(_mean(labels), math.sqrt(_variance(labels) / len(labels)), len(labels), len(labels),
-                     confidence)
+def labels_only(labels: Sequence[float], confidence: float = 0.95, span: Span = VERDICT) -> Corrected:
+    """The interval from the labels alone (with the same pseudo-labels), to compare widths with."""
+    values = [*labels, *pseudo_labels(span)]
+    return _interval(_mean(values), math.sqrt(_variance(values) / len(values)), len(labels), len(labels),
+                     confidence, span)
 
 
 #: labelled questions below which no corrected figure is given (the rectifier's spread cannot be told)
@@ -80,7 +126,7 @@ MIN_LABELLED = 5
 
 
 def correct(judge: Mapping[str, float | None], human: Mapping[str, float],
-            confidence: float = 0.95) -> Corrected | None:
+            confidence: float = 0.95, span: Span = VERDICT) -> Corrected | None:
     """The corrected mean over `judge`'s questions ({id: judge score or None}) from `human` ({id: label}): the
     unlabelled questions' judge scores, rectified on the labelled ones; the labels alone when every question is
     labelled. None below MIN_LABELLED labelled questions the judge scored."""
@@ -89,8 +135,8 @@ def correct(judge: Mapping[str, float | None], human: Mapping[str, float],
         return None
     rest = [v for q, v in judge.items() if v is not None and q not in human]
     if not rest:
-        return labels_only([human[q] for q in labelled], confidence)
-    return ppi_mean(rest, [judge[q] for q in labelled], [human[q] for q in labelled], confidence)
+        return labels_only([human[q] for q in labelled], confidence, span)
+    return ppi_mean(rest, [judge[q] for q in labelled], [human[q] for q in labelled], confidence, span=span)
 
 
 def correct_difference(reference: Mapping[str, float | None], candidate: Mapping[str, float | None],
@@ -100,4 +146,4 @@ def correct_difference(reference: Mapping[str, float | None], candidate: Mapping
     both = {q for q in reference if q in candidate and reference[q] is not None and candidate[q] is not None}
     judged = {q: candidate[q] - reference[q] for q in both}
     human = {q: human_candidate[q] - human_reference[q] for q in both if q in human_reference and q in human_candidate}
-    return correct(judged, human, confidence)
+    return correct(judged, human, confidence, DIFFERENCE)
