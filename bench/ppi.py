@@ -69,7 +69,8 @@ def main() -> None:
     args = parser.parse_args()
     table = Table(title=f"95 % intervals over {args.simulations} seeded simulations, {args.questions} questions, "
                         f"{args.supported:.0%} supported: coverage / mean width")
-    for column in ("what", "judge", "labels", "bare PPI", "bare PPI++", "labels only", "PPI++", "PPI++ ≥ 0.93, ≤ labels only"):
+    columns = ("what", "judge", "labels", "bare PPI", "bare PPI++", "labels only", "PPI++", "PPI++ ≥ 0.93, ≤ labels")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("what", "judge") else "right")
     worst = 1.0
     for paired in (False, True):
