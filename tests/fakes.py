@@ -89,26 +89,44 @@ class FakeEndpoint:
     """An OpenAI-compatible server on a free local port: `mode` is "ok" (a short chat completion), "scripted"
     (answers as ScriptedLLM does, after `delay` seconds: a model other processes can use), or misbehaves on
     purpose: "500", "html" (a 200 that is not JSON), "broken json" (a 200 whose JSON is cut short), "slow"
-    (answers after `delay` seconds). Records each request's Authorization header and body. Use as a context
-    manager."""
+    (answers after `delay` seconds), "429 once" (the first request is refused with HTTP 429 and a Retry-After of
+    `delay` seconds, the rest answered as "scripted" at once). Records each request's Authorization header and
+    body, each answer's body with the monotonic time it was sent (`answered`), and the most requests it held at
+    once (`most_at_once`). Use as a context manager."""
 
     def __init__(self, mode: str = "ok", delay: float = 30.0):
         import http.server
         import threading
+        import time
 
         self.mode, self.delay, self.requests, self.bodies = mode, delay, [], []
+        self.answered: list[tuple[bytes, float]] = []
+        self.most_at_once, holding, lock = 0, [0], threading.Lock()
         endpoint = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):  # the stdlib's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                request_body = body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 endpoint.requests.append(self.headers.get("Authorization"))
                 endpoint.bodies.append(body)
+                if endpoint.mode == "429 once" and len(endpoint.bodies) == 1:
+                    self.send_response(429)
+                    self.send_header("Retry-After", f"{endpoint.delay:g}")
+                    self.send_header("Content-Type", "application/json")
+                    refusal = b'{"error": {"message": "rate limited"}}'
+                    self.send_header("Content-Length", str(len(refusal)))
+                    self.end_headers()
+                    self.wfile.write(refusal)
+                    return
+                with lock:
+                    holding[0] += 1
+                    endpoint.most_at_once = max(endpoint.most_at_once, holding[0])
                 if endpoint.mode in ("slow", "scripted"):
-                    import time
                     time.sleep(endpoint.delay)
+                with lock:
+                    holding[0] -= 1
                 content = "Ilsa Marrow."
-                if endpoint.mode == "scripted":
+                if endpoint.mode in ("scripted", "429 once"):
                     request = json.loads(body)
                     schema = (request.get("response_format") or {}).get("json_schema", {}).get("schema")
                     content = ScriptedLLM()._chat(request["messages"], max_tokens=0, temperature=0, seed=0,
@@ -128,6 +146,7 @@ class FakeEndpoint:
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
+                    endpoint.answered.append((request_body, time.monotonic()))
                 except OSError:  # the client gave up (timeout, Ctrl-C)
                     pass
 

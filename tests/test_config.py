@@ -103,6 +103,9 @@ def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
     endpoint = {"backend": "openai-compatible", "base_url": "http://x/v1", "model": "m", "timeout": 30}
     assert project_hash(ProjectConfig.model_validate({"generator": endpoint})) == \
         "a0c3412edd839ba5c7966ed653d120609faf15b0139b2931e7b78fa91065af3f"
+    # how many questions are in flight decides the pace, not a score: a study resumed with 8 is the same study
+    assert project_hash(ProjectConfig.model_validate({"generator": {**endpoint, "concurrency": 8}})) == \
+        "a0c3412edd839ba5c7966ed653d120609faf15b0139b2931e7b78fa91065af3f"
     # a setting another backend reads did nothing before either: it is dropped, and said
     assert ProjectConfig.model_validate({"generator": {**endpoint, "n_ctx": 8192}}).generator == \
         EndpointConfig.model_validate(endpoint)
@@ -116,6 +119,9 @@ def test_llm_config_errors_name_the_key_the_user_wrote(tmp_path):
         load_config(config)
     config.write_text("judge:\n  backend: openai-compatible\n  model: m\n")
     with pytest.raises(ConfigError, match="judge: backend openai-compatible needs base_url"):
+        load_config(config)
+    config.write_text("generator:\n  concurrency: 4\n")  # llama.cpp in process answers one call at a time
+    with pytest.raises(ConfigError, match="generator: concurrency is a setting of backend openai-compatible only"):
         load_config(config)
 
 

@@ -195,6 +195,10 @@ class _LLMSettings(_Strict):
         either, and is dropped with a warning, so old configs load unchanged."""
         if not isinstance(data, dict):
             return data
+        for key in data:
+            owner = next((other for other in BACKEND_CONFIGS if key in other.model_fields), cls)
+            if key not in cls.model_fields and key not in FLAT_LLM_DEFAULTS and owner is not cls:
+                raise ValueError(f"{key} is a setting of backend {owner.model_fields['backend'].default} only")
         foreign = {key: value for key, value in data.items()
                    if key in FLAT_LLM_DEFAULTS and key not in cls.model_fields}
         for key, value in foreign.items():
@@ -229,6 +233,8 @@ class EndpointConfig(_LLMSettings):
     base_url: str | None = Field(None, description="openai-compatible: e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(None, description="openai-compatible: NAME of the env var holding the key")
     timeout: float = Field(120.0, gt=0, description="openai-compatible: seconds per request")
+    concurrency: int = Field(1, ge=1, le=64, description="openai-compatible: questions in flight at once (each "
+                             "question's calls stay in order; results are recorded in question order)")
 
     @model_validator(mode="after")
     def _endpoint_needs_url(self) -> EndpointConfig:
@@ -237,11 +243,15 @@ class EndpointConfig(_LLMSettings):
         return self
 
 
+#: settings that decide how fast a model answers, never what: not part of a study's identity (a study resumed
+#: with more in flight is the same study)
+SPEED_ONLY = ("concurrency",)
 #: every backend's settings at their defaults: what a dump from before the typed configs holds (and what the
 #: project hash of a study hashes, so a resumed study still knows the configurations it ran)
-FLAT_LLM_DEFAULTS = {name: field.default for cls in (LlamaCppConfig, EndpointConfig)
+BACKEND_CONFIGS = (LlamaCppConfig, EndpointConfig)
+FLAT_LLM_DEFAULTS = {name: field.default for cls in BACKEND_CONFIGS
                   for name, field in cls.model_fields.items() if name not in _LLMSettings.model_fields
-                  and name != "backend"}
+                  and name not in ("backend", *SPEED_ONLY)}
 
 
 def _backend(data: Any) -> str:

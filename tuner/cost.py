@@ -7,6 +7,7 @@ cached LLM reports to it.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -72,9 +73,15 @@ class CostMeter:
     records: dict[tuple[str, str], Cost] = field(default_factory=dict)
     #: paid calls (cache misses) allowed from now on; None: no limit
     budget: int | None = None
-    _where: tuple[str, str] = ("", "other")
+    #: each thread's current (question id, stage): questions evaluated at once each attribute their own calls
+    _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _paid: int = 0
     _made: int = 0
+
+    @property
+    def _where(self) -> tuple[str, str]:
+        return getattr(self._local, "where", ("", "other"))
 
     def before_paid_call(self) -> None:
         """Called before a call that reaches a model: raises BudgetSpent once the budget is used up."""
@@ -94,21 +101,23 @@ class CostMeter:
     @contextmanager
     def stage(self, question_id: str, stage: str) -> Iterator[Cost]:
         """Attribute calls made inside the block to (question, stage) and time it."""
-        previous, self._where = self._where, (question_id, stage)
-        cost = self.records.setdefault(self._where, Cost())
+        previous, self._local.where = self._where, (question_id, stage)
+        cost = self.records.setdefault((question_id, stage), Cost())
         started = time.perf_counter()
         try:
             yield cost
         finally:
             cost.seconds += time.perf_counter() - started
-            self._where = previous
+            self._local.where = previous
 
     def record_call(self, prompt_tokens: int, completion_tokens: int, cache_hit: bool,
                     seconds: float | None = 0.0) -> None:
         """`seconds`: the model time of a paid call; of a cache hit, what the call took when it was paid (None:
         unknown, an entry from before tuner stored it)."""
         cost = self.records.setdefault(self._where, Cost())
-        self._made += 1
+        with self._lock:
+            self._made += 1
+            self._paid += not cache_hit
         if cache_hit:
             cost.cache_hits += 1
             cost.cached_tokens += prompt_tokens + completion_tokens
@@ -117,7 +126,6 @@ class CostMeter:
             else:
                 cost.saved_seconds += seconds
         else:
-            self._paid += 1
             cost.llm_calls += 1
             cost.model_seconds += seconds
             cost.prompt_tokens += prompt_tokens

@@ -7,6 +7,7 @@ cost meter), so a study builds it once and calls `evaluate` per trial.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from tuner.config import PipelineConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
 from tuner.errors import ConfigError, TunerError
+from tuner.evaluation.in_order import in_order
 from tuner.evaluation.metrics import ALL_METRICS, REGISTRY
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult
@@ -50,6 +52,7 @@ class RagRunner:
         workspace.pipeline.attach_llm(lambda: self.judge, workspace.config.evaluation.llm_rerank_top_n)
         workspace.pipeline.attach_generator(lambda: self.generator)
         self._programs: dict[str, RAGAnswer] = {}
+        self._per_thread = threading.local()
 
     def _model(self, role: str) -> CachedLLM:
         config = self.workspace.config
@@ -78,10 +81,25 @@ class RagRunner:
     def lm(self) -> dspy.LM:
         return dspy_lm(self.generator, self.workspace.config.answer_tokens)
 
-    @cached_property
+    @property
     def scorer(self) -> RagasScorer:
+        """This thread's scorer: a scorer keeps the state of the sample it judges, and questions evaluated at once
+        each judge their own."""
+        scorer = getattr(self._per_thread, "scorer", None)
+        if scorer is None:
+            config = self.workspace.config
+            scorer = self._per_thread.scorer = RagasScorer(self.judge, self.workspace.embedder, config.evaluation,
+                                                           config.judge_tokens)
+        return scorer
+
+    @cached_property
+    def in_flight(self) -> int:
+        """Questions evaluated at once: as many as both models allow (an endpoint's `concurrency`; llama.cpp in
+        process answers one call at a time, and models handed in by a caller are not known to take more)."""
+        if self._models is not None:
+            return 1
         config = self.workspace.config
-        return RagasScorer(self.judge, self.workspace.embedder, config.evaluation, config.judge_tokens)
+        return min(getattr(llm, "concurrency", 1) for llm in (config.generator, config.judge_llm))
 
     def program(self, spec: str) -> RAGAnswer:
         if spec not in self._programs:
@@ -116,11 +134,9 @@ class RagRunner:
         self.index_for(config)
         with self.meter.stage("", "retrieve"):
             self.workspace.pipeline.prefetch([q.text for q in questions], config)
-        per_question = []
-        for index, question in enumerate(questions):
-            per_question.append(self._one(index, question, config, program, scored, on_progress))
-            if on_question:
-                on_question(index, per_question[-1])
+        per_question = in_order(lambda index, question: self._one(index, question, config, program, scored,
+                                                                  on_progress),
+                                questions, self.in_flight, on_question)
         return self.summarise(per_question, scored, skipped, config, time.perf_counter() - started, answer)
 
     def index_for(self, config: PipelineConfig) -> None:

@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 from pydantic import ValidationError
 
 from tuner.cache import redact, stable_hash
-from tuner.config import FLAT_LLM_DEFAULTS, PipelineConfig, ProjectConfig
+from tuner.config import FLAT_LLM_DEFAULTS, SPEED_ONLY, PipelineConfig, ProjectConfig
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError, interruption
@@ -288,7 +288,8 @@ def project_hash(project: ProjectConfig) -> str:
     dumped = project.model_dump(mode="json", exclude={"pipeline", "cache_dir"})
     for role in ("generator", "judge"):  # hashed as dumped before the typed LLM configs: resumed studies know theirs
         if dumped[role] is not None:
-            dumped[role] = {**FLAT_LLM_DEFAULTS, **dumped[role]}
+            dumped[role] = {key: value for key, value in {**FLAT_LLM_DEFAULTS, **dumped[role]}.items()
+                            if key not in SPEED_ONLY}
     return stable_hash(dumped)
 
 
