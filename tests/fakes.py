@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from collections.abc import Sequence
@@ -64,11 +65,14 @@ class ScriptedLLM(LLM):
         return "".join(f"[[ ## {name} ## ]]\n{text.get(name, f'Answer from the contexts only, citing [n] ({name}).')}"
                        f"\n\n" for name in names)
 
-    def yes_probability(self, messages):
-        self.calls.append({"messages": messages, "json_schema": None, "seed": 0})
+    def yes_probability(self, messages, reuse_prefix=False):
+        """A reranker's question (after "question:") or a graded verdict's statement (after "statement:"): the
+        share of its words the passage or context before it holds, three words or more counting as sure."""
+        self.calls.append({"messages": messages, "json_schema": None, "seed": 0, "reuse_prefix": reuse_prefix})
         text = messages[-1]["content"].lower()
-        passage, question = text.split("question:")[0], text.split("question:")[1]
-        overlap = len(set(re.findall(r"\w{4,}", question)) & set(re.findall(r"\w{4,}", passage)))
+        marker = "statement:" if "statement:" in text else "question:"
+        passage, asked = text.split(marker)[0], text.split(marker)[1].split("\n\n")[0]
+        overlap = len(set(re.findall(r"\w{4,}", asked)) & set(re.findall(r"\w{4,}", passage)))
         return Completion(repr(min(1.0, overlap / 3)), 30, 0)
 
 
@@ -125,19 +129,25 @@ class FakeEndpoint:
                     time.sleep(endpoint.delay)
                 with lock:
                     holding[0] -= 1
-                content = "Ilsa Marrow."
+                content, logprobs = "Ilsa Marrow.", None
                 if endpoint.mode in ("scripted", "429 once"):
                     request = json.loads(body)
                     schema = (request.get("response_format") or {}).get("json_schema", {}).get("schema")
                     content = ScriptedLLM()._chat(request["messages"], max_tokens=0, temperature=0, seed=0,
                                                   json_schema=schema).text
+                    if request.get("logprobs"):  # a yes/no question: the scripted probability as logprobs
+                        yes = float(ScriptedLLM().yes_probability(request["messages"]).text)
+                        content = "yes" if yes >= 0.5 else "no"
+                        logprobs = {"content": [{"token": content, "logprob": 0.0, "bytes": None, "top_logprobs": [
+                            {"token": word, "logprob": math.log(max(p, 1e-9)), "bytes": None}
+                            for word, p in (("yes", yes), ("no", 1 - yes))]}]}
                 status, kind, body = {
                     "500": (500, "application/json", b'{"error": {"message": "model crashed"}}'),
                     "html": (200, "text/html", b"<html><body>Welcome to nginx!</body></html>"),
                     "broken json": (200, "application/json", b'{"hello": [1,2'),
                 }.get(endpoint.mode, (200, "application/json", json.dumps({
                     "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                    "choices": [{"index": 0, "finish_reason": "stop",
+                    "choices": [{"index": 0, "finish_reason": "stop", "logprobs": logprobs,
                                  "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}).encode()))
                 try:

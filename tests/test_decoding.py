@@ -101,3 +101,29 @@ def test_a_looping_generation_stops_early(pair):
     looped, stopped = (llm.chat(request, max_tokens=300) for llm in pair)
     assert looped.completion_tokens == 300  # plain decoding runs to the cap
     assert stopped.completion_tokens < 100 and "red green blue" in stopped.text
+
+
+@pytest.mark.slow
+def test_graded_verdicts_resume_their_question_s_contexts_and_grade_as_a_whole_prompt_would(pair):
+    """A question's verdicts share the contexts: each after the first computes only its statement's tokens, and
+    its P(yes) is the whole prompt's up to float rounding."""
+    from tuner.evaluation.metrics.graded import verdict_messages
+
+    plain, fast = pair
+    context = " ".join(["The Sorrel Bridge crosses the Vell river at Dunmore and opened in 1892."] * 12)
+    statements = ["The Sorrel Bridge crosses the Vell river.", "The Sorrel Bridge opened in 1892.",
+                  "The Sorrel Bridge was painted purple by Gustave Eiffel in 1950."]
+    computed, evaluate = [], fast._model.eval
+    fast._model.eval = lambda tokens: (computed.append(len(tokens)), evaluate(tokens))[1]
+    try:
+        resumed = [float(fast.yes_probability(verdict_messages(context, s), reuse_prefix=True).text)
+                   for s in statements]
+        fast.chat(ask(TEMPLATE_A, "Bananas are yellow."), max_tokens=5)  # another template between two calls
+        del computed[3:]
+        again = float(fast.yes_probability(verdict_messages(context, statements[0]), reuse_prefix=True).text)
+    finally:
+        fast._model.eval = evaluate
+    assert computed[0] > 150 and max(computed[1:]) < 40  # after the first, only a statement's own tokens
+    whole = [float(plain.yes_probability(verdict_messages(context, s)).text) for s in statements]
+    assert resumed == pytest.approx(whole, abs=0.02) and again == pytest.approx(whole[0], abs=0.02)
+    assert min(resumed[:2]) > resumed[2]  # supported statements above the invented one

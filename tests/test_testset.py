@@ -131,7 +131,7 @@ class WriterLLM(LLM):
             reply = {"question": f"What is known about {title}?", "answer": passage[-1][:80]}
         return Completion(json.dumps(reply), 40, 12)
 
-    def yes_probability(self, messages):
+    def yes_probability(self, messages, reuse_prefix=False):
         self._pay()
         prompt = messages[-1]["content"]
         answered = "Proposed answer" in prompt or (self.answers_all and "Do these passages answer" in prompt)

@@ -293,6 +293,26 @@ class EvaluationConfig(_Strict):
     min_scored: float = Field(0.8, ge=0, le=1, description="a trial whose target is scored on fewer than this share "
                               "of its questions is infeasible: a configuration cannot win on the few it got through")
     llm_rerank_top_n: int = Field(5, ge=1, description="candidates the LLM reranker scores (it is slow)")
+    verdicts: Literal["sampled", "graded"] = Field(
+        "sampled", description="faithfulness verdicts: sampled = RAGAS's own (the judge writes a reason and a 0/1 "
+        "verdict per statement); graded = the probability the judge gives to 'yes, supported' per statement, read "
+        "from one token's log-probabilities, contexts first so a question's verdicts share one prefix (an endpoint "
+        "without logprobs falls back to its sampled yes/no, and says so)")
+    statements: Literal["judge", "sentences"] = Field(
+        "judge", description="what faithfulness checks: the statements the judge extracts from the answer (RAGAS), "
+        "or the answer's sentences (no call; graded verdicts only)")
+
+    @model_validator(mode="after")
+    def _sentences_are_graded(self) -> EvaluationConfig:
+        if self.statements == "sentences" and self.verdicts != "graded":
+            raise ValueError("statements: sentences needs verdicts: graded (RAGAS's sampled verdicts check the "
+                             "judge's own statements)")
+        return self
+
+
+#: evaluation settings added after studies existed, at the value every earlier study ran with: left out of a
+#: study's identity at that value, so an earlier study resumes as itself
+EVALUATION_AS_BEFORE = {"verdicts": "sampled", "statements": "judge"}
 
 
 class PipelineConfig(_Strict):

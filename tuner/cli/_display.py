@@ -176,27 +176,34 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
 
 
 def print_judge_checks(checks) -> None:
-    """One row per judge and metric, side by side; then each judge's problems, one line each."""
+    """One row per judge (and faithfulness setting) and metric, side by side; then each judge's problems, one line
+    each; then, when several were checked, which to use for faithfulness."""
+    from tuner.evaluation.judge_check import choose
+
     table = Table(title="judge check: supported vs unsupported cases")
-    for column in ("judge", "metric", "cases", "mean sup", "mean unsup", "AUC", "acc@0.5", "unscored sup/unsup",
-                   "empty sup/unsup", "seed agreement", "s/case"):
-        table.add_column(column, justify="left" if column in ("judge", "metric") else "right")
+    for column in ("judge", "setting", "metric", "cases", "mean sup", "mean unsup", "AUC", "acc@0.5",
+                   "unscored sup/unsup", "empty sup/unsup", "flip rate", "s/case"):
+        table.add_column(column, justify="left" if column in ("judge", "setting", "metric") else "right")
 
     def f(value, pattern="{:.2f}"):
         return "—" if value is None else pattern.format(value)
 
     for check in checks:
         for name, m in check.metrics.items():
-            table.add_row(check.judge, name, f"{m.supported.cases}/{m.unsupported.cases}", f(m.supported.mean),
-                          f(m.unsupported.mean), f(m.auc), f(m.accuracy),
+            setting = check.setting if name == "faithfulness" else ""
+            table.add_row(check.judge, setting, name, f"{m.supported.cases}/{m.unsupported.cases}",
+                          f(m.supported.mean), f(m.unsupported.mean), f(m.auc), f(m.accuracy),
                           f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}",
                           f"{m.supported.empty:.0%}/{m.unsupported.empty:.0%}",
-                          f(m.agreement, "{:.0%}") + (f" of {m.agreement_cases}" if m.agreement_cases else ""),
+                          f(m.flip_rate, "{:.0%}") + (f" of {m.agreement_cases}" if m.agreement_cases else ""),
                           f(m.seconds_per_case, "{:.1f}"))
     console.print(table)
     for check in checks:
         for problem in check.problems:
-            warning(f"judge {check.judge}: {problem}")
+            warning(f"judge {check.judge} ({check.setting}): {problem}")
+    chosen = choose(checks)
+    if chosen is not None:
+        console.print(chosen[1], highlight=False, soft_wrap=True)
 
 
 def print_retrieval_table(summary: dict[str, Any], pipeline: PipelineConfig) -> None:

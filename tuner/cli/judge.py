@@ -51,11 +51,23 @@ def judge_check_command(
     holdout: Annotated[Optional[float], typer.Option(
         "--holdout", min=0, max=0.95, help="build cases from the search part of this split only, as a study with "
         "this --holdout searches")] = None,
+    settings: Annotated[bool, typer.Option(
+        "--settings", help="compare the faithfulness verdict settings on the same cases (sampled, graded, graded "
+        "with sentences) for each judge, and say which to use")] = False,
 ) -> None:
     """Score labelled supported / unsupported cases with the judge — built from your data, or your own labels: AUC,
     accuracy, NaN rates."""
     from tuner.data.split import Split
-    from tuner.evaluation.judge_check import KINDS, check_judge, label_cases, make_cases, quick_cases, save_checks
+    from tuner.evaluation.judge_check import (
+        KINDS,
+        VERDICT_SETTINGS,
+        check_judge,
+        label_cases,
+        make_cases,
+        quick_cases,
+        save_checks,
+        setting_name,
+    )
     from tuner.evaluation.labels import read as read_labels
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
@@ -77,6 +89,9 @@ def judge_check_command(
         if not labels.is_file():
             raise ConfigError(f"--labels {labels}: no such file")
         cases = label_cases(read_labels(labels).values())
+    if settings:  # each judge under each faithfulness setting, RAGAS's own first
+        projects = [project.model_copy(update={"evaluation": project.evaluation.model_copy(update=setting)})
+                    for project in projects for setting in VERDICT_SETTINGS]
     for project in projects:
         with index_progress() as shown:
             workspace = open_workspace(project, dataset, limit, cache=cache, on_progress=shown)
@@ -93,7 +108,8 @@ def judge_check_command(
                     make_cases(runner, data, questions, wanted, n, kinds)
             agreement = 0 if quick else agreement
         with progress() as bar:
-            task = bar.add_task(f"judging with {runner.judge.name}", total=len(cases))
+            task = bar.add_task(f"judging with {runner.judge.name} ({setting_name(project.evaluation)})",
+                                total=len(cases))
 
             def on_progress(index: int, case) -> None:
                 bar.update(task, completed=index, description=f"{case.metric} {case.question_id} {case.kind}")

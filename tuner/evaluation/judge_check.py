@@ -258,18 +258,23 @@ class CaseScore:
     cached_calls: int
     #: the scores under two sampled judge seeds (agreement), when asked for
     samples: tuple[float | None, ...] = ()
+    #: what the case's judge calls took when they were paid, cached ones included (its seconds on a cold cache);
+    #: None when a cached call's time is unknown
+    cold_seconds: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self.case), "supported": self.case.supported, "value": self.value,
                 "failure": self.failure, "seconds": round(self.seconds, 3), "paid_calls": self.paid_calls,
-                "cached_calls": self.cached_calls, "samples": list(self.samples)}
+                "cached_calls": self.cached_calls, "samples": list(self.samples),
+                "cold_seconds": None if self.cold_seconds is None else round(self.cold_seconds, 3)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseScore:
         case = Case(data["metric"], data["question_id"], data["kind"], data["question"], data["answer"],
                     tuple(data["contexts"]), data.get("reference"))
         return cls(case, data.get("value"), data.get("failure"), data.get("seconds", 0.0),
-                   data.get("paid_calls", 0), data.get("cached_calls", 0), tuple(data.get("samples", [])))
+                   data.get("paid_calls", 0), data.get("cached_calls", 0), tuple(data.get("samples", [])),
+                   data.get("cold_seconds"))
 
 
 def score_cases(scorer: RagasScorer, meter, cases: Sequence[Case], agreement: int = 0,
@@ -285,11 +290,12 @@ def score_cases(scorer: RagasScorer, meter, cases: Sequence[Case], agreement: in
             outcome = _score(scorer, case)
         seconds = time.perf_counter() - started
         paid, cached = cost.llm_calls, cost.cache_hits
+        cold = None if cost.unmetered_hits else seconds + cost.saved_seconds
         samples: tuple[float | None, ...] = ()
         if sampled[case.metric] < agreement:
             sampled[case.metric] += 1
             samples = tuple(_score(scorer, case, sample_round).value for sample_round in (1, 2))
-        results.append(CaseScore(case, outcome.value, outcome.failure, seconds, paid, cached, samples))
+        results.append(CaseScore(case, outcome.value, outcome.failure, seconds, paid, cached, samples, cold))
     return results
 
 
@@ -336,7 +342,7 @@ class MetricCheck:
     #: share of the doubly sampled cases whose two sampled verdicts fall on the same side of 0.5
     agreement: float | None
     agreement_cases: int
-    #: mean seconds of a case whose judge calls were all paid (cold); None when every case came from the cache
+    #: mean seconds of a case on a cold cache (a cached call counts at what it took when paid); None when unknown
     seconds_per_case: float | None
     by_kind: Mapping[str, float | None] = field(default_factory=dict)
 
@@ -347,7 +353,8 @@ class MetricCheck:
         neg = [s for s in mine if not s.case.supported]
         right = sum(s.value is not None and (s.value >= PASS) == s.case.supported for s in mine)
         pairs = [s.samples for s in mine if len(s.samples) == 2 and None not in s.samples]
-        cold = [s.seconds for s in mine if s.paid_calls and not s.cached_calls]
+        cold = [s.cold_seconds for s in mine if s.cold_seconds is not None] or \
+            [s.seconds for s in mine if s.paid_calls and not s.cached_calls]  # a check saved before cold_seconds
         kinds = {}
         for kind in REGISTRY[metric].check_kinds:
             values = [s.value for s in mine if s.case.kind == kind and s.value is not None]
@@ -359,6 +366,11 @@ class MetricCheck:
                    sum((a >= PASS) == (b >= PASS) for a, b in pairs) / len(pairs) if pairs else None,
                    sum(len(s.samples) == 2 for s in mine),
                    sum(cold) / len(cold) if cold else None, kinds)
+
+    @property
+    def flip_rate(self) -> float | None:
+        """Share of the doubly sampled cases whose verdict changes side of 0.5 under another seed."""
+        return None if self.agreement is None else 1 - self.agreement
 
     @property
     def problems(self) -> list[str]:
@@ -381,6 +393,21 @@ class MetricCheck:
         return asdict(self)
 
 
+#: the faithfulness verdict settings `tuner judge check --settings` compares: RAGAS's own first
+VERDICT_SETTINGS: tuple[Mapping[str, str], ...] = (
+    {"verdicts": "sampled", "statements": "judge"},
+    {"verdicts": "graded", "statements": "judge"},
+    {"verdicts": "graded", "statements": "sentences"},
+)
+#: AUCs closer than this are one: the faster setting is the one to use
+SAME_AUC = 0.02
+
+
+def setting_name(evaluation) -> str:
+    """How faithfulness was judged, in the words of the config: "sampled", "graded" or "graded, sentences"."""
+    return evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
+
+
 @dataclass(frozen=True)
 class JudgeCheck:
     judge: str
@@ -391,13 +418,15 @@ class JudgeCheck:
     #: cases left out because their prompts would not fit the judge's context window (`window` tokens)
     too_long: tuple[str, ...] = ()
     window: int | None = None
+    #: the faithfulness verdict setting judged with (`setting_name`)
+    setting: str = "sampled"
 
     @classmethod
     def of(cls, judge: str, dataset: str, empty_judgement: str, scored: Sequence[CaseScore],
-           too_long: Sequence[str] = (), window: int | None = None) -> JudgeCheck:
+           too_long: Sequence[str] = (), window: int | None = None, setting: str = "sampled") -> JudgeCheck:
         metrics = list(dict.fromkeys(s.case.metric for s in scored))
         return cls(judge, dataset, empty_judgement, {m: MetricCheck.of(m, scored) for m in metrics}, tuple(scored),
-                   tuple(too_long), window)
+                   tuple(too_long), window, setting)
 
     @property
     def problems(self) -> list[str]:
@@ -412,6 +441,7 @@ class JudgeCheck:
 
     def to_json(self) -> dict[str, Any]:
         return {"judge": self.judge, "dataset": self.dataset, "empty_judgement": self.empty_judgement,
+                "setting": self.setting,
                 "questions": self.questions, "problems": self.problems, "too_long": list(self.too_long),
                 "window": self.window,
                 "metrics": {m: c.to_json() for m, c in self.metrics.items()},
@@ -421,7 +451,25 @@ class JudgeCheck:
     def from_json(cls, data: Mapping[str, Any]) -> JudgeCheck:
         scored = [CaseScore.from_json(c) for c in data.get("cases", [])]
         return cls.of(data["judge"], data.get("dataset", ""), data.get("empty_judgement", "unsupported"), scored,
-                      data.get("too_long", ()), data.get("window"))
+                      data.get("too_long", ()), data.get("window"), data.get("setting", "sampled"))
+
+
+def choose(checks: Sequence[JudgeCheck], metric: str = "faithfulness") -> tuple[JudgeCheck, str] | None:
+    """The check whose judge and setting to use for `metric`: the best AUC, and of AUCs within SAME_AUC of it the
+    fastest; with the sentence that says why. None when fewer than two checks have an AUC and a time to compare."""
+    known = [c for c in checks if metric in c.metrics and c.metrics[metric].auc is not None
+             and c.metrics[metric].seconds_per_case is not None]
+    if len(known) < 2:
+        return None
+    best_auc = max(c.metrics[metric].auc for c in known)
+    chosen = min((c for c in known if c.metrics[metric].auc >= best_auc - SAME_AUC),
+                 key=lambda c: c.metrics[metric].seconds_per_case)
+    mine = chosen.metrics[metric]
+    others = "; ".join(f"{c.setting} ({c.judge}): AUC {c.metrics[metric].auc:.2f}, "
+                       f"{c.metrics[metric].seconds_per_case:.1f} s" for c in known if c is not chosen)
+    return chosen, (f"use {metric} {chosen.setting} with {chosen.judge}: AUC {mine.auc:.2f} at "
+                    f"{mine.seconds_per_case:.1f} s a case (the best AUC, or within {SAME_AUC} of it and the "
+                    f"fastest); {others}")
 
 
 def make_cases(runner, dataset: Dataset, questions: Sequence[Question], metrics: Sequence[str], n: int,
@@ -451,8 +499,9 @@ def check_judge(runner, cases: Sequence[Case], agreement: int = 0,
     too_long = tuple(case.key for case in cases if window and tokens_needed(judge, budget, case) > window)
     kept = [case for case in cases if case.key not in too_long]
     scored = score_cases(runner.scorer, runner.meter, kept, agreement, on_progress)
-    return JudgeCheck.of(judge.name, runner.workspace.dataset.name,
-                         runner.workspace.config.evaluation.empty_judgement, scored, too_long, window)
+    evaluation = runner.workspace.config.evaluation
+    return JudgeCheck.of(judge.name, runner.workspace.dataset.name, evaluation.empty_judgement, scored, too_long,
+                         window, setting_name(evaluation))
 
 
 def paraphrase(runner, text: str) -> str:

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from tuner.config import IndexSettings
 from tuner.data import Document
 from tuner.pipeline.situate import Situate
+from tuner.text import sentences
 
 #: a markdown heading line: "## Norman conquest"
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
-#: whitespace after a sentence's end: . ! or ?, perhaps closed by a quote or bracket (kept with the sentence)
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"')\]])\s+")
 #: sentences the overlap of `sentences` and `sections` repeats at most
 OVERLAP_SENTENCES = 2
 
@@ -131,10 +130,6 @@ def by_words(text: str, size: int, overlap: int) -> list[tuple[str, Path]]:
         return [(piece, ()) for piece in pieces]
     paths = [b.path for b in blocks(text) for _ in b.text.split()] or [()]
     return [(piece, paths[min(i * (size - overlap), len(paths) - 1)]) for i, piece in enumerate(pieces)]
-
-
-def sentences(text: str) -> list[str]:
-    return [s for s in SENTENCE_END.split(text.strip()) if s]
 
 
 def pack(units: list[tuple[str, Path]], size: int, overlap: int) -> list[tuple[str, Path]]:

@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 from pydantic import ValidationError
 
 from tuner.cache import redact, stable_hash
-from tuner.config import FLAT_LLM_DEFAULTS, SPEED_ONLY, PipelineConfig, ProjectConfig
+from tuner.config import EVALUATION_AS_BEFORE, FLAT_LLM_DEFAULTS, SPEED_ONLY, PipelineConfig, ProjectConfig
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError, interruption
@@ -290,6 +290,9 @@ def project_hash(project: ProjectConfig) -> str:
         if dumped[role] is not None:
             dumped[role] = {key: value for key, value in {**FLAT_LLM_DEFAULTS, **dumped[role]}.items()
                             if key not in SPEED_ONLY}
+    for key, before in EVALUATION_AS_BEFORE.items():
+        if dumped["evaluation"].get(key) == before:
+            del dumped["evaluation"][key]
     return stable_hash(dumped)
 
 

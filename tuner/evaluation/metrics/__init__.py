@@ -69,6 +69,9 @@ class MetricSpec:
 
 
 def _faithfulness(tools: JudgeTools) -> Any:
+    if tools.settings.verdicts == "graded":
+        from tuner.evaluation.metrics.graded import GradedFaithfulness
+        return GradedFaithfulness(tools.llm, tools.settings.statements)
     from ragas.metrics.collections import Faithfulness
     return Faithfulness(llm=tools.llm)
 

@@ -33,6 +33,8 @@ class Completion:
     completion_tokens: int = 0
     #: first generated token's alternatives, token -> logprob (when the backend reports them)
     top_logprobs: dict[str, float] = field(default_factory=dict)
+    #: a yes-probability read off the sampled text (1 or 0): the backend gave no log-probabilities
+    from_text: bool = False
 
 
 def estimate_tokens(text: str) -> int:
@@ -65,13 +67,18 @@ class LLM(ABC):
               json_schema: dict[str, Any] | None) -> Completion:
         ...
 
-    def yes_probability(self, messages: Messages) -> Completion:
-        """P(the answer is yes) as `text`, from one generated token; 1/0 when no logprobs are reported."""
+    def yes_probability(self, messages: Messages, reuse_prefix: bool = False) -> Completion:
+        """P(the answer is yes) as `text`, from one generated token; 1/0 read off the text (`from_text`) when no
+        logprobs are reported. `reuse_prefix`: the prompt may resume a saved prefix (a judge's verdicts on one
+        question's contexts share it); the reranker evaluates each prompt whole, so a confidence never depends on
+        the calls before it."""
         completion = self._chat(messages, max_tokens=1, temperature=0.0, seed=0, json_schema=None)
         probability = yes_share(completion.top_logprobs)
-        if probability is None:
-            probability = 1.0 if re.match(r"\s*yes", completion.text, re.I) else 0.0
-        return Completion(repr(probability), completion.prompt_tokens, completion.completion_tokens)
+        if probability is not None:
+            return Completion(repr(probability), completion.prompt_tokens, completion.completion_tokens)
+        said_yes = re.match(r"\s*yes", completion.text, re.I) is not None
+        return Completion(repr(float(said_yes)), completion.prompt_tokens, completion.completion_tokens,
+                          from_text=True)
 
     def unreachable(self) -> str | None:
         """Why this model cannot answer now, told without spending a token (an endpoint nothing listens at); None

@@ -36,8 +36,10 @@ class CachedLLM(LLM):
     def close(self) -> None:
         self.inner.close()
 
-    def yes_probability(self, messages: Messages) -> Completion:
-        return self._through_cache(["yes", self.name, messages], lambda: self.inner.yes_probability(messages))
+    def yes_probability(self, messages: Messages, reuse_prefix: bool = False) -> Completion:
+        # one key either way: a resumed prefix changes the float rounding, not what is asked
+        return self._through_cache(["yes", self.name, messages],
+                                   lambda: self.inner.yes_probability(messages, reuse_prefix))
 
     def _through_cache(self, key: list[Any], call) -> Completion:
         if self.cache is None:
@@ -52,11 +54,13 @@ class CachedLLM(LLM):
             # the call's seconds are kept with it: a configuration served from the cache still costs what it took
             self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
                                     "completion_tokens": completion.completion_tokens,
-                                    "seconds": round(seconds, 4)}, tag=self.name)
+                                    "seconds": round(seconds, 4),
+                                    **({"from_text": True} if completion.from_text else {})}, tag=self.name)
             return completion
 
     def _hit(self, hit: dict[str, Any]) -> Completion:
-        completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"])
+        completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"],
+                                from_text=hit.get("from_text", False))
         self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True,
                                seconds=hit.get("seconds"))
         return completion

@@ -101,18 +101,27 @@ class LlamaCppLLM(LLM):
         return Completion(reply["choices"][0]["message"]["content"] or "", usage.get("prompt_tokens", 0),
                           usage.get("completion_tokens", 0))
 
-    def yes_probability(self, messages: Messages) -> Completion:
+    def yes_probability(self, messages: Messages, reuse_prefix: bool = False) -> Completion:
         """Read P(yes) off the next-token distribution: one forward pass, no sampling."""
         if self._formatter is None:
-            return super().yes_probability(messages)
+            return super().yes_probability(messages, reuse_prefix)
         model = self._model
         tokens = self._tokens(messages)
         if len(tokens) >= model.n_ctx():
-            raise LLMError(f"{self.path.name}: reranking prompt of {len(tokens)} tokens exceeds n_ctx")
-        # evaluated whole: a confidence must be a pure function of (question, passage), and a prompt evaluated in
-        # two parts rounds differently (dynamic K compares confidences with a threshold)
-        model.n_tokens = 0
-        model.eval(tokens.tolist())
+            raise PromptTooLong(f"{self.path.name}: a yes/no prompt of {len(tokens)} tokens exceeds n_ctx "
+                                f"{model.n_ctx()} (raise generator/judge n_ctx)")
+        if reuse_prefix and self._states is not None:
+            # a judge's verdicts on one question's contexts: only each statement's own tokens are computed
+            self._resume(tokens)
+            kept = min(common_prefix(model.input_ids[:model.n_tokens], tokens), len(tokens) - 1)
+        else:
+            # evaluated whole: a reranker's confidence must be a pure function of (question, passage), and a
+            # prompt evaluated in two parts rounds differently (dynamic K compares confidences with a threshold)
+            kept = 0
+        model.n_tokens = kept
+        model.eval(tokens[kept:].tolist())
+        if reuse_prefix:
+            self._remember()
         logits = np.ctypeslib.as_array(self._llama_cpp.llama_get_logits_ith(model.ctx, -1),
                                        shape=(model.n_vocab(),)).astype(np.float64)
         yes = [self._token_id(word) for word in ("yes", "Yes", " yes", " Yes")]

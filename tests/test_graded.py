@@ -1,0 +1,122 @@
+"""Graded faithfulness verdicts: P(supported) per statement from one token, contexts first, one setting away from
+RAGAS's sampled verdicts; the judge check compares the settings and says which to use."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import pytest
+
+from tests.fakes import FakeEndpoint, ScriptedLLM
+from tests.helpers import tuner
+from tuner.config import EvaluationConfig
+from tuner.cost import CostMeter
+from tuner.evaluation.judge_check import JudgeCheck, MetricCheck, choose, load_checks
+from tuner.evaluation.metrics.graded import answer_sentences
+from tuner.evaluation.ragas_judge import RagasScorer
+from tuner.models.llms import CachedLLM
+from tuner.models.llms._openai import OpenAICompatibleLLM
+
+CONTEXTS = ["The Sorrel Bridge crosses the Vell river at Dunmore. It opened in 1892."]
+ANSWER = "The Sorrel Bridge crosses the Vell river [1]. Gustave Eiffel painted the Sorrel arches purple."
+
+
+def scorer(llm, **evaluation) -> RagasScorer:
+    return RagasScorer(llm, None, EvaluationConfig(**evaluation), max_tokens=64)
+
+
+def test_graded_faithfulness_is_the_mean_probability_over_the_answer_s_sentences():
+    llm = ScriptedLLM()
+    outcome = scorer(llm, verdicts="graded", statements="sentences").score(
+        "faithfulness", "Which bridge crosses the Vell?", ANSWER, CONTEXTS, None)
+    verdicts = [c for c in llm.calls if c.get("reuse_prefix")]
+    assert len(verdicts) == 2 and not [c for c in llm.calls if c["json_schema"]]  # sentences: no statement call
+    # every verdict of the question starts with its contexts: one prefix, computed once in process
+    assert all(c["messages"][-1]["content"].startswith(f"Context:\n{CONTEXTS[0]}\n\nStatement: ") for c in verdicts)
+    supported, invented = (float(ScriptedLLM().yes_probability(c["messages"]).text) for c in verdicts)
+    assert supported == 1.0 and invented < 0.5
+    assert outcome.value == pytest.approx((supported + invented) / 2) and outcome.failure is None
+
+
+def test_graded_verdicts_can_check_the_judge_s_own_statements_and_feed_compile():
+    llm = ScriptedLLM()
+    graded = scorer(llm, verdicts="graded")
+    outcome = graded.score("faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
+    assert [c["json_schema"]["title"] for c in llm.calls if c["json_schema"]] == ["StatementGeneratorOutput"]
+    # the scripted statement, "The bridge is the Sorrel Bridge.": two of its words in the contexts, P(yes) 2/3
+    assert outcome.value == pytest.approx(2 / 3)
+    reply = graded.judge.replies[-1]  # what compile reads for its feedback on unsupported statements
+    assert [(s.statement, s.verdict) for s in reply.statements] == [("The bridge is the Sorrel Bridge.", 1)]
+
+
+def test_sampled_stays_ragas_and_sentences_need_graded_verdicts():
+    llm = ScriptedLLM()
+    scorer(llm).score("faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
+    titles = [c["json_schema"]["title"] for c in llm.calls if c["json_schema"]]
+    assert titles == ["StatementGeneratorOutput", "NLIStatementOutput"] and EvaluationConfig().verdicts == "sampled"
+    with pytest.raises(ValueError, match="statements: sentences needs verdicts: graded"):
+        EvaluationConfig(statements="sentences")
+
+
+def test_sentences_leave_citation_marks_out():
+    assert answer_sentences("It opened in 1892 [1, 2]. It is red [3]!") == ["It opened in 1892.", "It is red!"]
+
+
+def test_an_endpoint_s_logprobs_grade_and_one_without_them_falls_back_to_its_yes_or_no_and_says_so(tmp_path, caplog):
+    from tuner.cache import SqliteStore
+
+    with FakeEndpoint("scripted", delay=0) as server:
+        endpoint = OpenAICompatibleLLM(server.url, "m")
+        outcome = scorer(endpoint, verdicts="graded", statements="sentences").score(
+            "faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
+    asked = [json.loads(body) for body in server.bodies]
+    assert all(a["max_tokens"] == 1 and a["logprobs"] and a["top_logprobs"] for a in asked)
+    assert outcome.value == pytest.approx((1 + 1 / 3) / 2)  # a probability per sentence, not a 0/1 draw
+    assert "log-probabilities" not in caplog.text
+
+    with FakeEndpoint("ok", delay=0) as plain:  # answers "Ilsa Marrow." and no logprobs
+        cached = CachedLLM(OpenAICompatibleLLM(plain.url, "plain"), SqliteStore(tmp_path / "c.sqlite"), CostMeter())
+        with caplog.at_level(logging.WARNING):
+            fallen = scorer(cached, verdicts="graded", statements="sentences").score(
+                "faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
+        again = cached.yes_probability([{"role": "user", "content": "Context:\nx\n\nStatement: y"}])
+        assert again.from_text and cached.yes_probability(
+            [{"role": "user", "content": "Context:\nx\n\nStatement: y"}]).from_text  # kept through the cache
+    assert fallen.value == 0.0
+    assert re.search(r"the judge openai-compatible:.*:plain gives no log-probabilities: graded verdicts are its "
+                     r"sampled yes/no \(1 or 0\)", caplog.text)
+
+
+def check(setting: str, auc: float, seconds: float) -> JudgeCheck:
+    stats = MetricCheck("faithfulness", None, None, auc, 0.8, None, 0, seconds)
+    return JudgeCheck("judge", "demo", "unsupported", {"faithfulness": stats}, (), setting=setting)
+
+
+def test_the_check_chooses_the_best_auc_and_of_equals_the_fastest():
+    today, graded, sentences = check("sampled", 0.74, 48.8), check("graded", 0.86, 9.0), check(
+        "graded, sentences", 0.855, 3.0)
+    chosen, why = choose([today, graded, sentences])
+    assert chosen is sentences  # within 0.02 of the best AUC, and the fastest
+    assert why.startswith("use faithfulness graded, sentences with judge: AUC 0.85 at 3.0 s a case")
+    assert choose([today, graded, check("graded, sentences", 0.80, 1.0)])[0] is graded
+    assert choose([today]) is None  # nothing to compare
+
+
+def test_judge_check_settings_with_the_real_0_5b_model_compare_and_choose(tmp_path, small_gguf):
+    """Real: the 0.5B judge under each faithfulness setting on 2 demo questions' cases."""
+    (tmp_path / "tuner.yaml").write_text(f"generator:\n  path: {small_gguf}\n  n_ctx: 4096\n")
+    result = tuner("judge", "check", "--config", "tuner.yaml", "--n", "2", "--metrics", "faithfulness",
+                   "--settings", "--agreement", "1", "--no-paraphrase", "--out", "check.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    checks = load_checks(tmp_path / "check.json")
+    assert [c.setting for c in checks] == ["sampled", "graded", "graded, sentences"]
+    for one in checks:
+        faithfulness = one.metrics["faithfulness"]
+        assert faithfulness.auc is not None and faithfulness.seconds_per_case > 0
+        assert all(s.cold_seconds is not None for s in one.cases)
+    sentences = checks[2].metrics["faithfulness"]
+    assert sentences.flip_rate == 0  # no sampled step: a seed changes nothing
+    assert re.search(r"^use faithfulness (sampled|graded|graded, sentences) with gguf:", result.stdout, re.M), \
+        result.stdout
