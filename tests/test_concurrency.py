@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint
-from tests.helpers import tuner
+from tests.helpers import interruptible, tuner
 from tuner.evaluation.in_order import in_order
 from tuner.models.llms._openai import OpenAICompatibleLLM
 from tuner.study.results import load_study
@@ -134,3 +135,24 @@ def test_kill_9_with_calls_in_flight_then_resume_pays_no_finished_call_again(tmp
     asked_again = server.bodies[asked_before:]
     assert asked_again and not finished & set(asked_again)
     assert len(answered(tmp_path)) == 16
+
+
+def test_sigterm_with_eight_calls_in_flight_stops_at_once_and_marks_the_trial(tmp_path):
+    """The calls in flight are not waited for: SIGTERM stops as with one call, the trial marked, the report
+    written (daemon threads die with the process)."""
+    with FakeEndpoint("slow", delay=120) as server:
+        endpoint_project(tmp_path, server.url, 8)
+        process = interruptible([sys.executable, "-m", "tuner", *STUDY], tmp_path)
+        deadline = time.monotonic() + 120
+        while len(server.bodies) < 8:  # eight questions' first calls, all waiting on the server
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.1)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+        took = time.monotonic() - sent
+    assert process.returncode == 143 and took < 5 and "Traceback" not in stderr, (took, stderr)
+    assert server.most_at_once == 8
+    study = load_study(study_folder(tmp_path / "studies", "s"))
+    assert [t.user_attrs.get("interrupted") for t in study.trials] == ["SIGTERM"]
+    assert (tmp_path / "reports" / "s" / "report.md").is_file()
