@@ -89,7 +89,6 @@ def main() -> None:
             chosen = choose(checks)
             if chosen is not None:
                 choices.append(f"{name}, {model}: {chosen[1]}")
-            console.print(table)
     console.print(table)
     for line in choices:
         console.print(line, highlight=False, soft_wrap=True)

@@ -56,8 +56,7 @@ def simulate(kind: str, paired: bool, supported: float, questions: int, labels: 
     args = (judged_b[rest].tolist(), judged_a[rest].tolist(), judged_b[labelled].tolist(),
             judged_a[labelled].tolist(), b[labelled].tolist(), a[labelled].tolist())
     difference = (b - a)[labelled].tolist()
-    differences = [x - y for x, y in zip(args[0], args[1])], [x - y for x, y in zip(args[2], args[3])], difference
-    return ((b - a).mean(), ppi_mean(*differences, weight=1.0, span=None), ppi_mean(*differences, span=None),
+    return ((b - a).mean(), ppi_difference(*args, weight=1.0, span=None), ppi_difference(*args, span=None),
             labels_only(difference, span=DIFFERENCE), ppi_difference(*args))
 
 

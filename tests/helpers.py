@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -214,6 +215,19 @@ def interruptible(command: list[str], cwd) -> subprocess.Popen:
     CI runners) hands its children SIGINT ignored, and Python then never raises KeyboardInterrupt."""
     return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def signal_when(process: subprocess.Popen, ready, number: int, wait: float = 300) -> tuple[str, float]:
+    """Send `number` to `process` once `ready()` holds (the process must still run by then); its stderr once it has
+    exited, and the seconds it took to exit after the signal."""
+    deadline = time.monotonic() + wait
+    while not ready():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.1)
+    sent = time.monotonic()
+    process.send_signal(number)
+    _, stderr = process.communicate(timeout=60)
+    return stderr, time.monotonic() - sent
 
 
 def complete(folder) -> int:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint
-from tests.helpers import interruptible, tuner
+from tests.helpers import interruptible, signal_when, tuner
 from tuner.evaluation.in_order import in_order
 from tuner.models.llms._openai import OpenAICompatibleLLM
 from tuner.study.results import load_study
@@ -143,14 +143,8 @@ def test_sigterm_with_eight_calls_in_flight_stops_at_once_and_marks_the_trial(tm
     with FakeEndpoint("slow", delay=120) as server:
         endpoint_project(tmp_path, server.url, 8)
         process = interruptible([sys.executable, "-m", "tuner", *STUDY], tmp_path)
-        deadline = time.monotonic() + 120
-        while len(server.bodies) < 8:  # eight questions' first calls, all waiting on the server
-            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-            time.sleep(0.1)
-        sent = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
-        took = time.monotonic() - sent
+        # eight questions' first calls, all waiting on the server
+        stderr, took = signal_when(process, lambda: len(server.bodies) >= 8, signal.SIGTERM)
     assert process.returncode == 143 and took < 5 and "Traceback" not in stderr, (took, stderr)
     assert server.most_at_once == 8
     study = load_study(study_folder(tmp_path / "studies", "s"))

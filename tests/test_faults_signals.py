@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint
-from tests.helpers import SPACE, interruptible, open_session
+from tests.helpers import SPACE, interruptible, open_session, signal_when
 from tuner.study.optimize import recover_interrupted
 from tuner.study.results import load_study, trial_states
 from tuner.study.storage import study_folder
@@ -44,14 +44,8 @@ def test_ctrl_c_during_an_endpoint_call_stops_at_once_and_the_trial_runs_again(t
         command = [sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--trials", "2", "--limit",
                    "2", "--study", "night", "--judge-check", "off", "--search-space", "quick"]
         process = interruptible(command, tmp_path)
-        deadline = time.time() + 300
-        while not server.requests:  # the first trial is waiting for its first answer
-            assert process.poll() is None and time.time() < deadline, process.communicate()
-            time.sleep(0.2)
-        sent = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
-        took = time.monotonic() - sent
+        # the first trial is waiting for its first answer
+        stderr, took = signal_when(process, lambda: server.requests, signal.SIGINT)
     assert process.returncode == 130 and took < 5, (took, stderr)
     assert "Traceback" not in stderr and "[W " not in stderr, stderr
     assert [line for line in stderr.splitlines() if "interrupted" in line] == [

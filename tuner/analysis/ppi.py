@@ -106,12 +106,12 @@ def _interval(estimate: float, spread: float, labelled: int, judged: int, confid
 
 def ppi_difference(judged_a: Sequence[float], judged_b: Sequence[float], labelled_a: Sequence[float],
                    labelled_b: Sequence[float], labels_a: Sequence[float], labels_b: Sequence[float],
-                   confidence: float = 0.95) -> Corrected:
+                   confidence: float = 0.95, weight: float | None = None, span: Span = DIFFERENCE) -> Corrected:
     """A − B, paired by question: the judge's per-question differences corrected by the labelled ones (each
     labelled question carries a human label for both configurations' answers)."""
     return ppi_mean([a - b for a, b in zip(judged_a, judged_b)],
                     [a - b for a, b in zip(labelled_a, labelled_b)],
-                    [a - b for a, b in zip(labels_a, labels_b)], confidence, span=DIFFERENCE)
+                    [a - b for a, b in zip(labels_a, labels_b)], confidence, weight, span)
 
 
 def labels_only(labels: Sequence[float], confidence: float = 0.95, span: Span = VERDICT) -> Corrected:
