@@ -66,12 +66,16 @@ class ScriptedLLM(LLM):
                        f"\n\n" for name in names)
 
     def yes_probability(self, messages, reuse_prefix=False):
-        """A reranker's question (after "question:") or a graded verdict's statement (after "statement:"): the
-        share of its words the passage or context before it holds, three words or more counting as sure."""
+        """A reranker's question (after "question:"), a graded verdict's statement (after "statement:") or a
+        graded usefulness verdict's reference (after "reference answer:", the passage after "passage:"): the share
+        of its words the passage or context holds, three words or more counting as sure."""
         self.calls.append({"messages": messages, "json_schema": None, "seed": 0, "reuse_prefix": reuse_prefix})
         text = messages[-1]["content"].lower()
-        marker = "statement:" if "statement:" in text else "question:"
-        passage, asked = text.split(marker)[0], text.split(marker)[1].split("\n\n")[0]
+        if "reference answer:" in text:
+            passage, asked = text.split("passage:")[1], text.split("reference answer:")[1].split("\n\n")[0]
+        else:
+            marker = "statement:" if "statement:" in text else "question:"
+            passage, asked = text.split(marker)[0], text.split(marker)[1].split("\n\n")[0]
         overlap = len(set(re.findall(r"\w{4,}", asked)) & set(re.findall(r"\w{4,}", passage)))
         return Completion(repr(min(1.0, overlap / 3)), 30, 0)
 

@@ -60,6 +60,46 @@ def test_sampled_stays_ragas_and_sentences_need_graded_verdicts():
         EvaluationConfig(statements="sentences")
 
 
+REFERENCE = "The Sorrel Bridge crosses the Vell river. Gustave Eiffel designed its purple arches."
+OTHER = "Berlin is the capital of Germany and its largest city."
+
+
+def test_graded_recall_checks_the_reference_s_sentences_on_faithfulness_prefix():
+    llm = ScriptedLLM()
+    graded = scorer(llm, verdicts="graded", metrics=["faithfulness", "context_recall"])
+    faithful = graded.score("faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
+    recall = graded.score("context_recall", "Which bridge?", ANSWER, CONTEXTS, REFERENCE)
+    prompts = [c["messages"][-1]["content"] for c in llm.calls if c.get("reuse_prefix")]
+    assert len(prompts) == 3 and not [c for c in llm.calls[1:] if c["json_schema"]]  # one statement call only
+    # faithfulness' verdict and recall's two share everything up to the statement: one prefix per question
+    assert {p.split("Statement: ")[0] for p in prompts} == {f"Context:\n{CONTEXTS[0]}\n\n"}
+    held, invented = (float(ScriptedLLM().yes_probability([{"role": "user", "content": p}]).text)
+                      for p in prompts[1:])
+    assert held == 1.0 and invented < 0.5 and recall.value == pytest.approx((held + invented) / 2)
+    assert faithful.value == pytest.approx(2 / 3)
+
+
+def test_graded_precision_is_average_precision_over_each_passage_s_probability_in_rank_order():
+    llm = ScriptedLLM()
+    graded = scorer(llm, verdicts="graded", metrics=["context_precision"])
+    first = graded.score("context_precision", "Which bridge?", ANSWER, CONTEXTS + [OTHER], REFERENCE).value
+    last = graded.score("context_precision", "Which bridge?", ANSWER, [OTHER] + CONTEXTS, REFERENCE).value
+    prompts = [c["messages"][-1]["content"] for c in llm.calls]
+    assert all(c.get("reuse_prefix") for c in llm.calls) and len(prompts) == 4
+    # each passage judged alone, after the question and reference its question's calls share
+    assert all(p.startswith(f"Question: Which bridge?\nReference answer: {REFERENCE}\n\nPassage: ") for p in prompts)
+    useful, useless = 1.0, float(ScriptedLLM().yes_probability([{"role": "user", "content": prompts[1]}]).text)
+    assert useless < 0.5
+    # RAGAS's average precision with probabilities for verdicts: the useful passage first scores higher
+    assert first == pytest.approx((useful + useless * (useful + useless) / 2) / (useful + useless + 1e-10))
+    assert last == pytest.approx((useless + useful * (useful + useless) / 2) / (useful + useless + 1e-10))
+    assert first > last
+    sampled = ScriptedLLM()
+    scorer(sampled, metrics=["context_precision", "context_recall"]).score(
+        "context_recall", "Which bridge?", ANSWER, CONTEXTS, REFERENCE)
+    assert [c["json_schema"]["title"] for c in sampled.calls] == ["ContextRecallOutput"]  # RAGAS's own, as before
+
+
 def test_sentences_leave_citation_marks_out():
     assert answer_sentences("It opened in 1892 [1, 2]. It is red [3]!") == ["It opened in 1892.", "It is red!"]
 
@@ -120,3 +160,22 @@ def test_judge_check_settings_with_the_real_0_5b_model_compare_and_choose(tmp_pa
     assert sentences.flip_rate == 0  # no sampled step: a seed changes nothing
     assert re.search(r"^use faithfulness (sampled|graded|graded, sentences) with gguf:", result.stdout, re.M), \
         result.stdout
+
+
+@pytest.mark.slow
+def test_graded_context_metrics_with_the_real_0_5b_model_tell_own_contexts_from_another_question_s(small_llm):
+    """Real: the 0.5B judge grades recall and precision of a question's own passages above another topic's."""
+    own = ["The Sorrel Bridge crosses the Vell river at Dunmore. It opened in 1892 and was designed by Ada Kell.",
+           "Dunmore is a market town on the Vell, known for its stone bridge."]
+    other = ["Berlin is the capital of Germany and its largest city.",
+             "The Rhine flows from the Swiss Alps to the North Sea."]
+    reference = "The Sorrel Bridge opened in 1892. Ada Kell designed it."
+    graded = scorer(small_llm, verdicts="graded", metrics=["context_recall", "context_precision"])
+    scores = {(metric, name): graded.score(metric, "When did the Sorrel Bridge open and who designed it?", "",
+                                           contexts, reference).value
+              for metric in ("context_recall", "context_precision") for name, contexts in (("own", own),
+                                                                                           ("other", other))}
+    assert all(0 <= value <= 1 for value in scores.values()), scores
+    # ranked, not calibrated: the 0.5B gives about 0.47 and 0.49 to the own passages, 0.32 and 0.38 to the others
+    assert scores["context_recall", "own"] > scores["context_recall", "other"] + 0.1, scores
+    assert scores["context_precision", "own"] > scores["context_precision", "other"] + 0.1, scores

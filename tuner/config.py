@@ -294,10 +294,11 @@ class EvaluationConfig(_Strict):
                               "of its questions is infeasible: a configuration cannot win on the few it got through")
     llm_rerank_top_n: int = Field(5, ge=1, description="candidates the LLM reranker scores (it is slow)")
     verdicts: Literal["sampled", "graded"] = Field(
-        "sampled", description="faithfulness verdicts: sampled = RAGAS's own (the judge writes a reason and a 0/1 "
-        "verdict per statement); graded = the probability the judge gives to 'yes, supported' per statement, read "
-        "from one token's log-probabilities, contexts first so a question's verdicts share one prefix (an endpoint "
-        "without logprobs falls back to its sampled yes/no, and says so)")
+        "sampled", description="the verdicts of faithfulness, context precision and context recall: sampled = "
+        "RAGAS's own (the judge writes a reason and a 0/1 verdict per statement or passage); graded = the "
+        "probability the judge gives to 'yes' per statement or passage, read from one token's log-probabilities, "
+        "contexts first so a question's verdicts share one prefix (an endpoint without logprobs falls back to its "
+        "sampled yes/no, and says so)")
     statements: Literal["judge", "sentences"] = Field(
         "judge", description="what faithfulness checks: the statements the judge extracts from the answer (RAGAS), "
         "or the answer's sentences (no call; graded verdicts only)")

@@ -82,11 +82,17 @@ def _answer_relevancy(tools: JudgeTools) -> Any:
 
 
 def _context_precision(tools: JudgeTools) -> Any:
+    if tools.settings.verdicts == "graded":
+        from tuner.evaluation.metrics.graded import GradedContextPrecision
+        return GradedContextPrecision(llm=tools.llm)
     from ragas.metrics.collections import ContextPrecision
     return ContextPrecision(llm=tools.llm)
 
 
 def _context_recall(tools: JudgeTools) -> Any:
+    if tools.settings.verdicts == "graded":
+        from tuner.evaluation.metrics.graded import GradedContextRecall
+        return GradedContextRecall(llm=tools.llm)
     from ragas.metrics.collections import ContextRecall
     return ContextRecall(llm=tools.llm)
 

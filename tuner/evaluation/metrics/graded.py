@@ -1,10 +1,15 @@
-"""Graded faithfulness: per statement, the probability the judge gives to "yes, the contexts support it".
+"""Graded verdicts: per statement, the probability the judge gives to "yes", not a sampled 0/1 with its reason.
 
 RAGAS's faithfulness is supported statements / statements, each verdict a sampled 0/1 the judge writes after a
 reason. Graded, it is the same ratio as an expectation: the mean over statements of P(yes), read off one token's
 log-probabilities. One token instead of a reason is cheaper, and a probability is less noisy than a draw from it.
-The contexts come first in the prompt, so the verdicts of one question share a prefix that the in-process model
-computes once (`reuse_prefix`); an endpoint caches such prefixes itself.
+Context recall is the same with the reference's sentences as the statements, and context precision RAGAS's average
+precision over P(the passage is useful) per passage.
+
+The contexts come first in a verdict's prompt, so a question's faithfulness and recall verdicts share one prefix
+that the in-process model computes once (`reuse_prefix`); an endpoint caches such prefixes itself. Precision
+judges each passage alone (RAGAS's definition: a passage is not useful because another one is), after the
+question and reference its calls share.
 
 Statements are the judge's (RAGAS's statement prompt) or the answer's sentences (no call; MiniCheck found claim
 decomposition unnecessary): `evaluation.statements`. An endpoint that gives no log-probabilities answers with its
@@ -20,7 +25,7 @@ import math
 import re
 from typing import Any
 
-from ragas.metrics.collections import Faithfulness
+from ragas.metrics.collections import ContextPrecision, ContextRecall, Faithfulness
 from ragas.metrics.collections.faithfulness.util import NLIStatementOutput, StatementFaithfulnessAnswer
 from ragas.metrics.result import MetricResult
 
@@ -31,12 +36,35 @@ log = logging.getLogger(__name__)
 #: the contexts first: every verdict of one question resumes the same prefix
 VERDICT_PROMPT = "Context:\n{context}\n\nStatement: {statement}\n\nDoes the context above support the statement? " \
                  "Answer yes or no."
+#: the question and reference first: every passage of one question resumes them
+USEFUL_PROMPT = "Question: {question}\nReference answer: {reference}\n\nPassage: {passage}\n\nIs the passage useful " \
+                "for arriving at the reference answer? Answer yes or no."
 _CITATION = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
 _said_sampled: set[str] = set()
 
 
 def verdict_messages(context: str, statement: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": VERDICT_PROMPT.format(context=context, statement=statement)}]
+
+
+def useful_messages(question: str, reference: str, passage: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": USEFUL_PROMPT.format(question=question, reference=reference,
+                                                              passage=passage)}]
+
+
+def grade(llm: Any, messages: list[dict[str, str]]) -> float:
+    """P(yes) for one verdict, resuming the question's saved prefix; a judge without log-probabilities answers with
+    its sampled yes/no (1 or 0), said once per judge."""
+    reply = llm.yes_probability(messages, reuse_prefix=True)
+    if reply.from_text and llm.name not in _said_sampled:
+        _said_sampled.add(llm.name)
+        log.warning(f"the judge {llm.name} gives no log-probabilities: graded verdicts are its sampled yes/no (1 or 0)")
+    return float(reply.text)
+
+
+def mean(values: list[float]) -> MetricResult:
+    score = sum(values) / len(values) if values else float("nan")
+    return MetricResult(value=score if math.isfinite(score) else float("nan"))
 
 
 def answer_sentences(answer: str) -> list[str]:
@@ -57,18 +85,27 @@ class GradedFaithfulness(Faithfulness):
         if not statements:
             return MetricResult(value=float("nan"))
         context = "\n".join(retrieved_contexts)  # as RAGAS joins them
-        llm = self.llm.llm
-        graded = []
-        for statement in statements:
-            reply = llm.yes_probability(verdict_messages(context, statement), reuse_prefix=True)
-            if reply.from_text and llm.name not in _said_sampled:
-                _said_sampled.add(llm.name)
-                log.warning(f"the judge {llm.name} gives no log-probabilities: graded verdicts are its sampled "
-                            f"yes/no (1 or 0)")
-            graded.append((statement, float(reply.text)))
+        graded = [(s, grade(self.llm.llm, verdict_messages(context, s))) for s in statements]
         # the verdicts as RAGAS's reply holds them, for compile's feedback on unsupported statements
         self.llm.replies.append(NLIStatementOutput(statements=[
             StatementFaithfulnessAnswer(statement=s, reason=f"P(supported) = {p:.2f}", verdict=int(p >= 0.5))
             for s, p in graded]))
-        score = sum(p for _, p in graded) / len(graded)
-        return MetricResult(value=score if math.isfinite(score) else float("nan"))
+        return mean([p for _, p in graded])
+
+
+class GradedContextRecall(ContextRecall):
+    """The share of the reference's sentences the contexts support, each P(yes) under faithfulness' prompt (and
+    prefix: a question's faithfulness verdicts computed it already)."""
+
+    async def ascore(self, user_input: str, retrieved_contexts: list[str], reference: str) -> MetricResult:
+        context = "\n".join(retrieved_contexts)
+        return mean([grade(self.llm.llm, verdict_messages(context, s)) for s in answer_sentences(reference)])
+
+
+class GradedContextPrecision(ContextPrecision):
+    """RAGAS's average precision over the passages in rank order, each passage's verdict P(useful)."""
+
+    async def ascore(self, user_input: str, reference: str, retrieved_contexts: list[str]) -> MetricResult:
+        useful = [grade(self.llm.llm, useful_messages(user_input, reference, passage))
+                  for passage in retrieved_contexts]
+        return MetricResult(value=float(self._calculate_average_precision(useful)) if useful else float("nan"))
