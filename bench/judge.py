@@ -1,15 +1,16 @@
 """Judge check figures: how well each local judge separates supported from unsupported answers under each
 faithfulness verdict setting, side by side, and what a case costs.
 
-For each dataset the same labelled cases (built once; the paraphrases by one fixed model, so every judge and
-setting scores identical cases) are scored by each model as judge under each setting of
-`tuner/evaluation/judge_check.VERDICT_SETTINGS`: `sampled` (RAGAS's own: statements, then a reason and a 0/1
-verdict each; today's judge), `graded` (the judge's statements, P(yes) per statement from one token) and `graded,
-sentences` (the answer's sentences, P(yes) each). Seconds per case are on a cold cache (a call the cache answered
-counts at what it took when it was paid), so settings that share a call (the judge's statements) are compared
-fairly; the flip rate is the share of the first `--agreement` cases whose verdict changes side of 0.5 under two
-other sampled seeds. The last line per dataset and model is what `tuner judge check --settings` would say to use.
-One model process at a time; one LLM-call cache per (dataset, model), so a rerun pays nothing.
+For each dataset the same labelled cases (built once; the paraphrases by one fixed model, so every judge and setting
+scores identical cases) are scored by each model as judge under each setting of
+`tuner/evaluation/judge_check.VERDICT_SETTINGS`: `sampled` (RAGAS's own: statements, then a reason and a 0/1 verdict
+each; the judge before this bench), `graded` (the judge's statements, P(yes) per statement from one token) and
+`graded, sentences` (the answer's sentences, P(yes) each; the default since this bench chose it). Seconds per case
+are on a cold cache (a call the cache answered counts at what it took when it was paid), so settings that share a
+call (the judge's statements) are compared fairly; the flip rate is the share of the first `--agreement` cases whose
+verdict changes side of 0.5 under two other sampled seeds. The last line per dataset and model is what `tuner judge
+check --settings` would say to use. One model process at a time; one LLM-call cache per (dataset, model), so a rerun
+pays nothing.
 
     python bench/judge.py                                   # demo + amnesty_qa, 0.5B and 1.5B, 20 questions
     python bench/judge.py --models qwen2.5-0.5b --datasets demo --n 5
@@ -25,7 +26,7 @@ from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import EvaluationConfig, LlamaCppConfig, ProjectConfig
-from tuner.evaluation.judge_check import VERDICT_SETTINGS, check_judge, choose, make_cases, save_checks
+from tuner.evaluation.judge_check import VERDICT_SETTINGS, check_judge, choose, make_cases, save_checks, setting_name
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.workspace import open_workspace
 
@@ -73,8 +74,9 @@ def main() -> None:
             checks = []
             for setting in VERDICT_SETTINGS:
                 runner = RagRunner(open_workspace(project(model, path, cache(args.out, name, model), **setting)))
+                name = setting_name(runner.workspace.config.evaluation)
                 checked = check_judge(runner, cases, args.agreement, lambda i, c: console.print(
-                    f"  {model} {setting} {i + 1}/{len(cases)}", end="\r"))
+                    f"  {model} {name} {i + 1}/{len(cases)}", end="\r"))
                 save_checks([checked], args.out / f"{name}-{model}-{checked.setting.replace(', ', '-')}.json")
                 checks.append(checked)
                 m, today = checked.metrics["faithfulness"], checks[0].metrics["faithfulness"]

@@ -68,9 +68,12 @@ class ScriptedLLM(LLM):
     def yes_probability(self, messages, reuse_prefix=False):
         """A reranker's question (after "question:"), a graded verdict's statement (after "statement:") or a
         graded usefulness verdict's reference (after "reference answer:", the passage after "passage:"): the share
-        of its words the passage or context holds, three words or more counting as sure."""
+        of its words the passage or context holds, three words or more counting as sure. Its own scripted answer
+        it grades supported, as its sampled verdicts do."""
         self.calls.append({"messages": messages, "json_schema": None, "seed": 0, "reuse_prefix": reuse_prefix})
         text = messages[-1]["content"].lower()
+        if any(f"statement: {said}\n" in text for said in SCRIPTED_SUPPORTED):
+            return Completion("1.0", 30, 0)  # it stands by its scripted answer, as its scripted NLI verdict does
         if "reference answer:" in text:
             passage, asked = text.split("passage:")[1], text.split("reference answer:")[1].split("\n\n")[0]
         else:
@@ -79,6 +82,9 @@ class ScriptedLLM(LLM):
         overlap = len(set(re.findall(r"\w{4,}", asked)) & set(re.findall(r"\w{4,}", passage)))
         return Completion(repr(min(1.0, overlap / 3)), 30, 0)
 
+
+#: the scripted answer's sentence and statement, supported whatever the contexts (as the scripted NLI says)
+SCRIPTED_SUPPORTED = ("the sorrel bridge.", "the bridge is the sorrel bridge.")
 
 SCRIPTED_JSON = {
     "QueryRewrite": {"questions": ["Which bridge crosses the river?", "Who designed the bridge?",

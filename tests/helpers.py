@@ -41,6 +41,10 @@ def tuner(*args, cwd):
                           timeout=600)
 
 
+#: RAGAS's sampled verdicts, for fakes that script its JSON replies (their unparsable, empty or coin-flip verdicts)
+SAMPLED = {"verdicts": "sampled"}
+
+
 class StrictIsUnfaithful(ScriptedLLM):
     """The strict program's answers are judged unfaithful, the default's faithful: a clear loser to prune."""
 
@@ -60,6 +64,20 @@ class StrictIsUnfaithful(ScriptedLLM):
             return Completion('{"statements": ["Moonlight"]}', 40, 8)
         return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
                              json_schema=json_schema)
+
+    def yes_probability(self, messages, reuse_prefix=False):
+        """Graded verdicts as the sampled ones: Moonlight unsupported, every other statement supported."""
+        statement = verdict_statement(messages)
+        if statement is None:
+            return super().yes_probability(messages, reuse_prefix)
+        self.calls.append({"messages": messages, "json_schema": None, "seed": 0, "reuse_prefix": reuse_prefix})
+        return Completion(repr(0.0 if "Moonlight" in statement else 1.0), 30, 0)
+
+
+def verdict_statement(messages) -> str | None:
+    """The statement a graded faithfulness verdict asks about; None for any other yes/no question."""
+    found = re.search(r"\n\nStatement: (.*)\n\nDoes the context above support", messages[-1]["content"], re.S)
+    return found.group(1) if found else None
 
 
 def open_session(tmp_path, fake_embedder, space: dict, name="s", targets=("faithfulness",), limit=6,
@@ -124,12 +142,19 @@ class CoinFlipJudge(ScriptedLLM):
         return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
                              json_schema=json_schema)
 
+    def yes_probability(self, messages, reuse_prefix=False):
+        if verdict_statement(messages) is None:
+            return super().yes_probability(messages, reuse_prefix)
+        self.calls.append({"messages": messages, "json_schema": None, "seed": 0, "reuse_prefix": reuse_prefix})
+        return Completion(repr(float(zlib.crc32(messages[-1]["content"].encode()) % 2)), 30, 0)
+
 
 def noise_study(tmp_path, fake_embedder, llm, trials=12, name="noise") -> Session:
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(NOISE_SPACE))
     session = Session.open(StudySpec(name, StudySettings(["faithfulness"], sampler="random", seed=4), space,
-                                     ProjectConfig(cache_dir=tmp_path / "cache"), studies_dir=tmp_path / "studies"))
+                                     ProjectConfig(cache_dir=tmp_path / "cache", evaluation=SAMPLED),
+                                     studies_dir=tmp_path / "studies"))
     session.runner(models=Models(llm, llm), embedder=fake_embedder)
     session.run(trials)
     return session

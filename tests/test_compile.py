@@ -15,6 +15,7 @@ import dspy
 import pytest
 
 from tests.fakes import ScriptedLLM
+from tests.helpers import SAMPLED
 from tuner.compile.metric import CompileMetric
 from tuner.compile.optimizers import COMPILERS
 from tuner.compile.run import CompileSettings, compile_program, examples
@@ -31,7 +32,8 @@ from tuner.workspace import open_workspace
 @pytest.fixture
 def runner_with(tmp_path, fake_embedder):
     def make(llm) -> RagRunner:
-        workspace = open_workspace(ProjectConfig(cache_dir=tmp_path / "cache"), embedder=fake_embedder)
+        project = ProjectConfig(cache_dir=tmp_path / "cache", evaluation=SAMPLED)  # the fakes script RAGAS's NLI
+        workspace = open_workspace(project, embedder=fake_embedder)
         return RagRunner(workspace, models=Models(llm, llm))
 
     return make

@@ -2,7 +2,14 @@ import re
 
 import pytest
 
-from tuner.config import EndpointConfig, LlamaCppConfig, PipelineConfig, ProjectConfig, load_config
+from tuner.config import (
+    EVALUATION_AS_BEFORE,
+    EndpointConfig,
+    LlamaCppConfig,
+    PipelineConfig,
+    ProjectConfig,
+    load_config,
+)
 from tuner.errors import ConfigError
 from tuner.study.optimize import project_hash
 
@@ -96,15 +103,17 @@ def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
     assert isinstance(project.judge, LlamaCppConfig) and project.judge.n_ctx == 2048
     assert caplog.records == []  # the other backend's keys sat at their defaults: nothing to say
     # the project hash of these configs as tuner computed it before the typed configs (commit 64ac1ce): a resumed
-    # study still recognises the configurations it ran
-    assert project_hash(ProjectConfig()) == "51b30cfd1030fe0a972361a105ad09fbeaea1a754edc6932ac0b7f3115ba3c34"
-    assert project_hash(ProjectConfig.model_validate({"judge": {"model": "qwen2.5-0.5b", "n_ctx": 2048}})) == \
-        "265882dc2361278b2f93d258b1ab60044bc576eaba2d446e4b8cb2eb678e4e36"
+    # study (whose recorded project reads as sampled verdicts: StudyMeta.config) still recognises the configurations
+    # it ran
+    before = {"evaluation": EVALUATION_AS_BEFORE}
+    assert project_hash(ProjectConfig(**before)) == "51b30cfd1030fe0a972361a105ad09fbeaea1a754edc6932ac0b7f3115ba3c34"
+    assert project_hash(ProjectConfig.model_validate({"judge": {"model": "qwen2.5-0.5b", "n_ctx": 2048}, **before})) \
+        == "265882dc2361278b2f93d258b1ab60044bc576eaba2d446e4b8cb2eb678e4e36"
     endpoint = {"backend": "openai-compatible", "base_url": "http://x/v1", "model": "m", "timeout": 30}
-    assert project_hash(ProjectConfig.model_validate({"generator": endpoint})) == \
+    assert project_hash(ProjectConfig.model_validate({"generator": endpoint, **before})) == \
         "a0c3412edd839ba5c7966ed653d120609faf15b0139b2931e7b78fa91065af3f"
     # how many questions are in flight decides the pace, not a score: a study resumed with 8 is the same study
-    assert project_hash(ProjectConfig.model_validate({"generator": {**endpoint, "concurrency": 8}})) == \
+    assert project_hash(ProjectConfig.model_validate({"generator": {**endpoint, "concurrency": 8}, **before})) == \
         "a0c3412edd839ba5c7966ed653d120609faf15b0139b2931e7b78fa91065af3f"
     # a setting another backend reads did nothing before either: it is dropped, and said
     assert ProjectConfig.model_validate({"generator": {**endpoint, "n_ctx": 8192}}).generator == \

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint, ScriptedLLM
-from tests.helpers import RefusesHardQuestions, one_line_error, open_session, tuner
+from tests.helpers import SAMPLED, RefusesHardQuestions, one_line_error, open_session, tuner
 from tuner.errors import ConfigError
 from tuner.evaluation.rag_eval import Models
 from tuner.study.results import load_study, trial_states
@@ -142,8 +142,9 @@ class UnparsableJudge(ScriptedLLM):
 def test_a_study_whose_every_trial_failed_exits_non_zero_and_says_why(tmp_path, cli_with):
     from tuner.errors import TunerError
 
-    result = cli_with(UnparsableJudge())("optimize", "--limit", "2", "--trials", "2", "--study", "bad",
-                                         "--judge-check", "off", "--search-space", "quick")
+    (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"evaluation": SAMPLED}))  # RAGAS's JSON verdicts
+    result = cli_with(UnparsableJudge())("optimize", "--limit", "2", "--trials", "2", "--study", "bad", "--config",
+                                         "tuner.yaml", "--judge-check", "off", "--search-space", "quick")
     assert isinstance(result.exception, TunerError), result.output
     assert str(result.exception) == ("no trial of study bad finished (2 failed; the last: no question could be "
                                      "scored on faithfulness): nothing to report as best")
@@ -346,7 +347,7 @@ def test_a_prompt_beyond_the_window_is_that_sample_s_failure(tmp_path, fake_embe
     from tuner.evaluation.ragas_judge import RagasScorer
 
     judge = SmallWindowJudge()
-    scorer = RagasScorer(judge, fake_embedder, EvaluationConfig(), 1024)
+    scorer = RagasScorer(judge, fake_embedder, EvaluationConfig(**SAMPLED), 1024)
     long_context = "The bridge was painted grey in spring. " * 2000
     outcome = scorer.score("faithfulness", "Who built the bridge?", "The Sorrel Bridge [1].", [long_context], None)
     assert outcome.value is None and outcome.failure == "too_long"

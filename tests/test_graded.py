@@ -42,22 +42,24 @@ def test_graded_faithfulness_is_the_mean_probability_over_the_answer_s_sentences
 
 def test_graded_verdicts_can_check_the_judge_s_own_statements_and_feed_compile():
     llm = ScriptedLLM()
-    graded = scorer(llm, verdicts="graded")
+    graded = scorer(llm, verdicts="graded", statements="judge")
     outcome = graded.score("faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
     assert [c["json_schema"]["title"] for c in llm.calls if c["json_schema"]] == ["StatementGeneratorOutput"]
-    # the scripted statement, "The bridge is the Sorrel Bridge.": two of its words in the contexts, P(yes) 2/3
-    assert outcome.value == pytest.approx(2 / 3)
+    # the scripted statement, "The bridge is the Sorrel Bridge.": supported, as the scripted NLI verdict says
+    assert outcome.value == 1.0 and llm.calls[-1]["reuse_prefix"]
     reply = graded.judge.replies[-1]  # what compile reads for its feedback on unsupported statements
     assert [(s.statement, s.verdict) for s in reply.statements] == [("The bridge is the Sorrel Bridge.", 1)]
 
 
-def test_sampled_stays_ragas_and_sentences_need_graded_verdicts():
+def test_graded_on_sentences_is_the_default_and_sampled_is_ragas_one_setting_away():
+    assert (EvaluationConfig().verdicts, EvaluationConfig().statements) == ("graded", "sentences")
     llm = ScriptedLLM()
-    scorer(llm).score("faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
+    scorer(llm, verdicts="sampled").score("faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
     titles = [c["json_schema"]["title"] for c in llm.calls if c["json_schema"]]
-    assert titles == ["StatementGeneratorOutput", "NLIStatementOutput"] and EvaluationConfig().verdicts == "sampled"
+    assert titles == ["StatementGeneratorOutput", "NLIStatementOutput"]  # RAGAS's own statements and verdicts
+    assert EvaluationConfig(verdicts="sampled").statements == "judge"
     with pytest.raises(ValueError, match="statements: sentences needs verdicts: graded"):
-        EvaluationConfig(statements="sentences")
+        EvaluationConfig(verdicts="sampled", statements="sentences")
 
 
 REFERENCE = "The Sorrel Bridge crosses the Vell river. Gustave Eiffel designed its purple arches."
@@ -66,17 +68,17 @@ OTHER = "Berlin is the capital of Germany and its largest city."
 
 def test_graded_recall_checks_the_reference_s_sentences_on_faithfulness_prefix():
     llm = ScriptedLLM()
-    graded = scorer(llm, verdicts="graded", metrics=["faithfulness", "context_recall"])
+    graded = scorer(llm, metrics=["faithfulness", "context_recall"])  # the defaults: graded, on sentences
     faithful = graded.score("faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
     recall = graded.score("context_recall", "Which bridge?", ANSWER, CONTEXTS, REFERENCE)
-    prompts = [c["messages"][-1]["content"] for c in llm.calls if c.get("reuse_prefix")]
-    assert len(prompts) == 3 and not [c for c in llm.calls[1:] if c["json_schema"]]  # one statement call only
-    # faithfulness' verdict and recall's two share everything up to the statement: one prefix per question
+    prompts = [c["messages"][-1]["content"] for c in llm.calls]
+    assert len(prompts) == 4 and all(c.get("reuse_prefix") for c in llm.calls)  # four verdicts, no other call
+    # faithfulness' two verdicts and recall's two share everything up to the statement: one prefix per question
     assert {p.split("Statement: ")[0] for p in prompts} == {f"Context:\n{CONTEXTS[0]}\n\n"}
     held, invented = (float(ScriptedLLM().yes_probability([{"role": "user", "content": p}]).text)
-                      for p in prompts[1:])
+                      for p in prompts[2:])
     assert held == 1.0 and invented < 0.5 and recall.value == pytest.approx((held + invented) / 2)
-    assert faithful.value == pytest.approx(2 / 3)
+    assert faithful.value == pytest.approx((1 + 1 / 3) / 2)
 
 
 def test_graded_precision_is_average_precision_over_each_passage_s_probability_in_rank_order():
@@ -95,7 +97,7 @@ def test_graded_precision_is_average_precision_over_each_passage_s_probability_i
     assert last == pytest.approx((useless + useful * (useful + useless) / 2) / (useful + useless + 1e-10))
     assert first > last
     sampled = ScriptedLLM()
-    scorer(sampled, metrics=["context_precision", "context_recall"]).score(
+    scorer(sampled, verdicts="sampled", metrics=["context_precision", "context_recall"]).score(
         "context_recall", "Which bridge?", ANSWER, CONTEXTS, REFERENCE)
     assert [c["json_schema"]["title"] for c in sampled.calls] == ["ContextRecallOutput"]  # RAGAS's own, as before
 
@@ -144,6 +146,7 @@ def test_the_check_chooses_the_best_auc_and_of_equals_the_fastest():
     assert choose([today]) is None  # nothing to compare
 
 
+@pytest.mark.slow
 def test_judge_check_settings_with_the_real_0_5b_model_compare_and_choose(tmp_path, small_gguf):
     """Real: the 0.5B judge under each faithfulness setting on 2 demo questions' cases."""
     (tmp_path / "tuner.yaml").write_text(f"generator:\n  path: {small_gguf}\n  n_ctx: 4096\n")

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.fakes import HashingEmbedder
-from tests.helpers import NOISE_SPACE, CoinFlipJudge, noise_study, tuner
+from tests.helpers import NOISE_SPACE, SAMPLED, CoinFlipJudge, noise_study, tuner
 from tuner.analysis import analyze
 from tuner.analysis.corrections import corrections
 from tuner.analysis.labelling import answers_to_label
@@ -232,7 +232,8 @@ def test_a_study_without_held_out_questions_is_labelled_and_corrected_in_sample(
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(NOISE_SPACE))
     session = Session.open(StudySpec("whole", StudySettings(["faithfulness"], sampler="random", seed=4), space,
-                                     ProjectConfig(cache_dir=tmp_path / "cache"), studies_dir=tmp_path / "studies",
+                                     ProjectConfig(cache_dir=tmp_path / "cache", evaluation=SAMPLED),
+                                     studies_dir=tmp_path / "studies",
                                      holdout=0.0))
     session.runner(models=Models(CoinFlipJudge(), CoinFlipJudge()), embedder=fake_embedder)
     session.run(4)

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tests.fakes import ScriptedLLM
+from tests.helpers import SAMPLED
 from tuner.config import EvaluationConfig, ProjectConfig
 from tuner.data import load_dataset
 from tuner.errors import ConfigError
@@ -99,7 +100,7 @@ def demo():
 @pytest.fixture
 def runner_for(tmp_path, fake_embedder):
     def make(llm, **evaluation):
-        config = ProjectConfig(cache_dir=tmp_path / "cache", evaluation=EvaluationConfig(**evaluation))
+        config = ProjectConfig(cache_dir=tmp_path / "cache", evaluation=EvaluationConfig(**{**SAMPLED, **evaluation}))
         return RagRunner(open_workspace(config, embedder=fake_embedder), models=Models(llm, llm))
     return make
 
@@ -174,7 +175,7 @@ def test_a_judge_that_reads_the_contexts_passes_the_check(demo, runner_for):
 
 def test_an_empty_judgement_is_re_asked_then_scored_unsupported_not_dropped(fake_embedder):
     judge = EmptyJudge()
-    scorer = RagasScorer(judge, fake_embedder, EvaluationConfig(retries=2), max_tokens=64)
+    scorer = RagasScorer(judge, fake_embedder, EvaluationConfig(retries=2, **SAMPLED), max_tokens=64)
     outcome = scorer.score("faithfulness", "Which bridge?", "The Sorrel Bridge.", ["Sorrel Bridge."], None)
     assert outcome.value == 0.0 and outcome.failure == "empty"
     assert len(judge.calls) == 3
@@ -187,7 +188,7 @@ def test_an_empty_judgement_is_re_asked_then_scored_unsupported_not_dropped(fake
     assert refusal.value is None and refusal.failure == "refusal" and len(judge.calls) == 1
 
     judge.calls.clear()
-    old_rule = RagasScorer(judge, fake_embedder, EvaluationConfig(empty_judgement="exclude"), max_tokens=64)
+    old_rule = RagasScorer(judge, fake_embedder, EvaluationConfig(empty_judgement="exclude", **SAMPLED), max_tokens=64)
     excluded = old_rule.score("faithfulness", "Which bridge?", "The Sorrel Bridge.", ["Sorrel Bridge."], None)
     assert excluded.value is None and excluded.failure == "nan" and len(judge.calls) == 1
 
@@ -231,7 +232,7 @@ def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedd
             judge_precheck(session, mode, {"config": tmp_path / "tuner.yaml", "dataset": tmp_path / "data"})
         return check
 
-    spec = StudySpec("s", StudySettings(["faithfulness"], sampler="random"), space, ProjectConfig(),
+    spec = StudySpec("s", StudySettings(["faithfulness"], sampler="random"), space, ProjectConfig(evaluation=SAMPLED),
                      studies_dir=tmp_path / "studies", cache_dir=tmp_path / "cache",
                      before_first_trial=guarded("strict"))
     with pytest.raises(ConfigError, match="judge check failed") as refused:

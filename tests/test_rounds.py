@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.fakes import ScriptedLLM
-from tests.helpers import tuner
+from tests.helpers import SAMPLED, tuner
 from tuner.agent import run_rounds
 from tuner.agent.rounds import round_name
 from tuner.cache import SqliteStore
@@ -133,8 +133,9 @@ def test_ctrl_c_during_optimize_still_writes_the_report(tmp_path, cli_with):
     invoke = cli_with(InterruptedLLM())
     # the baseline's top_k 5 lies outside the space, so trial 1 retrieves other contexts and pays for new calls
     (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 2, "high": 3}}}))
-    result = invoke("optimize", "--trials", "3", "--limit", "2", "--search-space", "space.yaml",
-                    "--study", "night", "--judge-check", "off")  # counts the trials' calls only
+    (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"evaluation": SAMPLED}))  # 3 calls a question
+    result = invoke("optimize", "--trials", "3", "--limit", "2", "--search-space", "space.yaml", "--config",
+                    "tuner.yaml", "--study", "night", "--judge-check", "off")  # counts the trials' calls only
     assert result.exit_code != 0  # interrupted
     report = (tmp_path / "reports" / "night" / "report.md").read_text()
     assert "**Best: trial 0**" in report and "1 complete" in report and "1 interrupted" in report
@@ -147,7 +148,7 @@ def test_rejudging_samples_new_seeds_and_restores_greedy_verdicts(fake_embedder)
     from tuner.evaluation.ragas_judge import RagasScorer
 
     llm = ScriptedLLM()
-    scorer = RagasScorer(llm, fake_embedder, EvaluationConfig(), max_tokens=64)
+    scorer = RagasScorer(llm, fake_embedder, EvaluationConfig(**SAMPLED), max_tokens=64)
     noise = rejudge(scorer, [question("q1", 1.0), question("q2", 0.0)], "faithfulness", trial=3, repeats=2)
     assert noise.repeats == 2 and noise.scores["q1"] == [1.0, 1.0, 1.0] and noise.trial == 3
     assert noise.scores["q2"][0] == 0.0 and noise.spread("q2") == 1.0  # the recorded verdict vs the re-judgings

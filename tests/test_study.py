@@ -272,12 +272,27 @@ def test_a_resume_records_the_project_it_now_runs_but_not_other_questions_or_ano
     with pytest.raises(ConfigError, match="indexed with embedder.precision = 'fp32', not 'int8'"):  # other vectors
         setup(PROGRAMS, limit=2, project=ProjectConfig(cache_dir=tmp_path / "cache",
                                                        embedder=EmbedderConfig(precision="int8")))
+    with pytest.raises(ConfigError, match="judged with evaluation.verdicts = 'graded', not 'sampled': its trials' "
+                                          "scores are that judge's"):  # scores of another scale
+        setup(PROGRAMS, limit=2, project=ProjectConfig(cache_dir=tmp_path / "cache",
+                                                       evaluation=EvaluationConfig(verdicts="sampled")))
     assert len(load_study(first.folder).trials) == 1  # nothing was added by the refused resumes
     resumed = setup(PROGRAMS, limit=2, project=ProjectConfig(cache_dir=tmp_path / "cache",
                                                             evaluation=EvaluationConfig(retries=1)))
     assert resumed.folder.read_meta().project["evaluation"]["retries"] == 1
     resumed.run(2)
     assert best_config(load_study(resumed.folder), resumed.folder)["dataset"]["limit"] == 2  # best.yaml agrees
+
+
+def test_a_study_recorded_before_graded_verdicts_resumes_judged_as_it_was():
+    """Studies recorded before `evaluation.verdicts` existed ran RAGAS's sampled verdicts: resumed without a config
+    they keep them, though new projects default to graded verdicts on sentences."""
+    from tuner.study.meta import StudyMeta
+
+    old = StudyMeta(("faithfulness",), project={"evaluation": {"metrics": ["faithfulness"], "retries": 1}})
+    assert (old.config.evaluation.verdicts, old.config.evaluation.statements) == ("sampled", "judge")
+    assert StudyMeta(("faithfulness",)).config.evaluation.verdicts == "sampled"
+    assert (ProjectConfig().evaluation.verdicts, ProjectConfig().evaluation.statements) == ("graded", "sentences")
 
 
 def test_a_shared_study_reruns_a_stopped_trial_but_leaves_running_ones_to_heartbeats(tmp_path):

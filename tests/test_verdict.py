@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from tests.helpers import NOISE_SPACE, CoinFlipJudge, noise_study, tuner
+from tests.helpers import NOISE_SPACE, SAMPLED, CoinFlipJudge, noise_study, tuner
 from tuner.agent import run_rounds
 from tuner.analysis import analyze
 from tuner.analysis.verdict import contenders, give_verdict, to_score, verdict
@@ -57,7 +57,8 @@ def test_no_trial_touches_a_held_out_question_before_the_verdict(tmp_path, fake_
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(NOISE_SPACE))
     session = Session.open(StudySpec("s", StudySettings(["faithfulness"], sampler="random", seed=4), space,
-                                     ProjectConfig(cache_dir=tmp_path / "cache"), studies_dir=tmp_path / "studies"))
+                                     ProjectConfig(cache_dir=tmp_path / "cache", evaluation=SAMPLED),
+                                     studies_dir=tmp_path / "studies"))
     runner = session.runner(models=Models(llm, llm), embedder=fake_embedder)
     asked: list[str] = []
     pipeline_run = runner.workspace.pipeline.run

@@ -294,17 +294,19 @@ class EvaluationConfig(_Strict):
                               "of its questions is infeasible: a configuration cannot win on the few it got through")
     llm_rerank_top_n: int = Field(5, ge=1, description="candidates the LLM reranker scores (it is slow)")
     verdicts: Literal["sampled", "graded"] = Field(
-        "sampled", description="the verdicts of faithfulness, context precision and context recall: sampled = "
+        "graded", description="the verdicts of faithfulness, context precision and context recall: sampled = "
         "RAGAS's own (the judge writes a reason and a 0/1 verdict per statement or passage); graded = the "
         "probability the judge gives to 'yes' per statement or passage, read from one token's log-probabilities, "
         "contexts first so a question's verdicts share one prefix (an endpoint without logprobs falls back to its "
         "sampled yes/no, and says so)")
     statements: Literal["judge", "sentences"] = Field(
-        "judge", description="what faithfulness checks: the statements the judge extracts from the answer (RAGAS), "
-        "or the answer's sentences (no call; graded verdicts only)")
+        "sentences", description="what faithfulness checks: the statements the judge extracts from the answer "
+        "(RAGAS), or the answer's sentences (no call; graded verdicts only, so judge when verdicts: sampled)")
 
     @model_validator(mode="after")
     def _sentences_are_graded(self) -> EvaluationConfig:
+        if self.verdicts == "sampled" and "statements" not in self.model_fields_set:
+            self.statements = "judge"  # RAGAS's own, whole: `verdicts: sampled` is all it takes
         if self.statements == "sentences" and self.verdicts != "graded":
             raise ValueError("statements: sentences needs verdicts: graded (RAGAS's sampled verdicts check the "
                              "judge's own statements)")
@@ -312,7 +314,8 @@ class EvaluationConfig(_Strict):
 
 
 #: evaluation settings added after studies existed, at the value every earlier study ran with: left out of a
-#: study's identity at that value, so an earlier study resumes as itself
+#: study's identity at that value, and read into a recorded project that lacks them, so an earlier study resumes as
+#: itself (the defaults became graded verdicts on sentences later: `tuner judge check --settings` chose them)
 EVALUATION_AS_BEFORE = {"verdicts": "sampled", "statements": "judge"}
 
 

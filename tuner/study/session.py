@@ -240,6 +240,8 @@ class Session:
 #: index settings every trial of a study retrieved with: a resume with others would compare other indexes
 INDEX_SETTINGS = {"chunking": None, "embedder": ("model", "backend", "precision"),
                   "backend": ("type", "candidates", "bm25"), "graph": None}
+#: how every trial of a study was judged: a resume judging otherwise would rank scores of two scales together
+JUDGE_SETTINGS = {"evaluation": ("verdicts", "statements")}
 
 
 def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], project: ProjectConfig) -> None:
@@ -259,11 +261,13 @@ def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], p
                           f"{recorded.get('documents')} documents, this run has {said}; {again}")
     before = meta.config.model_dump(mode="json")
     now = project.model_dump(mode="json")
-    for section, keys in INDEX_SETTINGS.items():
-        for key in keys or before[section]:
-            if before[section].get(key) != now[section].get(key):
-                raise ConfigError(f"study {name} indexed with {section}.{key} = {before[section].get(key)!r}, not "
-                                  f"{now[section].get(key)!r}: its trials retrieved from that index; {again}")
+    for settings, done, why in ((INDEX_SETTINGS, "indexed", "its trials retrieved from that index"),
+                                (JUDGE_SETTINGS, "judged", "its trials' scores are that judge's")):
+        for section, keys in settings.items():
+            for key in keys or before[section]:
+                if before[section].get(key) != now[section].get(key):
+                    raise ConfigError(f"study {name} {done} with {section}.{key} = {before[section].get(key)!r}, "
+                                      f"not {now[section].get(key)!r}: {why}; {again}")
 
 
 def refuse_unscorable(settings: StudySettings, data: Dataset) -> None:
