@@ -8,6 +8,7 @@ import dspy
 import pytest
 
 from tests.fakes import ScriptedLLM
+from tests.helpers import SAMPLED
 from tuner.config import EvaluationConfig, PipelineConfig
 from tuner.errors import ConfigError
 from tuner.evaluation.ragas_judge import JudgeLLM, JudgeOutputError, RagasScorer, parse_reply
@@ -60,7 +61,7 @@ def test_parse_reply_tolerates_prose_and_rejects_garbage():
 
 def test_garbage_judge_is_retried_then_counted_not_crashed(fake_embedder):
     garbage = ScriptedLLM(garbage=True)
-    scorer = RagasScorer(garbage, fake_embedder, EvaluationConfig(retries=2), max_tokens=64)
+    scorer = RagasScorer(garbage, fake_embedder, EvaluationConfig(retries=2, **SAMPLED), max_tokens=64)
     outcome = scorer.score("context_precision", "Which bridge?", "The Sorrel Bridge.", ["Sorrel Bridge."], "Sorrel")
     assert outcome.value is None and outcome.failure == "unparsable"
     assert len(garbage.calls) == 3  # first try + 2 re-asks, each a different sample
