@@ -30,8 +30,8 @@ from tuner.config import LlamaCppConfig, PipelineConfig, ProjectConfig
 from tuner.data import load_dataset
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.testset import DEFAULT_SHARES
-from tuner.testset.generate import QuestionWriter
-from tuner.testset.validity import lexical_overlap, rank_agreement
+from tuner.testset.generate import QuestionWriter, ndcg
+from tuner.testset.validity import discriminating, lexical_overlap, rank_agreement
 from tuner.workspace import open_workspace
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -45,11 +45,6 @@ GRID: dict[str, dict] = {
     "stemmer english": {"stemmer": "english"},
 }
 console = Console(width=220)  # the tables are the result: never squeezed to 80 columns in a log
-
-
-def ndcg(runner: RagRunner, questions, knobs: dict) -> np.ndarray:
-    result = runner.evaluate(PipelineConfig(**knobs), questions=questions, answer=False)
-    return np.array([q.retrieval.metrics["ndcg@10"] for q in result.questions])
 
 
 def measure(name: str, model: str, size: int, cache_root: Path) -> tuple[list[str], list[str]]:
@@ -70,8 +65,8 @@ def measure(name: str, model: str, size: int, cache_root: Path) -> tuple[list[st
     written, card = QuestionWriter(runner, corpus).write(len(asked), DEFAULT_SHARES, on_progress=progress)
     console.print(f"{name}: scorecard {card.to_json()}", highlight=False)
     ranked = [q for q in written if q.relevant_ids]
-    human_scores = np.stack([ndcg(runner, asked, knobs) for knobs in GRID.values()], axis=1)
-    synthetic_scores = np.stack([ndcg(runner, ranked, knobs) for knobs in GRID.values()], axis=1)
+    human_scores = np.stack([ndcg(runner, PipelineConfig(**knobs), asked) for knobs in GRID.values()], axis=1)
+    synthetic_scores = np.stack([ndcg(runner, PipelineConfig(**knobs), ranked) for knobs in GRID.values()], axis=1)
     for label, h, s in zip(GRID, human_scores.mean(axis=0), synthetic_scores.mean(axis=0)):
         console.print(f"  {label}: human {h:.3f}  synthetic {s:.3f}", highlight=False)
     agreement = rank_agreement(human_scores, synthetic_scores)
@@ -81,6 +76,7 @@ def measure(name: str, model: str, size: int, cache_root: Path) -> tuple[list[st
                 f"{agreement.tau:+.2f} [{agreement.ci[0]:+.2f}, {agreement.ci[1]:+.2f}]",
                 labels[agreement.best_human], labels[agreement.best_synthetic],
                 f"{agreement.human_of_best_human:.3f} / {agreement.human_of_best_synthetic:.3f}",
+                f"{discriminating(human_scores).mean():.0%} / {discriminating(synthetic_scores).mean():.0%}",
                 "meets τ ≥ 0.6" if agreement.tau >= 0.6 else "misses τ ≥ 0.6"]
     texts = {d.id: d.text for d in human.documents}
     overlap = [lexical_overlap(q.text, [texts[d] for d in q.relevant_ids if d in texts]) for q in asked]
@@ -91,7 +87,8 @@ def measure(name: str, model: str, size: int, cache_root: Path) -> tuple[list[st
                f"{card.kept['multi-hop']} of {len(written)}",
                f"{sum(card.kept.values())} of {sum(card.drawn.values())}",
                ", ".join(f"{g} {n}" for g, n in card.rejected.most_common()) or "—",
-               f"{card.llm_calls} calls, {card.seconds / 60:.0f} min"]
+               f"{card.llm_calls} calls ({card.llm_calls / max(len(written), 1):.1f} per kept question), "
+               f"{card.seconds / 60:.0f} min"]
     return validity, differs
 
 
@@ -109,7 +106,8 @@ def main() -> None:
     validity = Table(title=f"do synthetic questions ({args.model}) rank {len(GRID)} retrieval configurations like "
                            f"human ones? nDCG@10, Kendall τ [bootstrap 95 % CI]")
     for column in ("set", "human q", "synthetic q (kinds)", "τ [95 % CI]", "best by human", "best by synthetic",
-                   "human nDCG@10: human's best / synthetic's best", "reading"):
+                   "human nDCG@10: human's best / synthetic's best",
+                   "discriminating human / synthetic", "reading"):
         validity.add_column(column)
     differs = Table(title="what differs: human / synthetic")
     for column in ("set", "median words", "lexical overlap with gold docs", "multi-hop", "kept of drawn",

@@ -20,8 +20,10 @@ from tuner.evaluation.rag_eval import Models, RagRunner
 from tuner.models.llms import LLM, Completion
 from tuner.pipeline.chunking import Chunk
 from tuner.testset import generate_testset, read_scorecards
-from tuner.testset.gates import Rejected, check_new, clean_question, parse_reply
+from tuner.testset.anchors import AnchorCheck, check_anchors, read_anchors
+from tuner.testset.gates import OverlapGate, Rejected, check_new, clean_question, parse_reply
 from tuner.testset.generate import UNANSWERABLE, QuestionWriter, linked_pairs, spread, targets
+from tuner.testset.validity import DEFAULT_OVERLAP, discriminating, overlap_target
 from tuner.workspace import open_workspace
 
 
@@ -116,6 +118,8 @@ class WriterLLM(LLM):
     def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
         self._pay()
         prompt = messages[-1]["content"]
+        if REWRITE in prompt:  # a user's wording: as it was
+            return Completion(json.dumps({"question": rewritten(prompt)}), 20, 10)
         title = re.search(r"Document(?: 1)?: (.+)", prompt).group(1)
         if "does NOT answer" in prompt:
             reply = {"question": f"How many people visited {title} in the winter of 1950?"}
@@ -201,13 +205,21 @@ def test_a_small_corpus_is_gone_round_again_asking_each_chunk_for_another_fact(t
     assert card.kept["unanswerable"] == 2 and [q.kind for q in questions] == ["unanswerable"] * 2
 
 
+#: what only the rewrite prompt says, and the question it asks to rewrite
+REWRITE = "types this question into a search box:"
+
+
+def rewritten(prompt: str) -> str:
+    return prompt.split(REWRITE + "\n", 1)[1].split("\n", 1)[0]
+
+
 class TopicalLLM(WriterLLM):
     """Asks about a topic, with no name or number in the question, as a model does of untitled abstracts."""
 
     def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
         self._pay()
         specific = "ferroxcube" in messages[-1]["content"]
-        question = "What limits the power output of ferroxcube cores?" if specific else \
+        question = "What limits how much power ferroxcube cores give?" if specific else \
             "What is the maximum power output of the cores?"
         return Completion(json.dumps({"question": question, "answer": "Losses."}), 40, 12)
 
@@ -219,7 +231,7 @@ def test_an_untitled_corpus_keeps_questions_naming_a_word_few_chunks_use(tmp_pat
         '{"_id": "a", "title": "", "text": "Losses in ferroxcube cores limit the power output at centimetre '
         'wavelengths."}\n{"_id": "b", "title": "", "text": "The power output of cores rises with their size."}\n')
     questions, card = writer_on(folder, TopicalLLM(), tmp_path / "cache", fake_embedder).write(2, {"single-hop": 1})
-    assert [q.text for q in questions] == ["What limits the power output of ferroxcube cores?"]
+    assert [q.text for q in questions] == ["What limits how much power ferroxcube cores give?"]
     assert card.rejected["not standalone"] >= 1  # "the cores": words every chunk uses name nothing
 
 
@@ -326,13 +338,16 @@ def test_optimize_docs_ingests_generates_once_and_resumes_on_the_same_questions(
 @pytest.mark.slow
 def test_a_folder_of_files_becomes_a_checked_test_set_and_a_study_with_the_small_model(tmp_path, small_gguf):
     """For real: a folder of files ingested, three questions written and judged by the 0.5B, a retrieval study
-    (real embedder) on them."""
+    (real embedder) on them, checked against anchor questions people wrote."""
     demo_as_files(tmp_path / "manuals", count=12)
+    anchors = anchors_file(tmp_path / "anchors.jsonl", ids=as_files, within=12)
+    assert len(anchors.read_text().splitlines()) >= 5
     (tmp_path / "tuner.yaml").write_text(f"generator: {{model: qwen2.5-0.5b, path: {small_gguf}}}\n"
                                          f"judge: {{model: qwen2.5-0.5b, path: {small_gguf}}}\n"
                                          f"cache_dir: cache\n")
     assert tuner("data", "ingest", "manuals", "--out", "data", cwd=tmp_path).returncode == 0
-    result = tuner("data", "generate", "data", "-n", "3", "--config", "tuner.yaml", cwd=tmp_path)
+    result = tuner("data", "generate", "data", "-n", "3", "--config", "tuner.yaml", "--anchor-questions",
+                   "anchors.jsonl", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     card = read_scorecards(tmp_path / "data")[-1]
     data = load_dataset(tmp_path / "data")
@@ -343,9 +358,14 @@ def test_a_folder_of_files_becomes_a_checked_test_set_and_a_study_with_the_small
         assert q.kind in ("single-hop", "multi-hop", "unanswerable")
         assert q.kind == "unanswerable" or q.relevant_ids <= {d.id for d in data.documents}
     assert "test set scorecard" in result.stdout and "test set scorecard" in tuner("data", "data", cwd=tmp_path).stdout
+    assert card["overlap"]["from"].startswith("the mean of") and card["anchors"]["anchors"] >= 5
+    assert card["discriminating"]["of"] == sum(1 for q in data.questions if q.relevant_ids)
     study = tuner("optimize", "--dataset", "data", "--config", "tuner.yaml", "--target", "ndcg@10", "--search-space",
-                  "retrieval", "--trials", "2", "--judge-check", "off", cwd=tmp_path)
+                  "retrieval", "--trials", "4", "--judge-check", "off", "--anchor-questions", "anchors.jsonl",
+                  cwd=tmp_path)
     assert study.returncode == 0, study.stderr
+    report = (tmp_path / "reports" / "default" / "report.md").read_text()
+    assert "## Test set" in report and "anchor questions" in report.split("## Test set", 1)[1]
 
 
 def test_rank_agreement_finds_the_order_two_sets_share_and_says_how_sure_it_is():
@@ -367,3 +387,184 @@ def test_rank_agreement_finds_the_order_two_sets_share_and_says_how_sure_it_is()
         rank_agreement(human, same[:, :5])
     assert lexical_overlap("Where is Port Ardent built?", ["Port Ardent is built around a harbour."]) == 1.0
     assert lexical_overlap("Which ferry runs to Halvard?", ["Port Ardent is built around a harbour."]) == 0.0
+
+
+def test_the_overlap_gate_holds_the_kept_mean_to_its_target_and_allows_some_close_wording():
+    gate = OverlapGate(0.5)
+    assert gate.passes(0.5) and not gate.passes(0.9)  # nothing kept yet: no slack to spend
+    gate.keep(0.1), gate.keep(0.2)
+    assert gate.passes(0.9) and gate.mean == pytest.approx(0.15)  # (0.1 + 0.2 + 0.9) / 3 = 0.4
+    gate.keep(0.9)
+    assert not gate.passes(1.0) and gate.passes(0.5)
+
+
+def test_overlap_targets_come_from_real_questions_else_the_default():
+    from tuner.data import Document, Question
+
+    documents = [Document("a", "Port Ardent is the capital of Velmora.", "Port Ardent")]
+    real = [Question("1", "Which city governs Velmora?", relevant_ids=frozenset({"a"})),  # 1 of 3 words: 0.33
+            Question("2", "What is the capital of Velmora?", relevant_ids=frozenset({"a"})),  # 2 of 2: 1.0
+            Question("3", "How big is it?")]  # no gold: not counted
+    assert overlap_target(real, documents) == (0.67, "the mean of 2 real question(s)")
+    assert overlap_target([], documents) == (DEFAULT_OVERLAP, "the default (no real questions given)")
+
+
+def test_a_question_is_discriminating_when_the_configurations_disagree_on_it():
+    scores = np.array([[1.0, 1.0, 1.0], [1.0, 0.95, 0.92], [1.0, 0.5, 0.0], [0.3, 0.4, 0.2]])
+    assert discriminating(scores).tolist() == [False, False, True, True]
+
+
+class CopyingLLM(WriterLLM):
+    """Drafts questions in the passage's own words and rewrites them unchanged — unless told which words to avoid
+    (`obeys`), when it finds its own. `lose` questions: the rewrite loses what was asked, and the judge says so."""
+
+    def __init__(self, obeys: bool = True, lose: bool = False):
+        super().__init__(leaning="")
+        self.obeys, self.lose, self.rewrites = obeys, lose, []
+
+    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+        prompt = messages[-1]["content"]
+        if REWRITE in prompt:
+            self._pay()
+            self.rewrites.append(prompt)
+            question = rewritten(prompt)
+            if "Do not use these words" in prompt and self.obeys:
+                name = re.search(r"(?:about|of) ([A-Z][\w ]+?)\?", question).group(1)
+                question = f"What should a visitor know about {name}?"
+            elif self.lose:
+                question = "Where is the lost key of Velmora?"
+            return Completion(json.dumps({"question": question}), 20, 10)
+        if "does NOT answer" in prompt or "Passage 1" in prompt:
+            return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                 json_schema=json_schema)
+        self._pay()
+        title = re.search(r"Document: (.+)", prompt).group(1)
+        passage = prompt.split("Passage:\n", 1)[1].split("\nA reader", 1)[0]
+        copied = " ".join(max(passage.splitlines(), key=len).split()[:12]).rstrip(".,;")  # not a heading
+        return Completion(json.dumps({"topic": title, "fact": copied, "question": f"Is {copied} about {title}?", "answer": copied}), 40, 12)
+
+    def yes_probability(self, messages, reuse_prefix=False):
+        if "lost key" in messages[-1]["content"]:
+            self._pay()
+            return Completion("0.1", 30, 0)
+        return super().yes_probability(messages, reuse_prefix)
+
+
+def test_questions_are_rewritten_away_from_their_sources_words_and_checked_again(demo_copy, tmp_path, fake_embedder):
+    llm = CopyingLLM()
+    questions, card = writer_on(demo_copy, llm, tmp_path / "cache", fake_embedder).write(5, {"single-hop": 1})
+    assert len(questions) == 5 and card.rewrites >= 5  # every draft copied its passage: rewritten twice
+    assert all(q.text.startswith("What should a visitor know about") for q in questions)
+    # the first rewrite never sees the passage; the second is told the source's words the question reused
+    first, second = llm.rewrites[:2]
+    assert "Passage" not in first and "Do not use these words:" in second
+    told = second.split("Do not use these words: ", 1)[1].split(".", 1)[0].split(", ")
+    assert told and all(word.islower() and len(word) >= 4 for word in told)
+    assert card.to_json()["overlap"]["kept"] <= card.overlap_target
+    assert set(card.styles) == {"what", "why", "how", "compare", "yes-no"}  # one of each style asked, in turn
+    # a model that will not reword: rejected by the gate, counted, nothing kept
+    stubborn = CopyingLLM(obeys=False)
+    kept, card = writer_on(demo_copy, stubborn, tmp_path / "cache2", fake_embedder).write(
+        2, {"single-hop": 1}, at_most=True)
+    assert not kept and card.rejected["copies its source"] == card.drawn["single-hop"] == 6
+    # a rewrite that lost the question: the judge reads the rewritten one and rejects it
+    lost = CopyingLLM(obeys=False, lose=True)
+    kept, card = writer_on(demo_copy, lost, tmp_path / "cache3", fake_embedder).write(
+        2, {"single-hop": 1}, at_most=True)
+    assert not kept and card.rejected["unsupported by its source"] >= 1
+
+
+def test_the_scorecard_counts_the_new_gates_and_the_discriminating_share_as_printed(demo_copy, tmp_path,
+                                                                                    fake_embedder, cli_with):
+    invoke = cli_with(CopyingLLM())
+    result = invoke("data", "generate", str(demo_copy), "-n", "4", "--unanswerable", "0", "--multi-hop", "0")
+    assert result.exit_code == 0, result.output
+    card = read_scorecards(demo_copy)[-1]
+    assert card["rewritten_twice"] == 4 and card["overlap"]["target"] == DEFAULT_OVERLAP
+    assert card["discriminating"]["of"] == 4 and 0 <= card["discriminating"]["questions"] <= 4
+    assert card["calls_per_question"] == round(card["llm_calls"] / 4, 1)
+    for shown in ("lexical overlap with sources", "rewritten twice to get under it", "styles kept",
+                  "discriminating (nDCG@10 spread ≥ 0.1 over 3", "LLM calls per kept question"):
+        assert shown in result.output
+
+
+def anchors_file(path: Path, count: int = 10, ids=lambda doc: doc, within: int | None = None) -> Path:
+    """The demo's first `count` questions as anchor questions; `ids` maps a demo document id to the corpus's;
+    `within`: only questions answered by the demo's first `within` documents."""
+    demo = load_dataset(DEMO_PATH)
+    held = {d.id for d in demo.documents[:within]}
+    rows = [{"question": q.text, "documents": sorted(map(ids, q.relevant_ids)), "answer": q.answers[0]}
+            for q in demo.questions if q.relevant_ids and q.relevant_ids <= held][:count]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def as_files(doc: str) -> str:
+    """A demo document's id once demo_as_files has made it a file and `tuner data ingest` has read it."""
+    return "velmora.html" if doc == "velmora" else f"{doc}.md"
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([{"documents": ["velmora"]}], 'line 1 has no "question"'),
+    ([{"question": "Where?", "documents": []}], 'line 1 has no "documents"'),
+    ([{"question": "Where?", "documents": ["atlantis"]}], "names document 'atlantis', which the corpus does not hold"),
+    ([{"question": "Where?", "documents": ["velmora"]}] * 3, "3 anchor question(s); give at least 5"),
+])
+def test_anchor_files_are_checked_against_the_corpus(tmp_path, rows, message):
+    path = tmp_path / "anchors.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError) as raised:
+        read_anchors(path, load_dataset(DEMO_PATH).documents)
+    assert message in str(raised.value)
+    with pytest.raises(DataError, match="no such file"):
+        read_anchors(tmp_path / "missing.jsonl", [])
+
+
+def test_an_anchor_check_trusts_a_set_that_ranks_as_the_anchors_do_and_says_so_when_it_does_not():
+    from tuner.data import Document, Question
+
+    documents = [Document(d, f"{d} text", d) for d in "abc"]
+    ours = [Question(f"g{i}", "What is a?", relevant_ids=frozenset({"a"})) for i in range(20)]
+    theirs = [Question(f"h{i}", "Which one is b?", relevant_ids=frozenset({"b"})) for i in range(10)]
+    rng = np.random.default_rng(0)
+    quality = {"keyword": 0.2, "hybrid": 0.5, "vector": 0.7, "stemmed": 0.9}
+
+    def score(config, asked, flip=False):
+        level = quality[config] if not (flip and asked[0].id.startswith("h")) else 1 - quality[config]
+        return np.clip(level + rng.normal(0, 0.05, len(asked)), 0, 1)
+
+    agreeing = check_anchors(score, {k: k for k in quality}, ours, theirs, documents)
+    assert agreeing.trusted and agreeing.tau == 1.0 and agreeing.ci[0] > 0.5
+    assert agreeing.best_by_anchors == agreeing.best_by_generated == "stemmed"
+    assert "rank configurations like your anchor questions" in agreeing.sentence()
+    assert AnchorCheck.from_json(json.loads(json.dumps(agreeing.to_json()))) == agreeing
+    reversed_ = check_anchors(lambda c, a: score(c, a, flip=True), {k: k for k in quality}, ours, theirs, documents)
+    assert not reversed_.trusted and reversed_.tau == -1.0
+    said = reversed_.sentence()
+    assert said.startswith("**The generated questions rank configurations unlike your anchor questions**")
+    assert "τ -1.00" in said.replace("−", "-") and "The anchors' best is keyword, the generated set's stemmed" in said
+    tied = check_anchors(lambda c, a: np.ones(len(a)), {k: k for k in quality}, ours, theirs, documents)
+    assert tied.tau is None and "τ needs 3 that differ" in tied.sentence()
+
+
+def test_a_docs_study_with_anchor_questions_reports_tau_and_its_interval(cli_with, tmp_path):
+    invoke = cli_with(WriterLLM())
+    demo_as_files(tmp_path / "manuals")
+    anchors_file(tmp_path / "anchors.jsonl", ids=as_files)
+    result = invoke("optimize", "--docs", "manuals", "--anchor-questions", "anchors.jsonl", "--target", "ndcg@10",
+                    "--search-space", "retrieval", "--trials", "6", "--judge-check", "off", "--study", "anchored")
+    assert result.exit_code == 0, result.output
+    assert "10 anchor questions" in result.output and "Kendall τ" in result.output
+    [dataset] = (tmp_path / "studies" / "datasets").iterdir()
+    card = read_scorecards(dataset)[-1]
+    assert card["overlap"]["from"] == "the mean of 10 real question(s)"  # the anchors set the gate's target
+    report = (tmp_path / "reports" / "anchored" / "report.md").read_text()
+    section = report.split("## Test set", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"Kendall τ [+-]\d\.\d\d \[[+-]\d\.\d\d, [+-]\d\.\d\d\] between the rankings of \d+ "
+                     r"configurations by the \d+ generated questions and by your 10 anchor questions", section)
+    assert "lexical overlap with their sources" in section and "separate keyword, hybrid and vector search" in section
+    assert re.search(r"On this study's \d+ complete trials, \d+ of \d+ search questions", section)
+    distrusted = "**The generated questions rank configurations unlike your anchor questions**" in section
+    assert report.split("\n", 3)[2].startswith("**The generated") == distrusted  # said first when it disagrees
+    bad = invoke("optimize", "--docs", "manuals", "--anchor-questions", "nowhere.jsonl", "--study", "x")
+    assert bad.exit_code != 0 and "--anchor-questions nowhere.jsonl: no such file" in str(bad.exception)

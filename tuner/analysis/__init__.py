@@ -19,6 +19,7 @@ from tuner.analysis.noise import JudgeNoise, load_noise
 from tuner.analysis.propose import Proposal, next_space, propose
 from tuner.analysis.stages import StageShares, attribute
 from tuner.analysis.stats import Comparison, compare_results
+from tuner.analysis.testset import TestsetReading, read_testset
 from tuner.analysis.verdict import Verdict, verdict
 from tuner.evaluation.judge_check import CHECK_FILE, JudgeCheck, parse_checks
 from tuner.study.results import StudyView
@@ -42,6 +43,8 @@ class Analysis:
     cheapest: Cheapest | None = None  # the cheapest trial within noise of the best on the quality target
     #: in-sample faithfulness corrected by human labels, for a study that holds nothing out (else the verdict's)
     corrections: Corrections | None = None
+    #: a generated test set's figures and its agreement with the user's anchor questions (None: people's questions)
+    testset: TestsetReading | None = None
 
     @property
     def headline(self) -> Comparison | None:
@@ -68,4 +71,5 @@ def analyze(view: StudyView) -> Analysis:
         space = next_space(view.space, proposals, dict(best.params), view.name)
     checks = parse_checks(view.folder.read_doc(CHECK_FILE))
     return Analysis(view, verdict(view), tuple(comparisons), shares, tuple(effects), noise,
-                    checks[0] if checks else None, tuple(proposals), space, cheapest_within_noise(view), fixed)
+                    checks[0] if checks else None, tuple(proposals), space, cheapest_within_noise(view), fixed,
+                    read_testset(view))

@@ -128,6 +128,10 @@ def data_generate(
     seed: Annotated[int, typer.Option(help="which chunks are drawn, in which order")] = 0,
     append: Annotated[bool, typer.Option("--append", help="add to the questions already there")] = False,
     replace: Annotated[bool, typer.Option("--replace", help="write over the questions already there")] = False,
+    anchor_questions: Annotated[Optional[Path], typer.Option(
+        "--anchor-questions", help="JSON Lines of ~10 questions people wrote, each with the ids of the documents "
+        "that answer it: the new questions are held to their lexical overlap, and the scorecard says whether both "
+        "rank keyword, hybrid and vector search alike")] = None,
 ) -> None:
     """Write a test set from the corpus with the configured generator, checked by the judge: questions, reference
     answers and gold document ids, and a scorecard of what the quality gates kept and rejected."""
@@ -145,10 +149,15 @@ def data_generate(
         task = bar.add_task("writing questions", total=questions)
         made = generate_testset(project, dataset, questions, shares, "append" if append else "replace" if replace
                                 else "new", seed, on_index=on_index,
-                                on_progress=lambda kept, total: bar.update(task, completed=kept))
+                                on_progress=lambda kept, total: bar.update(task, completed=kept),
+                                anchors=anchor_questions)
     console.print(f"{made.written} questions written to {dataset / 'queries.jsonl'} ({made.total} in all)",
                   highlight=False)
     show_scorecard(made.scorecard)
+
+
+def _two(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
 
 
 def show_scorecard(card: dict) -> None:
@@ -165,9 +174,26 @@ def show_scorecard(card: dict) -> None:
     words = card.get("question_words") or {}
     if words:
         table.add_row("question words (min / median / max)", f"{words['min']} / {words['median']} / {words['max']}")
+    overlap = card.get("overlap")
+    if overlap:  # scorecards from before the overlap gate have none
+        table.add_row("lexical overlap with sources (kept mean / target)",
+                      f"{_two(overlap['kept'])} / {overlap['target']:.2f} ({overlap['from']})")
+        table.add_row("rewritten twice to get under it", str(card["rewritten_twice"]))
+        table.add_row("styles kept", ", ".join(f"{n} {s}" for s, n in card["styles"].items()) or "—")
+        split = card["discriminating"]
+        table.add_row(f"discriminating (nDCG@10 spread ≥ {split['spread']:g} over {len(split['configurations'])} "
+                      f"retrieval configurations)", f"{split['questions']} of {split['of']}"
+                      + (f" ({split['questions'] / split['of']:.0%})" if split["of"] else ""))
     table.add_row("LLM calls (paid / from the cache)", f"{card['llm_calls']} / {card['cache_hits']}")
+    if "calls_per_question" in card:
+        table.add_row("LLM calls per kept question", f"{card['calls_per_question']:.1f}")
     table.add_row("seconds", f"{card['seconds']:.0f}")
     console.print(table)
     console.print(f"written by {card['generator']}, checked by {card['judge']}", highlight=False)
+    if card.get("anchors"):
+        from tuner.testset.anchors import AnchorCheck
+
+        console.print(AnchorCheck.from_json(card["anchors"]).sentence().replace("**", ""), highlight=False,
+                      soft_wrap=True)
     for said in card.get("notes", []):
         note(said)

@@ -51,6 +51,11 @@ def optimize_command(
     docs: Annotated[Optional[Path], typer.Option(
         "--docs", help="a folder of documents (.txt .md .html .pdf .docx) instead of --dataset: ingested, and a "
         "test set generated from it the first time (the same questions on every resume)")] = None,
+    anchor_questions: Annotated[Optional[Path], typer.Option(
+        "--anchor-questions", help="JSON Lines of ~10 questions people wrote, each with the ids of the documents "
+        "that answer it: after the study, the report says whether the study's questions rank its configurations as "
+        "these do (Kendall τ, 95 % CI); with --docs they also set how close to their sources' wording the generated "
+        "questions may be")] = None,
     config: ConfigOption = None,
     limit: LimitOption = None,
     sampler: Annotated[str, typer.Option(help="tpe, random or grid")] = "tpe",
@@ -99,7 +104,8 @@ def optimize_command(
     if docs is not None:
         if dataset is not None:
             raise ConfigError("--docs and --dataset: choose one (--docs makes the dataset from the folder)")
-        dataset = dataset_from_docs(docs, config, studies_dir)
+        dataset = dataset_from_docs(docs, config, studies_dir, anchor_questions)
+    anchors = read_anchor_questions(anchor_questions, config, dataset) if anchor_questions else None
     recorded = Recorded.or_given(study_folder(studies_dir, study, storage), target, constraint, search_space)
     settings = StudySettings(recorded.targets, [Constraint.parse(c) for c in recorded.constraints], sampler, seed,
                              prune_after)
@@ -113,14 +119,14 @@ def optimize_command(
                      own_cache=own_cache, heartbeat=heartbeat)
     tracker = tracker_for(track_to)
     if rounds > 1:
-        return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir, tracker)
+        return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir, tracker, anchors)
     session = Session.open(spec)
     before_forced_exit(lambda: write_study_report(session.folder, reports_dir))
     try:
         run_with_display(session, trials, timeout_seconds, tracker)
         print_trials(session.study, settings.targets, last=10)
         require_a_complete_trial(session.study)
-        verdict_with_display(read_study(session.folder), session.runner)
+        judge_study(read_study(session.folder), session, anchors)
     finally:  # also after Ctrl-C: the morning's report shows whatever finished
         cleaning_up.set()
         report = write_study_report(session.folder, reports_dir)
@@ -178,7 +184,7 @@ def _hours(seconds: float) -> str:
         f"{seconds:.0f} s"
 
 
-def dataset_from_docs(docs: Path, config: Path | None, studies_dir: Path) -> Path:
+def dataset_from_docs(docs: Path, config: Path | None, studies_dir: Path, anchors: Path | None = None) -> Path:
     """The folder ingested and, the first time, given a generated test set: the dataset the study runs on."""
     from tuner.cli.data import show_scorecard
     from tuner.testset import dataset_from_docs as prepare
@@ -190,7 +196,8 @@ def dataset_from_docs(docs: Path, config: Path | None, studies_dir: Path) -> Pat
         def on_question(kept: int, total: int) -> None:
             bar.update(asked, completed=kept, total=total, visible=True)
 
-        path, made = prepare(docs, load_config(config), studies_dir, on_index=on_index, on_progress=on_question,
+        path, made = prepare(docs, load_config(config), studies_dir, anchors=anchors, on_index=on_index,
+                             on_progress=on_question,
                              on_file=lambda done, total: bar.update(files, completed=done, total=total))
     if made is not None:
         show_scorecard(made.scorecard)
@@ -217,7 +224,32 @@ def judge_display(mode: str, config: Path | None, dataset: Path | None):
     return check
 
 
-def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, reports_dir: Path, tracker=None) -> None:
+def read_anchor_questions(path: Path, config: Path | None, dataset: Path | None) -> list:
+    """The anchor questions, checked against the study's corpus before any trial runs."""
+    from tuner.data import load_dataset
+    from tuner.testset.anchors import read_anchors
+
+    where = load_config(config).dataset if dataset is None else None
+    data = load_dataset(dataset if dataset is not None else where.path, "auto" if dataset else where.format,
+                        require_questions=False)
+    return read_anchors(path, data.documents)
+
+
+def judge_study(view, session, anchors: list | None) -> None:
+    """After the search: the held-out verdict, then (given anchors) how the study's questions rank its
+    configurations against the anchors — saved for the report."""
+    from tuner.testset.anchors import ANCHOR_FILE, check_study
+
+    view = verdict_with_display(view, session.runner)
+    if anchors:
+        with status(f"ranking the study's configurations by its questions and by {len(anchors)} anchor questions"):
+            checked = check_study(view, session.runner(), anchors)
+        session.folder.write_doc(ANCHOR_FILE, checked.to_json())
+        console.print(checked.sentence().replace("**", ""), highlight=False, soft_wrap=True)
+
+
+def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, reports_dir: Path, tracker=None,
+                    anchors: list | None = None) -> None:
     from tuner.agent import run_rounds
     from tuner.study.storage import study_folder
 
@@ -240,7 +272,7 @@ def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, repor
         outcomes, stop = run_rounds(spec, rounds, trials, reports_dir, timeout,
                                     run=lambda session, n, limit: run_with_display(session, n, limit, tracker),
                                     on_round=announce,
-                                    judge=lambda view, session: verdict_with_display(view, session.runner))
+                                    judge=lambda view, session: judge_study(view, session, anchors))
     except KeyboardInterrupt:
         cleaning_up.set()  # as a single study's: the watcher lets the report be written before it leaves
         write_study_report(latest_round(spec), reports_dir)

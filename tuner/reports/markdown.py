@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.analysis import Analysis
+from tuner.analysis import Analysis, testset
 from tuner.analysis.stages import STAGES
 from tuner.reports import _data
 from tuner.study.results import StudyView
@@ -33,7 +33,10 @@ def _duration(seconds: float) -> str:
 def render(analysis: Analysis, plots: dict[str, str]) -> str:
     view = analysis.view
     out = [f"# Study `{view.name}`: {', '.join(view.targets)}", ""]
+    if analysis.testset is not None and analysis.testset.distrusted:  # before any figure the questions chose
+        out += [analysis.testset.anchors.sentence(), ""]
     out += _verdict(analysis, plots) + _question(view) + _comparison(analysis, plots) + _history(view, analysis, plots)
+    out += (testset.lines(analysis.testset, view.target) if analysis.testset else [])
     out += _bottleneck(analysis) + _noise(analysis) + _judge_check(analysis) + _failures(view) + _pruned(view)
     out += _costs(analysis, plots) + _compiled(view)
     out += _next(analysis)

@@ -32,12 +32,18 @@ class Generated:
 
 def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str, float] | None = None,
                      mode: str = "new", seed: int = 0, on_index: Callable | None = None,
-                     on_progress: Callable[[int, int], None] | None = None, at_most: bool = False) -> Generated:
+                     on_progress: Callable[[int, int], None] | None = None, at_most: bool = False,
+                     anchors: Path | None = None) -> Generated:
     """Write `n` questions into the BEIR folder at `path` (a corpus `tuner data ingest` wrote, or any BEIR set):
     mode `new` refuses a dataset that has questions, `append` adds to them, `replace` writes over them. `at_most`:
-    fewer when the corpus cannot support `n` (else that is an error)."""
+    fewer when the corpus cannot support `n` (else that is an error). `anchors`: a file of people's questions
+    (anchors.py) whose lexical overlap the new questions are held to, and whose ranking of configurations the
+    scorecard compares with theirs."""
+    from tuner.config import PipelineConfig
     from tuner.evaluation.rag_eval import RagRunner  # the model stack: only when questions are written
-    from tuner.testset.generate import QuestionWriter
+    from tuner.testset.anchors import check_anchors, read_anchors
+    from tuner.testset.generate import PROBE, QuestionWriter, ndcg
+    from tuner.testset.validity import overlap_target
     from tuner.workspace import open_workspace
 
     if n < 1:
@@ -51,10 +57,17 @@ def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str
         raise DataError(f"{path}: already holds {len(dataset.questions)} questions; add to them with --append or "
                         f"write over them with --replace")
     existing = dataset.questions if mode == "append" else []
+    people = read_anchors(anchors, dataset.documents) if anchors else []
     dataset = replace(dataset, questions=[])
     runner = RagRunner(open_workspace(config, dataset=dataset, on_progress=on_index))
-    writer = QuestionWriter(runner, dataset, seed=seed, existing=existing)
+    writer = QuestionWriter(runner, dataset, seed=seed, existing=existing,
+                            overlap=overlap_target(people, dataset.documents))
     questions, card = writer.write(n, shares or DEFAULT_SHARES, on_progress=on_progress, at_most=at_most)
+    if people:  # the probe configurations ranked by both
+        checked = check_anchors(lambda config, asked: ndcg(runner, config, asked),
+                                {label: PipelineConfig(**knobs) for label, knobs in PROBE.items()},
+                                questions, people, dataset.documents)
+        card.anchors = checked.to_json()
     if not questions:
         raise DataError(f"{path}: no question passed the gates ({card.drawn.total()} candidates; rejected: "
                         f"{dict(card.rejected)}); nothing written")
@@ -75,7 +88,8 @@ def read_scorecards(path: Path) -> list[dict]:
 
 
 def dataset_from_docs(folder: Path, config: ProjectConfig, studies_dir: Path, questions: int = DOCS_QUESTIONS,
-                      on_index: Callable | None = None, on_progress: Callable[[int, int], None] | None = None,
+                      anchors: Path | None = None, on_index: Callable | None = None,
+                      on_progress: Callable[[int, int], None] | None = None,
                       on_file: Callable[[int, int], None] | None = None) -> tuple[Path, Generated | None]:
     """`tuner optimize --docs DIR`: the folder ingested (changed files only) into studies/datasets/NAME-HASH, and a
     test set generated there the first time (every later run, a resume included, uses the same questions). The
@@ -88,4 +102,5 @@ def dataset_from_docs(folder: Path, config: ProjectConfig, studies_dir: Path, qu
     ingest(folder, out, on_file=on_file)
     if (out / "queries.jsonl").is_file():
         return out, None
-    return out, generate_testset(config, out, questions, on_index=on_index, on_progress=on_progress, at_most=True)
+    return out, generate_testset(config, out, questions, on_index=on_index, on_progress=on_progress, at_most=True,
+                                 anchors=anchors)

@@ -10,8 +10,8 @@ import re
 import numpy as np
 
 #: the scorecard's names of the gates, in the order a candidate meets them
-GATES = ("unparsable", "preamble or list", "not standalone", "length", "near-duplicate", "unsupported by its source",
-         "one document suffices", "answered by the corpus")
+GATES = ("unparsable", "preamble or list", "not standalone", "length", "copies its source", "near-duplicate",
+         "unsupported by its source", "one document suffices", "answered by the corpus")
 #: a question this similar to a kept one (cosine of their embeddings) is the same question
 DUPLICATE_COSINE = 0.9
 #: words a question may have
@@ -26,6 +26,26 @@ _DEICTIC = re.compile(r"\b(?:the|this|that|these|above|given|provided|following)
                       r"\bmentioned (?:above|here|in)\b|\bin (?:the|this) (?:passage|text|excerpt)\b|"
                       # a question about the document itself, not about what it tells
                       r"\b(?:main )?(?:subject|topic|main idea|title|summary) of (?:the|this) \w+\s*\?", re.I)
+
+
+class OverlapGate:
+    """Holds the kept questions' mean lexical overlap with their sources to `target`: a question over it passes only
+    while the set's mean stays at or under it, so a set may hold some close-worded questions (as people's do) but
+    not lean on its sources' words."""
+
+    def __init__(self, target: float):
+        self.target, self.total, self.kept = target, 0.0, 0
+
+    def passes(self, overlap: float) -> bool:
+        return overlap <= self.target or (self.total + overlap) / (self.kept + 1) <= self.target
+
+    def keep(self, overlap: float) -> None:
+        self.total += overlap
+        self.kept += 1
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.kept if self.kept else None
 
 
 class Rejected(Exception):

@@ -32,8 +32,9 @@ from tuner.evaluation.rag_eval import RagRunner
 from tuner.models.llms import LLM
 from tuner.pipeline.chunking import Chunk
 from tuner.pipeline.graph import extract_entities
-from tuner.testset.gates import Rejected, check_new, clean_question, parse_reply
+from tuner.testset.gates import OverlapGate, Rejected, check_new, clean_question, parse_reply
 from tuner.testset.kinds import KINDS
+from tuner.testset.validity import DEFAULT_OVERLAP, DISAGREE, content_words, discriminating, lexical_overlap
 
 #: the reference answer of an unanswerable question: a refusal, as the answer programs are told to give
 UNANSWERABLE = "The documents do not contain the answer to this question."
@@ -48,16 +49,22 @@ CHUNK_CHARS = 2000
 #: a word at most this share of the corpus's chunks use (one at least) is specific: a question naming one of its
 #: source's specific words says what it is about, even in a corpus without titles or names
 SPECIFIC_SHARE = 0.01
+#: the retrieval configurations a new set's questions are scored on, to count those that separate configurations:
+#: keyword, hybrid and vector search, the axis a set's wording tilts
+PROBE = {"keyword (alpha 0)": {"alpha": 0.0}, "hybrid (alpha 0.5)": {"alpha": 0.5}, "vector (alpha 1)": {"alpha": 1.0}}
 #: a judge's P(yes) above this is a yes
 YES = 0.5
 WRITE_TOKENS = 200
 
 _SYSTEM = ("You write test questions for a search system over a collection of documents. A user of the collection "
            "asks each question without seeing any document, so a question names its subject (the person, place or "
-           "thing, by name) and never refers to 'the passage', 'the text' or 'the document'. Reply with JSON only.")
-_SINGLE = ("Document: {title}\nPassage:\n{text}\n{asked}\nWrite one question that this passage answers, and its answer "
-           "taken from the passage (one short sentence). Reply with JSON: {{\"question\": \"...\", \"answer\": "
-           "\"...\"}}")
+           "thing, by name) and never refers to 'the passage', 'the text' or 'the document'. The user words it in "
+           "their own everyday vocabulary, not the document's. Reply with JSON only.")
+# from what a reader needs (the topic, the fact), not from the passage's sentences
+_SINGLE = ("Document: {title}\nPassage:\n{text}\n{asked}\nA reader who has not seen this passage needs one fact it "
+           "gives. Say the passage's topic in a few words of your own and the fact the reader needs, then write the "
+           "question that reader would ask: {style}, {length}. Give its answer from the passage (one short sentence). "
+           "Reply with JSON: {{\"topic\": \"...\", \"fact\": \"...\", \"question\": \"...\", \"answer\": \"...\"}}")
 _MULTI = ("Document 1: {title1}\nPassage 1:\n{text1}\n\nDocument 2: {title2}\nPassage 2:\n{text2}\n\nBoth passages "
           "concern \"{link}\". Write one question whose answer needs a fact from passage 1 AND a fact from passage 2 "
           "(neither passage alone answers it), and its answer (one short sentence). Reply with JSON: "
@@ -65,6 +72,21 @@ _MULTI = ("Document 1: {title1}\nPassage 1:\n{text1}\n\nDocument 2: {title2}\nPa
 _UNANSWERABLE = ("Document: {title}\nPassage:\n{text}\n{asked}\nWrite one question about the subject of this passage "
                  "that a user might well ask but that the passage does NOT answer: it asks for a specific fact the "
                  "passage does not give. Reply with JSON: {{\"question\": \"...\"}}")
+# the passage is not shown: what a question keeps of its wording after this is what a user would say too
+_REWRITE = ("Someone who has never read the documents types this question into a search box:\n{question}\n\nRewrite "
+            "it as that person would ask it, in their own words rather than an expert's: everyday words for technical "
+            "or rare ones, other forms of the words they keep (measured -> measure, auroral -> aurora), {length}. For "
+            "example, 'What is the boiling point of ethanol at sea level?' might become 'At what temperature does "
+            "alcohol boil?'. Keep the names of people, places and things, and keep what it asks.{avoid} Reply with "
+            "JSON: {{\"question\": \"...\"}}")
+_AVOID = " Do not use these words: {words}."
+#: the kinds of question single-hop candidates ask, in turn: a set of only what-questions ranks one kind of need
+STYLES = {"what": "a what, which, who or when question about one fact",
+          "why": "a why question about a reason or cause the passage gives (or a what question if it gives none)",
+          "how": "a how question about a method, process or amount the passage describes",
+          "compare": "a question comparing two things the passage describes (or a what question if it describes one)",
+          "yes-no": "a yes-or-no question (its answer says yes or no, then why)"}
+LENGTHS = ("short: at most 8 words", "one plain sentence")
 _SUPPORTED = ("Passages:\n{passages}\n\nQuestion: {question}\nProposed answer: {answer}\n\nDo the passages answer "
               "the question, and do they support the proposed answer? Reply yes or no.")
 _ALONE = ("Passage:\n{passage}\n\nQuestion: {question}\n\nDoes this passage alone fully answer the question? Reply "
@@ -97,6 +119,18 @@ class Scorecard:
     cache_hits: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: the mean lexical overlap with their sources the kept questions were held to, where it came from, what they
+    #: reached, and how many candidates needed a second rewrite to get under it
+    overlap_target: float = DEFAULT_OVERLAP
+    overlap_from: str = ""
+    overlap: float | None = None
+    rewrites: int = 0
+    styles: Counter = field(default_factory=Counter)
+    #: kept questions with gold ids on which the PROBE configurations' nDCG@10 spans DISAGREE or more, of how many
+    discriminating: int = 0
+    ranked: int = 0
+    #: AnchorCheck.to_json() when people's questions were given
+    anchors: dict | None = None
 
     def to_json(self) -> dict:
         words = sorted(self.question_words)
@@ -106,7 +140,14 @@ class Scorecard:
                 "documents": self.documents, "documents_covered": self.covered,
                 "question_words": {"min": words[0], "median": words[len(words) // 2], "max": words[-1]}
                 if words else {}, "llm_calls": self.llm_calls, "cache_hits": self.cache_hits,
-                "seconds": round(self.seconds, 1), "notes": self.notes}
+                "seconds": round(self.seconds, 1), "notes": self.notes,
+                "calls_per_question": round(self.llm_calls / max(sum(self.kept.values()), 1), 1),
+                "overlap": {"target": self.overlap_target, "from": self.overlap_from,
+                            "kept": None if self.overlap is None else round(self.overlap, 2)},
+                "rewritten_twice": self.rewrites, "styles": dict(self.styles.most_common()),
+                "discriminating": {"questions": self.discriminating, "of": self.ranked,
+                                   "configurations": list(PROBE), "spread": DISAGREE},
+                **({"anchors": self.anchors} if self.anchors else {})}
 
 
 def targets(n: int, shares: dict[str, float]) -> dict[str, int]:
@@ -196,8 +237,12 @@ class QuestionWriter:
     """Writes candidates with the generator, passes them through the gates and the judge, keeps what survives."""
 
     def __init__(self, runner: RagRunner, dataset: Dataset, seed: int = 0,
-                 existing: Sequence[Question] = ()):
+                 existing: Sequence[Question] = (), overlap: tuple[float, str] = (DEFAULT_OVERLAP, "the default")):
         self.runner, self.dataset, self.seed = runner, dataset, seed
+        #: the mean lexical overlap the kept questions are held to, and where that figure comes from
+        self.overlap, self.overlap_source = OverlapGate(overlap[0]), overlap[1]
+        self.rewrites = 0  # candidates rewritten a second time, told the source's words to avoid
+        self.styles: Counter = Counter()
         #: ids gen-0001, ...; appended ones after the ids already there (gen-a1-0001 for a first append)
         taken = {q.id for q in existing}
         self.prefix = next(p for p in ("gen-", *(f"gen-a{k}-" for k in range(1, 10_000)))
@@ -240,7 +285,8 @@ class QuestionWriter:
                     break
                 card.drawn[kind] += 1
                 try:
-                    questions.append(self.candidate(Source(kind, (item,)) if isinstance(item, Chunk) else item))
+                    source = Source(kind, (item,)) if isinstance(item, Chunk) else item
+                    questions.append(self.candidate(source, turn=card.drawn[kind] - 1))
                     card.kept[kind] += 1
                     kept += 1
                 except Rejected as rejected:
@@ -266,14 +312,25 @@ class QuestionWriter:
         card.llm_calls, card.cache_hits, card.seconds = cost.llm_calls, cost.cache_hits, time.perf_counter() - started
         card.covered = len({d for q in questions for d in q.relevant_ids})
         card.question_words = [len(q.text.split()) for q in questions]
+        card.overlap_target, card.overlap_from, card.overlap = self.overlap.target, self.overlap_source, \
+            self.overlap.mean
+        card.rewrites, card.styles = self.rewrites, self.styles
+        ranked = [q for q in questions if q.relevant_ids]
+        if ranked:
+            scores = np.stack([ndcg(self.runner, PipelineConfig(**knobs), ranked) for knobs in PROBE.values()], axis=1)
+            card.discriminating, card.ranked = int(discriminating(scores).sum()), len(ranked)
         return questions, card
 
-    def candidate(self, source: Source) -> Question:
-        """One question written from `source`, or Rejected naming the gate it failed."""
+
+    def candidate(self, source: Source, turn: int = 0) -> Question:
+        """One question written from `source` (`turn`: the candidate's number, which picks its style and length),
+        rewritten into a user's words, or Rejected naming the gate it failed."""
         generator, judge = self.runner.generator, self.runner.judge
         chunks = source.chunks
+        style, length = list(STYLES)[turn % len(STYLES)], LENGTHS[turn // len(STYLES) % len(LENGTHS)]
         if source.kind == "single-hop":
-            prompt = _SINGLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text), asked=self._asked(chunks))
+            prompt = _SINGLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text), asked=self._asked(chunks),
+                                    style=STYLES[style], length=length)
         elif source.kind == "multi-hop":
             prompt = _MULTI.format(title1=self._title(chunks[0]), text1=_cut(chunks[0].text),
                                    title2=self._title(chunks[1]), text2=_cut(chunks[1].text), link=source.link)
@@ -281,11 +338,11 @@ class QuestionWriter:
             prompt = _UNANSWERABLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text),
                                           asked=self._asked(chunks))
         fields = ("question",) if source.kind == "unanswerable" else ("question", "answer")
-        schema = {"type": "object", "required": list(fields), "properties": {f: {"type": "string"} for f in fields}}
-        reply = generator.chat([{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}],
-                               max_tokens=WRITE_TOKENS, json_schema=schema).text
-        written = parse_reply(reply, fields)
-        question = clean_question(written["question"], (*(self._title(c) for c in chunks), *self._specific(chunks)))
+        written = _ask(generator, prompt, fields, first=("topic", "fact") if source.kind == "single-hop" else ())
+        subjects = (*(self._title(c) for c in chunks), *self._specific(chunks))
+        texts = [c.text for c in chunks]
+        question = clean_question(written["question"], subjects)  # a draft no rewrite can save fails before one
+        question, overlap = self._reworded(question, texts, subjects, length)
         vector = self.runner.workspace.embedder.encode([question])[0]
         check_new(vector, self.kept_vectors)
         if source.kind == "unanswerable":
@@ -295,7 +352,7 @@ class QuestionWriter:
             answer, gold = UNANSWERABLE, ()
         else:
             answer = written["answer"]
-            texts = [c.text for c in chunks]
+            # the judge reads the rewritten question: a rewrite that lost what was asked is not kept
             if not _yes(judge, _SUPPORTED.format(passages=_numbered(texts), question=question, answer=answer)):
                 raise Rejected("unsupported by its source")
             if source.kind == "multi-hop" and any(_yes(judge, _ALONE.format(passage=_cut(t), question=question))
@@ -303,10 +360,34 @@ class QuestionWriter:
                 raise Rejected("one document suffices")
             gold = tuple(dict.fromkeys(c.doc_id for c in chunks))
         self.kept_vectors.append(vector)
+        self.overlap.keep(overlap)
         self.asked[chunks[0].id].append(question)
+        self.styles[style if source.kind == "single-hop" else source.kind] += 1
         return Question(id="", text=question, answers=(answer,),
                         relevant_ids=frozenset(gold), kind=source.kind,
                         contexts=tuple(c.text for c in chunks))
+
+    def _reworded(self, question: str, texts: list[str], subjects: tuple[str, ...], length: str) -> tuple[str, float]:
+        """The question rewritten away from its source's wording (the generator not shown the source), and its
+        lexical overlap with the source. Over the gate's target, it is rewritten once more, told which of the
+        source's words to avoid; then it passes if the kept set's mean stays at the target, else
+        Rejected("copies its source")."""
+        reply = _ask(self.runner.generator, _REWRITE.format(question=question, length=length, avoid=""), ("question",))
+        question = clean_question(reply["question"], subjects)
+        overlap = lexical_overlap(question, texts)
+        if overlap <= self.overlap.target:
+            return question, overlap
+        self.rewrites += 1
+        named = content_words(" ".join(subjects[:len(texts)]))  # its sources' titles: a question may name them
+        copied = sorted(content_words(question) & content_words(" ".join(texts)) - named)
+        avoid = _AVOID.format(words=", ".join(copied)) if copied else ""
+        reply = _ask(self.runner.generator, _REWRITE.format(question=question, length=length, avoid=avoid),
+                     ("question",))
+        question = clean_question(reply["question"], subjects)
+        overlap = lexical_overlap(question, texts)
+        if not self.overlap.passes(overlap):
+            raise Rejected("copies its source", f"overlap {overlap:.2f} over {self.overlap.target:.2f}")
+        return question, overlap
 
     def _asked(self, chunks: tuple[Chunk, ...]) -> str:
         """For a chunk that already gave questions: them, and the request for another fact."""
@@ -321,6 +402,12 @@ class QuestionWriter:
         return {w for c in chunks for w in _words(c.text) if self.chunk_count[w] <= self.specific_below}
 
 
+def ndcg(runner: RagRunner, config: PipelineConfig, questions: Sequence[Question]) -> np.ndarray:
+    """Each question's nDCG@10 under `config`'s retrieval (no answer, no LLM call)."""
+    result = runner.evaluate(config, questions=questions, answer=False)
+    return np.array([q.retrieval.metrics["ndcg@10"] for q in result.questions])
+
+
 def _words(text: str) -> list[str]:
     return re.findall(r"\w{4,}", text.lower())
 
@@ -331,6 +418,16 @@ def _cut(text: str) -> str:
 
 def _numbered(texts: Sequence[str]) -> str:
     return "\n".join(f"[{i}] {_cut(t)}" for i, t in enumerate(texts, 1))
+
+
+def _ask(generator: LLM, prompt: str, fields: tuple[str, ...], first: tuple[str, ...] = ()) -> dict[str, str]:
+    """The generator's JSON reply to `prompt` with `fields` (strings), or Rejected("unparsable"). `first`: fields a
+    schema-following model writes before them (its notes: the topic, the fact), not needed in the reply."""
+    asked = (*first, *fields)
+    schema = {"type": "object", "required": list(asked), "properties": {f: {"type": "string"} for f in asked}}
+    reply = generator.chat([{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}],
+                           max_tokens=WRITE_TOKENS, json_schema=schema).text
+    return parse_reply(reply, fields)
 
 
 def _yes(judge: LLM, prompt: str) -> bool:

@@ -10,10 +10,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tuner.data import Document, Question
+
 #: words a lexical overlap counts: four letters or more (no "the", "was", "who"), and not a question's frame
 _WORD = re.compile(r"[a-z0-9]{4,}")
 _FRAME = frozenset("what when where which whom whose does were have been with from that this there their into "
                    "about many much name".split())
+
+
+#: the mean lexical overlap a generated set is held to when no real question says what the users' is: people's
+#: questions in four public QA sets share 0.61–0.89 of their content words with the documents that answer them
+#: (docs/performance.md; 0.78 on average), and a generator left alone writes 0.75–0.89 from their corpora
+DEFAULT_OVERLAP = 0.75
+#: a question on which the configurations' scores span at least this much separates them (an nDCG@10 of 1 vs 0.9 is
+#: the gold document one place lower)
+DISAGREE = 0.1
 
 
 @dataclass(frozen=True)
@@ -53,8 +64,34 @@ def rank_agreement(human: np.ndarray, synthetic: np.ndarray, resamples: int = 10
 def lexical_overlap(question: str, sources: Sequence[str]) -> float:
     """Share of the question's words (4+ letters) that its source passages contain: how far a question can be
     found by matching its words. Synthetic questions copied from their chunk run high; people's run lower."""
-    words = set(_WORD.findall(question.lower())) - _FRAME
+    words = content_words(question)
     if not words:
         return 0.0
-    text = set(_WORD.findall(" ".join(sources).lower()))
-    return len(words & text) / len(words)
+    return len(words & set(_WORD.findall(" ".join(sources).lower()))) / len(words)
+
+
+def content_words(text: str) -> set[str]:
+    """The words a lexical overlap counts: 4+ letters, lower-cased, a question's frame left out."""
+    return set(_WORD.findall(text.lower())) - _FRAME
+
+
+def overlaps(questions: Sequence[Question], documents: Sequence[Document]) -> list[float]:
+    """Each question's lexical overlap with the documents that answer it (questions without gold ids left out)."""
+    texts = {d.id: d.text for d in documents}
+    return [lexical_overlap(q.text, [texts[d] for d in sorted(q.relevant_ids) if d in texts])
+            for q in questions if q.relevant_ids & texts.keys()]
+
+
+def overlap_target(questions: Sequence[Question], documents: Sequence[Document]) -> tuple[float, str]:
+    """The mean overlap a generated set may reach, and where it comes from: the real questions' mean (any with gold
+    ids), else DEFAULT_OVERLAP."""
+    real = overlaps(questions, documents)
+    if real:
+        return round(float(np.mean(real)), 2), f"the mean of {len(real)} real question(s)"
+    return DEFAULT_OVERLAP, "the default (no real questions given)"
+
+
+def discriminating(scores: np.ndarray) -> np.ndarray:
+    """Per question (rows of `scores`, one column per configuration): do the configurations disagree on it by
+    DISAGREE or more? A question every configuration scores alike carries no ranking signal."""
+    return (np.nanmax(scores, axis=1) - np.nanmin(scores, axis=1)) >= DISAGREE - 1e-9
