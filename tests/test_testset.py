@@ -483,7 +483,7 @@ def test_the_scorecard_counts_the_new_gates_and_the_discriminating_share_as_prin
     assert card["rewritten_twice"] == 4 and card["overlap"]["target"] == DEFAULT_OVERLAP
     assert card["discriminating"]["of"] == 4 and 0 <= card["discriminating"]["questions"] <= 4
     assert card["calls_per_question"] == round(card["llm_calls"] / 4, 1)
-    for shown in ("lexical overlap with sources", "rewritten twice to get under it", "styles kept",
+    for shown in ("lexical overlap with sources", "rewritten twice to get under it", "styles kept", "pooling",
                   "discriminating (nDCG@10 spread ≥ 0.1 over 3", "LLM calls per kept question"):
         assert shown in result.output
 
@@ -568,3 +568,28 @@ def test_a_docs_study_with_anchor_questions_reports_tau_and_its_interval(cli_wit
     assert report.split("\n", 3)[2].startswith("**The generated") == distrusted  # said first when it disagrees
     bad = invoke("optimize", "--docs", "manuals", "--anchor-questions", "nowhere.jsonl", "--study", "x")
     assert bad.exit_code != 0 and "--anchor-questions nowhere.jsonl: no such file" in str(bad.exception)
+
+
+class PoolingLLM(WriterLLM):
+    """Judges that any passage naming a question's subject answers it alone."""
+
+    def yes_probability(self, messages, reuse_prefix=False):
+        prompt = messages[-1]["content"]
+        if "alone fully answer" not in prompt:
+            return super().yes_probability(messages, reuse_prefix)
+        self._pay()
+        subject = re.search(r"Question: What is known about (.+)\?", prompt)
+        passage = prompt.split("Passage:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        return Completion("0.9" if subject and subject.group(1) in passage else "0.1", 30, 0)
+
+
+def test_a_questions_gold_is_completed_by_pooling_keyword_and_vector_search(demo_copy, tmp_path, fake_embedder):
+    llm = PoolingLLM(leaning="")
+    questions, card = writer_on(demo_copy, llm, tmp_path / "cache", fake_embedder).write(6, {"single-hop": 1})
+    texts = {d.id: d.text for d in load_dataset(demo_copy, require_questions=False).documents}
+    pooled = [q for q in questions if len(q.relevant_ids) > 1]
+    assert pooled and card.pooled == sum(len(q.relevant_ids) - 1 for q in questions)
+    for q in pooled:  # every added document names the subject (the judge's rule); the source stays gold
+        subject = re.search(r"about (.+)\?", q.text).group(1)
+        assert all(subject in texts[d] for d in q.relevant_ids)
+    assert card.to_json()["pooled_gold"] == card.pooled

@@ -179,6 +179,7 @@ def show_scorecard(card: dict) -> None:
         table.add_row("lexical overlap with sources (kept mean / target)",
                       f"{_two(overlap['kept'])} / {overlap['target']:.2f} ({overlap['from']})")
         table.add_row("rewritten twice to get under it", str(card["rewritten_twice"]))
+        table.add_row("gold documents added by pooling (others that answer a question)", str(card["pooled_gold"]))
         table.add_row("styles kept", ", ".join(f"{n} {s}" for s, n in card["styles"].items()) or "—")
         split = card["discriminating"]
         table.add_row(f"discriminating (nDCG@10 spread ≥ {split['spread']:g} over {len(split['configurations'])} "

@@ -44,6 +44,11 @@ QUESTIONS_PER_CHUNK = 3
 ATTEMPTS_PER_QUESTION = 3
 #: retrieved chunks the judge reads to decide an unanswerable question is not answered by the corpus
 UNANSWERED_TOP = 5
+#: a single-hop question's gold is completed by pooling, as test collections are built: the top POOL_DEPTH chunks of
+#: keyword and of vector search, each judged; every other document that answers it is gold too. Without this, a
+#: configuration that finds another document answering the question is scored as missing it, which favours the
+#: retriever closest to the source's wording
+POOL_DEPTH = 5
 #: characters of a source chunk a prompt shows
 CHUNK_CHARS = 2000
 #: a word at most this share of the corpus's chunks use (one at least) is specific: a question naming one of its
@@ -74,11 +79,9 @@ _UNANSWERABLE = ("Document: {title}\nPassage:\n{text}\n{asked}\nWrite one questi
                  "passage does not give. Reply with JSON: {{\"question\": \"...\"}}")
 # the passage is not shown: what a question keeps of its wording after this is what a user would say too
 _REWRITE = ("Someone who has never read the documents types this question into a search box:\n{question}\n\nRewrite "
-            "it as that person would ask it, in their own words rather than an expert's: everyday words for technical "
-            "or rare ones, other forms of the words they keep (measured -> measure, auroral -> aurora), {length}. For "
-            "example, 'What is the boiling point of ethanol at sea level?' might become 'At what temperature does "
-            "alcohol boil?'. Keep the names of people, places and things, and keep what it asks.{avoid} Reply with "
-            "JSON: {{\"question\": \"...\"}}")
+            "it as that person would ask it: plain everyday words, a common word in place of each technical or rare "
+            "one where there is one, {length}. Keep the names of people, places and things, and keep what it asks."
+            "{avoid} Reply with JSON: {{\"question\": \"...\"}}")
 _AVOID = " Do not use these words: {words}."
 #: the kinds of question single-hop candidates ask, in turn: a set of only what-questions ranks one kind of need
 STYLES = {"what": "a what, which, who or when question about one fact",
@@ -125,6 +128,8 @@ class Scorecard:
     overlap_from: str = ""
     overlap: float | None = None
     rewrites: int = 0
+    #: gold documents besides their sources that pooling found answering kept questions
+    pooled: int = 0
     styles: Counter = field(default_factory=Counter)
     #: kept questions with gold ids on which the PROBE configurations' nDCG@10 spans DISAGREE or more, of how many
     discriminating: int = 0
@@ -144,7 +149,7 @@ class Scorecard:
                 "calls_per_question": round(self.llm_calls / max(sum(self.kept.values()), 1), 1),
                 "overlap": {"target": self.overlap_target, "from": self.overlap_from,
                             "kept": None if self.overlap is None else round(self.overlap, 2)},
-                "rewritten_twice": self.rewrites, "styles": dict(self.styles.most_common()),
+                "rewritten_twice": self.rewrites, "pooled_gold": self.pooled, "styles": dict(self.styles.most_common()),
                 "discriminating": {"questions": self.discriminating, "of": self.ranked,
                                    "configurations": list(PROBE), "spread": DISAGREE},
                 **({"anchors": self.anchors} if self.anchors else {})}
@@ -242,6 +247,7 @@ class QuestionWriter:
         #: the mean lexical overlap the kept questions are held to, and where that figure comes from
         self.overlap, self.overlap_source = OverlapGate(overlap[0]), overlap[1]
         self.rewrites = 0  # candidates rewritten a second time, told the source's words to avoid
+        self.pooled = 0  # gold documents pooling added
         self.styles: Counter = Counter()
         #: ids gen-0001, ...; appended ones after the ids already there (gen-a1-0001 for a first append)
         taken = {q.id for q in existing}
@@ -314,7 +320,7 @@ class QuestionWriter:
         card.question_words = [len(q.text.split()) for q in questions]
         card.overlap_target, card.overlap_from, card.overlap = self.overlap.target, self.overlap_source, \
             self.overlap.mean
-        card.rewrites, card.styles = self.rewrites, self.styles
+        card.rewrites, card.styles, card.pooled = self.rewrites, self.styles, self.pooled
         ranked = [q for q in questions if q.relevant_ids]
         if ranked:
             scores = np.stack([ndcg(self.runner, PipelineConfig(**knobs), ranked) for knobs in PROBE.values()], axis=1)
@@ -359,6 +365,8 @@ class QuestionWriter:
                                                   for t in texts):
                 raise Rejected("one document suffices")
             gold = tuple(dict.fromkeys(c.doc_id for c in chunks))
+            if source.kind == "single-hop":
+                gold += self._pooled(question, gold)
         self.kept_vectors.append(vector)
         self.overlap.keep(overlap)
         self.asked[chunks[0].id].append(question)
@@ -388,6 +396,21 @@ class QuestionWriter:
         if not self.overlap.passes(overlap):
             raise Rejected("copies its source", f"overlap {overlap:.2f} over {self.overlap.target:.2f}")
         return question, overlap
+
+    def _pooled(self, question: str, gold: tuple[str, ...]) -> tuple[str, ...]:
+        """The other documents whose chunks in the pool (keyword and vector search's top POOL_DEPTH) the judge finds
+        answer the question alone."""
+        pool: dict[str, list[str]] = defaultdict(list)
+        for alpha in (0.0, 1.0):
+            found = self.runner.workspace.pipeline.run(question, PipelineConfig(top_k=POOL_DEPTH, alpha=alpha))
+            for scored in found.selected:
+                chunk = scored.chunk
+                if chunk.doc_id not in gold and chunk.text not in pool[chunk.doc_id]:
+                    pool[chunk.doc_id].append(chunk.text)
+        added = tuple(doc for doc, texts in pool.items()
+                      if any(_yes(self.runner.judge, _ALONE.format(passage=_cut(t), question=question)) for t in texts))
+        self.pooled += len(added)
+        return added
 
     def _asked(self, chunks: tuple[Chunk, ...]) -> str:
         """For a chunk that already gave questions: them, and the request for another fact."""
