@@ -441,7 +441,8 @@ class CopyingLLM(WriterLLM):
         title = re.search(r"Document: (.+)", prompt).group(1)
         passage = prompt.split("Passage:\n", 1)[1].split("\nA reader", 1)[0]
         copied = " ".join(max(passage.splitlines(), key=len).split()[:12]).rstrip(".,;")  # not a heading
-        return Completion(json.dumps({"topic": title, "fact": copied, "question": f"Is {copied} about {title}?", "answer": copied}), 40, 12)
+        reply = {"topic": title, "fact": copied, "question": f"Is {copied} about {title}?", "answer": copied}
+        return Completion(json.dumps(reply), 40, 12)
 
     def yes_probability(self, messages, reuse_prefix=False):
         if "lost key" in messages[-1]["content"]:
