@@ -187,7 +187,7 @@ def show_scorecard(card: dict) -> None:
                       + (f" ({split['questions'] / split['of']:.0%})" if split["of"] else ""))
     table.add_row("LLM calls (paid / from the cache)", f"{card['llm_calls']} / {card['cache_hits']}")
     if "calls_per_question" in card:
-        table.add_row("LLM calls per kept question", f"{card['calls_per_question']:.1f}")
+        table.add_row("LLM calls per kept question (paid or cached)", f"{card['calls_per_question']:.1f}")
     table.add_row("seconds", f"{card['seconds']:.0f}")
     console.print(table)
     console.print(f"written by {card['generator']}, checked by {card['judge']}", highlight=False)

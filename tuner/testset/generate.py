@@ -146,7 +146,8 @@ class Scorecard:
                 "question_words": {"min": words[0], "median": words[len(words) // 2], "max": words[-1]}
                 if words else {}, "llm_calls": self.llm_calls, "cache_hits": self.cache_hits,
                 "seconds": round(self.seconds, 1), "notes": self.notes,
-                "calls_per_question": round(self.llm_calls / max(sum(self.kept.values()), 1), 1),
+                # paid or answered by the cache: what a kept question costs a run that starts cold
+                "calls_per_question": round((self.llm_calls + self.cache_hits) / max(sum(self.kept.values()), 1), 1),
                 "overlap": {"target": self.overlap_target, "from": self.overlap_from,
                             "kept": None if self.overlap is None else round(self.overlap, 2)},
                 "rewritten_twice": self.rewrites, "pooled_gold": self.pooled, "styles": dict(self.styles.most_common()),
