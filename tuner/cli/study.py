@@ -235,9 +235,9 @@ def read_anchor_questions(path: Path, config: Path | None, dataset: Path | None)
     return read_anchors(path, data.documents)
 
 
-def judge_study(view, session, anchors: list | None) -> None:
+def judge_study(view, session, anchors: list | None):
     """After the search: the held-out verdict, then (given anchors) how the study's questions rank its
-    configurations against the anchors — saved for the report."""
+    configurations against the anchors — saved for the report. The view after the verdict (rounds read it)."""
     from tuner.testset.anchors import ANCHOR_FILE, check_study
 
     view = verdict_with_display(view, session.runner)
@@ -246,6 +246,7 @@ def judge_study(view, session, anchors: list | None) -> None:
             checked = check_study(view, session.runner(), anchors)
         session.folder.write_doc(ANCHOR_FILE, checked.to_json())
         console.print(checked.sentence().replace("**", ""), highlight=False, soft_wrap=True)
+    return view
 
 
 def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, reports_dir: Path, tracker=None,
