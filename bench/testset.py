@@ -31,7 +31,8 @@ from tuner.data import load_dataset
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.testset import DEFAULT_SHARES
 from tuner.testset.generate import QuestionWriter, ndcg
-from tuner.testset.validity import discriminating, lexical_overlap, rank_agreement
+from tuner.testset.styles import StyleMix
+from tuner.testset.validity import discriminating, lexical_overlap, overlap_target, rank_agreement
 from tuner.workspace import open_workspace
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -47,9 +48,11 @@ GRID: dict[str, dict] = {
 console = Console(width=220)  # the tables are the result: never squeezed to 80 columns in a log
 
 
-def measure(name: str, model: str, size: int, cache_root: Path) -> tuple[list[str], list[str]]:
+def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0) -> tuple[list[str], list[str]]:
     human = load_dataset(None if name == "demo" else DATASETS / name)
-    asked = [q for q in human.questions if q.relevant_ids][:size]
+    labelled = [q for q in human.questions if q.relevant_ids]
+    # anchors come after the ranked questions: what the generator learns from them is not scored on them
+    asked, people = labelled[:size], labelled[size:size + anchors]
     corpus = replace(human, questions=[])
     cache = cache_root / f".cache-{name}"
     cache.mkdir(parents=True, exist_ok=True)
@@ -62,7 +65,9 @@ def measure(name: str, model: str, size: int, cache_root: Path) -> tuple[list[st
             shown.add(kept)
             console.print(f"  {name}: {kept} of {total} questions kept", highlight=False)
 
-    written, card = QuestionWriter(runner, corpus).write(len(asked), DEFAULT_SHARES, on_progress=progress)
+    writer = QuestionWriter(runner, corpus, mix=StyleMix.of([q.text for q in people]),
+                            overlap=overlap_target(people, human.documents))
+    written, card = writer.write(len(asked), DEFAULT_SHARES, on_progress=progress)
     console.print(f"{name}: scorecard {card.to_json()}", highlight=False)
     ranked = [q for q in written if q.relevant_ids]
     human_scores = np.stack([ndcg(runner, PipelineConfig(**knobs), asked) for knobs in GRID.values()], axis=1)
@@ -72,7 +77,7 @@ def measure(name: str, model: str, size: int, cache_root: Path) -> tuple[list[st
     agreement = rank_agreement(human_scores, synthetic_scores)
     labels = list(GRID)
     kinds = ", ".join(f"{card.kept[k]} {k}" for k in card.kept if card.kept[k])
-    validity = [name, str(len(asked)), f"{len(written)} ({kinds})",
+    validity = [name + (f" ({len(people)} anchors)" if people else ""), str(len(asked)), f"{len(written)} ({kinds})",
                 f"{agreement.tau:+.2f} [{agreement.ci[0]:+.2f}, {agreement.ci[1]:+.2f}]",
                 labels[agreement.best_human], labels[agreement.best_synthetic],
                 f"{agreement.human_of_best_human:.3f} / {agreement.human_of_best_synthetic:.3f}",
@@ -97,6 +102,9 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=list(SETS), help="shared set names, or demo")
     parser.add_argument("--model", default="qwen2.5-1.5b", help="generator and judge of the synthetic set")
     parser.add_argument("--questions", type=int, default=100, help="human questions (with gold ids) per set, at most")
+    parser.add_argument("--anchors", type=int, default=0,
+                        help="human questions (after the ranked ones) given as --anchor-questions: the generated "
+                             "questions take their styles, length and lexical overlap")
     parser.add_argument("--cache-root", type=Path, default=Path("studies") / "bench-testset",
                         help="caches per set under DIR/.cache-NAME (a rerun pays nothing twice)")
     args = parser.parse_args()
@@ -114,7 +122,7 @@ def main() -> None:
                    "rejected by gate", "generation cost"):
         differs.add_column(column)
     for name in sets:
-        row, diff = measure(name, args.model, args.questions, args.cache_root)
+        row, diff = measure(name, args.model, args.questions, args.cache_root, args.anchors)
         # each set's rows as soon as they are known: a run stopped in a later set keeps them in its log
         console.print(" | ".join(row), "\n", " | ".join(diff), highlight=False)
         validity.add_row(*row)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from tuner.testset import generate_testset, read_scorecards
 from tuner.testset.anchors import AnchorCheck, check_anchors, read_anchors
 from tuner.testset.gates import OverlapGate, Rejected, check_new, clean_question, parse_reply
 from tuner.testset.generate import UNANSWERABLE, QuestionWriter, linked_pairs, spread, targets
+from tuner.testset.styles import StyleMix, style_of
 from tuner.testset.validity import DEFAULT_OVERLAP, discriminating, overlap_target
 from tuner.workspace import open_workspace
 
@@ -485,6 +487,7 @@ def test_the_scorecard_counts_the_new_gates_and_the_discriminating_share_as_prin
     assert card["discriminating"]["of"] == 4 and 0 <= card["discriminating"]["questions"] <= 4
     assert card["calls_per_question"] == round((card["llm_calls"] + card["cache_hits"]) / 4, 1) > 2
     for shown in ("lexical overlap with sources", "rewritten twice to get under it", "styles kept", "pooling",
+                  "question styles in turn",
                   "discriminating (nDCG@10 spread ≥ 0.1 over 3", "LLM calls per kept question"):
         assert shown in result.output
 
@@ -559,6 +562,7 @@ def test_a_docs_study_with_anchor_questions_reports_tau_and_its_interval(cli_wit
     [dataset] = (tmp_path / "studies" / "datasets").iterdir()
     card = read_scorecards(dataset)[-1]
     assert card["overlap"]["from"] == "the mean of 10 real question(s)"  # the anchors set the gate's target
+    assert card["styles_from"].startswith("the anchors' styles (what ")  # ... and the styles asked
     report = (tmp_path / "reports" / "anchored" / "report.md").read_text()
     section = report.split("## Test set", 1)[1].split("\n## ", 1)[0]
     assert re.search(r"Kendall τ [+-]\d\.\d\d \[[+-]\d\.\d\d, [+-]\d\.\d\d\] between the rankings of \d+ "
@@ -594,3 +598,71 @@ def test_a_questions_gold_is_completed_by_pooling_keyword_and_vector_search(demo
         subject = re.search(r"about (.+)\?", q.text).group(1)
         assert all(subject in texts[d] for d in q.relevant_ids)
     assert card.to_json()["pooled_gold"] == card.pooled
+
+
+@pytest.mark.parametrize("question, style", [
+    ("In what country is Normandy located?", "what"), ("which method of forecasting uses averages", "what"),
+    ("Why did the Normans adopt French?", "why"), ("how long do refunds take", "how"),
+    ("difference between russian blue and british blue cat", "compare"), ("Is Velmora open in winter?", "yes-no"),
+    ("MEASUREMENT OF DIELECTRIC CONSTANT OF LIQUIDS BY THE USE OF MICROWAVE TECHNIQUES", "topic"),
+])
+def test_a_persons_question_style_is_read_from_its_words(question, style):
+    assert style_of(question) == style
+
+
+def test_styles_come_in_turn_or_in_the_anchors_shares_at_their_length():
+    alone = StyleMix()
+    assert [alone(t)[0] for t in range(6)] == ["what", "why", "how", "compare", "yes-no", "what"]
+    assert alone(0)[1] != alone(5)[1]  # both lengths, each style in each
+    mix = StyleMix.of(["SYSTEMS OF DATA CODING FOR INFORMATION TRANSFER"] * 3 + ["Why do arcs form?"])
+    turns = [mix(t) for t in range(8)]
+    assert Counter(style for style, _ in turns) == {"topic": 6, "why": 2}  # their shares in every run of 4
+    assert {length for _, length in turns} == {"about 7 words"}  # the anchors' median
+    assert mix.describe() == "the anchors' styles (topic 3, why 1) at about 7 words"
+
+
+class SearchPhraseLLM(PoolingLLM):
+    """Writes a search phrase when asked for one (and rewrites it as it was); judges a passage about a search's
+    subject to serve it."""
+
+    rewrites: list[str] = []
+
+    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+        prompt = messages[-1]["content"]
+        if "into a library catalogue's search box:" in prompt:  # the rewrite of a search
+            self._pay()
+            self.rewrites.append(prompt)
+            return Completion(json.dumps({"question": prompt.split("search box:\n", 1)[1].split("\n", 1)[0]}), 20, 9)
+        if "library catalogue's search box to find" in prompt:
+            self._pay()
+            title = re.search(r"Document: (.+)", prompt).group(1)
+            reply = {"topic": title, "search": f"{title} opening hours and seasons", "answer": "Spring."}
+            return Completion(json.dumps(reply), 40, 12)
+        return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                             json_schema=json_schema)
+
+    def yes_probability(self, messages, reuse_prefix=False):
+        prompt = messages[-1]["content"]
+        if "Is this passage about what this search asks for?" not in prompt:
+            return super().yes_probability(messages, reuse_prefix)
+        self._pay()
+        subject = re.search(r"Search: (.+) opening hours", prompt).group(1)
+        return Completion("0.9" if subject in prompt.split("\n\nSearch:", 1)[0] else "0.1", 30, 0)
+
+
+def test_anchors_that_search_by_topic_get_search_phrases_judged_and_pooled_as_searches(demo_copy, tmp_path,
+                                                                                       fake_embedder):
+    llm = SearchPhraseLLM(leaning="")
+    dataset = load_dataset(demo_copy, require_questions=False)
+    workspace = open_workspace(ProjectConfig(cache_dir=tmp_path / "cache"), dataset=dataset, embedder=fake_embedder)
+    mix = StyleMix.of(["MEASUREMENT OF PLASMA TEMPERATURES IN ARC DISCHARGE"] * 5)
+    writer = QuestionWriter(RagRunner(workspace, models=Models(llm, llm)), dataset, mix=mix)
+    questions, card = writer.write(4, {"single-hop": 1})
+    assert len(questions) == 4 and all(q.text.endswith(" opening hours and seasons") for q in questions)
+    assert len(llm.rewrites) >= 4 and all("not a question" in p for p in llm.rewrites)  # rewritten as a search
+    assert card.styles == {"topic": 4} and card.to_json()["styles_from"].startswith("the anchors' styles (topic 5)")
+    assert card.pooled and card.pooled == sum(len(q.relevant_ids) - 1 for q in questions)
+    documents = {d.id: d for d in dataset.documents}
+    for q in questions:  # gold pooled by the search judge: every document but the source is about its subject
+        subject = q.text.removesuffix(" opening hours and seasons")
+        assert all(subject in documents[d].text for d in q.relevant_ids if documents[d].title != subject)

@@ -181,6 +181,8 @@ def show_scorecard(card: dict) -> None:
         table.add_row("rewritten twice to get under it", str(card["rewritten_twice"]))
         table.add_row("gold documents added by pooling (others that answer a question)", str(card["pooled_gold"]))
         table.add_row("styles kept", ", ".join(f"{n} {s}" for s, n in card["styles"].items()) or "—")
+        if card.get("styles_from"):
+            table.add_row("styles asked", card["styles_from"])
         split = card["discriminating"]
         table.add_row(f"discriminating (nDCG@10 spread ≥ {split['spread']:g} over {len(split['configurations'])} "
                       f"retrieval configurations)", f"{split['questions']} of {split['of']}"

@@ -34,6 +34,7 @@ from tuner.pipeline.chunking import Chunk
 from tuner.pipeline.graph import extract_entities
 from tuner.testset.gates import OverlapGate, Rejected, check_new, clean_question, parse_reply
 from tuner.testset.kinds import KINDS
+from tuner.testset.styles import STYLES, TOPIC, StyleMix
 from tuner.testset.validity import DEFAULT_OVERLAP, DISAGREE, content_words, discriminating, lexical_overlap
 
 #: the reference answer of an unanswerable question: a refusal, as the answer programs are told to give
@@ -70,6 +71,12 @@ _SINGLE = ("Document: {title}\nPassage:\n{text}\n{asked}\nA reader who has not s
            "gives. Say the passage's topic in a few words of your own and the fact the reader needs, then write the "
            "question that reader would ask: {style}, {length}. Give its answer from the passage (one short sentence). "
            "Reply with JSON: {{\"topic\": \"...\", \"fact\": \"...\", \"question\": \"...\", \"answer\": \"...\"}}")
+# a topic search: what a reader types to find documents on a subject, which names no one thing a question would
+_SEARCH = ("Document: {title}\nPassage:\n{text}\n{asked}\nA reader who has not seen this passage wants documents on "
+           "its subject. Say its topic in a few words of your own, then write what that reader would type into a "
+           "library catalogue's search box to find documents like it: a phrase naming the subject, {length}, not a "
+           "question (no question word, no question mark). Give what the passage says on it (one short sentence). "
+           "Reply with JSON: {{\"topic\": \"...\", \"search\": \"...\", \"answer\": \"...\"}}")
 _MULTI = ("Document 1: {title1}\nPassage 1:\n{text1}\n\nDocument 2: {title2}\nPassage 2:\n{text2}\n\nBoth passages "
           "concern \"{link}\". Write one question whose answer needs a fact from passage 1 AND a fact from passage 2 "
           "(neither passage alone answers it), and its answer (one short sentence). Reply with JSON: "
@@ -82,18 +89,17 @@ _REWRITE = ("Someone who has never read the documents types this question into a
             "it as that person would ask it: plain everyday words, a common word in place of each technical or rare "
             "one where there is one, {length}. Keep the names of people, places and things, and keep what it asks."
             "{avoid} Reply with JSON: {{\"question\": \"...\"}}")
+_REWRITE_SEARCH = ("Someone who has never read the documents types this into a library catalogue's search box:\n"
+                   "{question}\n\nRewrite it in other words as that person would type it: a phrase of {length} "
+                   "naming the same subject, not a question.{avoid} Reply with JSON: {{\"question\": \"...\"}}")
 _AVOID = " Do not use these words: {words}."
-#: the kinds of question single-hop candidates ask, in turn: a set of only what-questions ranks one kind of need
-STYLES = {"what": "a what, which, who or when question about one fact",
-          "why": "a why question about a reason or cause the passage gives (or a what question if it gives none)",
-          "how": "a how question about a method, process or amount the passage describes",
-          "compare": "a question comparing two things the passage describes (or a what question if it describes one)",
-          "yes-no": "a yes-or-no question (its answer says yes or no, then why)"}
-LENGTHS = ("short: at most 8 words", "one plain sentence")
 _SUPPORTED = ("Passages:\n{passages}\n\nQuestion: {question}\nProposed answer: {answer}\n\nDo the passages answer "
               "the question, and do they support the proposed answer? Reply yes or no.")
 _ALONE = ("Passage:\n{passage}\n\nQuestion: {question}\n\nDoes this passage alone fully answer the question? Reply "
           "yes or no.")
+# a topic search is not answered but served: a passage about its subject is what it wants
+_ABOUT = ("Passage:\n{passage}\n\nSearch: {question}\n\nIs this passage about what this search asks for? Reply yes "
+          "or no.")
 _ANSWERED = "Passages:\n{passages}\n\nQuestion: {question}\n\nDo these passages answer the question? Reply yes or no."
 
 
@@ -131,6 +137,7 @@ class Scorecard:
     #: gold documents besides their sources that pooling found answering kept questions
     pooled: int = 0
     styles: Counter = field(default_factory=Counter)
+    styles_from: str = ""  # StyleMix.describe(): in turn, or the anchors' shares
     #: kept questions with gold ids on which the PROBE configurations' nDCG@10 spans DISAGREE or more, of how many
     discriminating: int = 0
     ranked: int = 0
@@ -151,6 +158,7 @@ class Scorecard:
                 "overlap": {"target": self.overlap_target, "from": self.overlap_from,
                             "kept": None if self.overlap is None else round(self.overlap, 2)},
                 "rewritten_twice": self.rewrites, "pooled_gold": self.pooled, "styles": dict(self.styles.most_common()),
+                "styles_from": self.styles_from,
                 "discriminating": {"questions": self.discriminating, "of": self.ranked,
                                    "configurations": list(PROBE), "spread": DISAGREE},
                 **({"anchors": self.anchors} if self.anchors else {})}
@@ -243,8 +251,10 @@ class QuestionWriter:
     """Writes candidates with the generator, passes them through the gates and the judge, keeps what survives."""
 
     def __init__(self, runner: RagRunner, dataset: Dataset, seed: int = 0,
-                 existing: Sequence[Question] = (), overlap: tuple[float, str] = (DEFAULT_OVERLAP, "the default")):
+                 existing: Sequence[Question] = (), overlap: tuple[float, str] = (DEFAULT_OVERLAP, "the default"),
+                 mix: StyleMix | None = None):
         self.runner, self.dataset, self.seed = runner, dataset, seed
+        self.mix = mix or StyleMix()  # turn -> the style and length a single-hop candidate is asked in
         #: the mean lexical overlap the kept questions are held to, and where that figure comes from
         self.overlap, self.overlap_source = OverlapGate(overlap[0]), overlap[1]
         self.rewrites = 0  # candidates rewritten a second time, told the source's words to avoid
@@ -322,6 +332,7 @@ class QuestionWriter:
         card.overlap_target, card.overlap_from, card.overlap = self.overlap.target, self.overlap_source, \
             self.overlap.mean
         card.rewrites, card.styles, card.pooled = self.rewrites, self.styles, self.pooled
+        card.styles_from = self.mix.describe()
         ranked = [q for q in questions if q.relevant_ids]
         if ranked:
             scores = np.stack([ndcg(self.runner, PipelineConfig(**knobs), ranked) for knobs in PROBE.values()], axis=1)
@@ -334,8 +345,15 @@ class QuestionWriter:
         rewritten into a user's words, or Rejected naming the gate it failed."""
         generator, judge = self.runner.generator, self.runner.judge
         chunks = source.chunks
-        style, length = list(STYLES)[turn % len(STYLES)], LENGTHS[turn // len(STYLES) % len(LENGTHS)]
-        if source.kind == "single-hop":
+        style, length = self.mix(turn)
+        topic = source.kind == "single-hop" and style == TOPIC
+        fields, first = ("question", "answer"), ()
+        if topic:
+            prompt = _SEARCH.format(title=self._title(chunks[0]), text=_cut(chunks[0].text), asked=self._asked(chunks),
+                                    length=length)
+            fields, first = ("search", "answer"), ("topic",)
+        elif source.kind == "single-hop":
+            first = ("topic", "fact")
             prompt = _SINGLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text), asked=self._asked(chunks),
                                     style=STYLES[style], length=length)
         elif source.kind == "multi-hop":
@@ -344,12 +362,15 @@ class QuestionWriter:
         else:
             prompt = _UNANSWERABLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text),
                                           asked=self._asked(chunks))
-        fields = ("question",) if source.kind == "unanswerable" else ("question", "answer")
-        written = _ask(generator, prompt, fields, first=("topic", "fact") if source.kind == "single-hop" else ())
-        subjects = (*(self._title(c) for c in chunks), *self._specific(chunks))
+            fields = ("question",)
+        written = _ask(generator, prompt, fields, first=first)
+        # a search names no one thing, as a question must: its subject is enough
+        subjects = () if topic else (*(self._title(c) for c in chunks), *self._specific(chunks))
         texts = [c.text for c in chunks]
-        question = clean_question(written["question"], subjects)  # a draft no rewrite can save fails before one
-        question, overlap = self._reworded(question, texts, subjects, length)
+        question = clean_question(written[fields[0]], subjects)  # a draft no rewrite can save fails before one
+        question, overlap = self._reworded(question, texts, subjects, length, _REWRITE_SEARCH if topic else _REWRITE)
+        if topic:
+            question = question.rstrip("?")
         vector = self.runner.workspace.embedder.encode([question])[0]
         check_new(vector, self.kept_vectors)
         if source.kind == "unanswerable":
@@ -360,14 +381,16 @@ class QuestionWriter:
         else:
             answer = written["answer"]
             # the judge reads the rewritten question: a rewrite that lost what was asked is not kept
-            if not _yes(judge, _SUPPORTED.format(passages=_numbered(texts), question=question, answer=answer)):
+            supported = (_yes(judge, _ABOUT.format(passage=_cut(texts[0]), question=question)) if topic else
+                         _yes(judge, _SUPPORTED.format(passages=_numbered(texts), question=question, answer=answer)))
+            if not supported:
                 raise Rejected("unsupported by its source")
             if source.kind == "multi-hop" and any(_yes(judge, _ALONE.format(passage=_cut(t), question=question))
                                                   for t in texts):
                 raise Rejected("one document suffices")
             gold = tuple(dict.fromkeys(c.doc_id for c in chunks))
             if source.kind == "single-hop":
-                gold += self._pooled(question, gold)
+                gold += self._pooled(question, gold, _ABOUT if topic else _ALONE)
         self.kept_vectors.append(vector)
         self.overlap.keep(overlap)
         self.asked[chunks[0].id].append(question)
@@ -376,31 +399,30 @@ class QuestionWriter:
                         relevant_ids=frozenset(gold), kind=source.kind,
                         contexts=tuple(c.text for c in chunks))
 
-    def _reworded(self, question: str, texts: list[str], subjects: tuple[str, ...], length: str) -> tuple[str, float]:
+    def _reworded(self, question: str, texts: list[str], subjects: tuple[str, ...], length: str,
+                  rewrite: str = _REWRITE) -> tuple[str, float]:
         """The question rewritten away from its source's wording (the generator not shown the source), and its
         lexical overlap with the source. Over the gate's target, it is rewritten once more, told which of the
         source's words to avoid; then it passes if the kept set's mean stays at the target, else
-        Rejected("copies its source")."""
-        reply = _ask(self.runner.generator, _REWRITE.format(question=question, length=length, avoid=""), ("question",))
-        question = clean_question(reply["question"], subjects)
-        overlap = lexical_overlap(question, texts)
-        if overlap <= self.overlap.target:
-            return question, overlap
-        self.rewrites += 1
-        named = content_words(" ".join(subjects[:len(texts)]))  # its sources' titles: a question may name them
-        copied = sorted(content_words(question) & content_words(" ".join(texts)) - named)
-        avoid = _AVOID.format(words=", ".join(copied)) if copied else ""
-        reply = _ask(self.runner.generator, _REWRITE.format(question=question, length=length, avoid=avoid),
-                     ("question",))
-        question = clean_question(reply["question"], subjects)
-        overlap = lexical_overlap(question, texts)
-        if not self.overlap.passes(overlap):
-            raise Rejected("copies its source", f"overlap {overlap:.2f} over {self.overlap.target:.2f}")
-        return question, overlap
+        Rejected("copies its source"). `rewrite`: _REWRITE, or _REWRITE_SEARCH for a topic search."""
+        avoid = ""
+        for again in (False, True):
+            reply = _ask(self.runner.generator, rewrite.format(question=question, length=length, avoid=avoid),
+                         ("question",))
+            question = clean_question(reply["question"], subjects)
+            overlap = lexical_overlap(question, texts)
+            if self.overlap.passes(overlap) if again else overlap <= self.overlap.target:
+                return question, overlap
+            if not again:
+                self.rewrites += 1
+                named = content_words(" ".join(subjects[:len(texts)]))  # its sources' titles: a question may name them
+                copied = sorted(content_words(question) & content_words(" ".join(texts)) - named)
+                avoid = _AVOID.format(words=", ".join(copied)) if copied else ""
+        raise Rejected("copies its source", f"overlap {overlap:.2f} over {self.overlap.target:.2f}")
 
-    def _pooled(self, question: str, gold: tuple[str, ...]) -> tuple[str, ...]:
+    def _pooled(self, question: str, gold: tuple[str, ...], judged: str) -> tuple[str, ...]:
         """The other documents whose chunks in the pool (keyword and vector search's top POOL_DEPTH) the judge finds
-        answer the question alone."""
+        answer the question alone (`judged`: _ALONE), or serve the topic search (_ABOUT)."""
         pool: dict[str, list[str]] = defaultdict(list)
         for alpha in (0.0, 1.0):
             found = self.runner.workspace.pipeline.run(question, PipelineConfig(top_k=POOL_DEPTH, alpha=alpha))
@@ -409,7 +431,7 @@ class QuestionWriter:
                 if chunk.doc_id not in gold and chunk.text not in pool[chunk.doc_id]:
                     pool[chunk.doc_id].append(chunk.text)
         added = tuple(doc for doc, texts in pool.items()
-                      if any(_yes(self.runner.judge, _ALONE.format(passage=_cut(t), question=question)) for t in texts))
+                      if any(_yes(self.runner.judge, judged.format(passage=_cut(t), question=question)) for t in texts))
         self.pooled += len(added)
         return added
 
