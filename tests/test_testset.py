@@ -590,7 +590,11 @@ class PoolingLLM(WriterLLM):
 
 def test_a_questions_gold_is_completed_by_pooling_keyword_and_vector_search(demo_copy, tmp_path, fake_embedder):
     llm = PoolingLLM(leaning="")
-    questions, card = writer_on(demo_copy, llm, tmp_path / "cache", fake_embedder).write(6, {"single-hop": 1})
+    writer = writer_on(demo_copy, llm, tmp_path / "cache", fake_embedder)
+    questions, card = writer.write(6, {"single-hop": 1})
+    # keyword search pooled plain and stemmed: the index a stemmed configuration searches is judged from too
+    built = {settings.stemmer for settings, _ in writer.runner.workspace.pipeline.indexes.built}
+    assert "english" in built
     texts = {d.id: d.text for d in load_dataset(demo_copy, require_questions=False).documents}
     pooled = [q for q in questions if len(q.relevant_ids) > 1]
     assert pooled and card.pooled == sum(len(q.relevant_ids) - 1 for q in questions)

@@ -46,10 +46,13 @@ ATTEMPTS_PER_QUESTION = 3
 #: retrieved chunks the judge reads to decide an unanswerable question is not answered by the corpus
 UNANSWERED_TOP = 5
 #: a single-hop question's gold is completed by pooling, as test collections are built: the top POOL_DEPTH chunks of
-#: keyword and of vector search, each judged; every other document that answers it is gold too. Without this, a
-#: configuration that finds another document answering the question is scored as missing it, which favours the
-#: retriever closest to the source's wording
+#: each POOL search, each judged; every other document that answers it is gold too. Without this, a configuration
+#: that finds another document answering the question is scored as missing it, which favours the retriever closest
+#: to the source's wording
 POOL_DEPTH = 5
+#: the searches pooled: keyword search plain and stemmed, and vector search. As test collections pool from every
+#: system they compare: a document only an unpooled search finds would be unjudged, so that search would look worse
+POOL = ({"alpha": 0.0, "stemmer": "none"}, {"alpha": 0.0, "stemmer": "english"}, {"alpha": 1.0})
 #: characters of a source chunk a prompt shows
 CHUNK_CHARS = 2000
 #: a word at most this share of the corpus's chunks use (one at least) is specific: a question naming one of its
@@ -421,11 +424,11 @@ class QuestionWriter:
         raise Rejected("copies its source", f"overlap {overlap:.2f} over {self.overlap.target:.2f}")
 
     def _pooled(self, question: str, gold: tuple[str, ...], judged: str) -> tuple[str, ...]:
-        """The other documents whose chunks in the pool (keyword and vector search's top POOL_DEPTH) the judge finds
-        answer the question alone (`judged`: _ALONE), or serve the topic search (_ABOUT)."""
+        """The other documents whose chunks in the pool (each POOL search's top POOL_DEPTH) the judge finds answer
+        the question alone (`judged`: _ALONE), or serve the topic search (_ABOUT)."""
         pool: dict[str, list[str]] = defaultdict(list)
-        for alpha in (0.0, 1.0):
-            found = self.runner.workspace.pipeline.run(question, PipelineConfig(top_k=POOL_DEPTH, alpha=alpha))
+        for search in POOL:
+            found = self.runner.workspace.pipeline.run(question, PipelineConfig(top_k=POOL_DEPTH, **search))
             for scored in found.selected:
                 chunk = scored.chunk
                 if chunk.doc_id not in gold and chunk.text not in pool[chunk.doc_id]:
