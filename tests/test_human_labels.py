@@ -153,6 +153,17 @@ def wait_for(session: str, text: str, timeout: float = 60) -> str:
     raise AssertionError(f"{text!r} never appeared on the terminal:\n{screen(session)}")
 
 
+def start_session(start: list[str], command: str) -> None:
+    """tmux new-session, again while refused: killing the last session takes the tmux server down, and a client that
+    connects as it goes is told "server exited unexpectedly"."""
+    for _ in range(20):
+        started = subprocess.run([*start, command], capture_output=True, text=True)
+        if started.returncode == 0:
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"tmux would not start a session: {started.stderr}")
+
+
 def keys(session: str, *pressed: str) -> None:
     for key in pressed:
         subprocess.run(["tmux", "send-keys", "-t", session, key], check=True)
@@ -166,7 +177,7 @@ def test_the_labelling_session_at_a_terminal_keys_in_labels_out_and_resume_after
     command = shlex.join([sys.executable, "-m", "tuner", "judge", "label", "--study", "noise", "--n", "4"])
     session = f"tuner-label-{tmp_path.name}"
     start = ["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", "-c", str(tmp_path)]
-    subprocess.run([*start, f"{command}; sleep 30"], check=True)
+    start_session(start, f"{command}; sleep 30")
     try:
         wait_for(session, f"answer 1 of {len(items)}")
         keys(session, "y")
@@ -178,7 +189,7 @@ def test_the_labelling_session_at_a_terminal_keys_in_labels_out_and_resume_after
         labels = read(path)
         assert [labels[i.key].supported for i in items[:2]] == [True, True] and items[2].key not in labels
         subprocess.run(["tmux", "kill-session", "-t", session], check=True)  # killed mid-session
-        subprocess.run([*start, f"{command}; sleep 30"], check=True)
+        start_session(start, f"{command}; sleep 30")
         wait_for(session, f"answer 3 of {len(items)}")  # resumed at the first answer without a label
         keys(session, "s", "q")
         shown = wait_for(session, "answers labelled")
