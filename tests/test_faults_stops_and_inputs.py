@@ -363,6 +363,59 @@ def test_a_real_sigterm_during_a_0_5b_trial_writes_the_report_and_the_resume_pay
     assert cached_calls(cache) == paid + cost["llm_calls"]  # and each new call was paid once
 
 
+
+def test_a_stop_marked_by_both_the_watcher_and_the_unwinding_trial_is_told_to_optuna_once(monkeypatch):
+    """A native call returning just as the watcher gives up waiting: whichever marks the trial first keeps it."""
+    import threading
+
+    import optuna
+
+    from tuner.study import running as registry
+    from tuner.study.attrs import INTERRUPTED
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    monkeypatch.setattr(registry, "_leaving", threading.Event())
+    study = optuna.create_study()
+    # the trial unwinds first: the watcher leaves it alone, and Optuna is told it failed without "Cannot tell"
+    trial = study.ask()
+    with registry.running(trial):
+        registry.unwinding(trial, "SIGTERM")
+        registry.mark_interrupted("SIGTERM")
+        assert study.trials[0].state == optuna.trial.TrialState.RUNNING
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    assert study.trials[0].user_attrs[INTERRUPTED] == "SIGTERM"
+
+    # the watcher marks first: the unwinding trial waits for the watcher's exit instead of telling Optuna again
+    monkeypatch.setattr(registry, "_leaving", threading.Event())
+    marked, told = threading.Event(), []
+
+    def objective(trial):
+        with registry.running(trial):
+            marked.wait()
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                registry.unwinding(trial, "SIGTERM")
+                raise
+
+    def run():
+        try:
+            study.optimize(objective, n_trials=1)
+        finally:
+            told.append(True)
+
+    unwinder = threading.Thread(target=run, daemon=True)  # left waiting, as the watcher's os._exit would end it
+    unwinder.start()
+    while not registry.any_running():
+        time.sleep(0.01)
+    registry.mark_interrupted("SIGTERM")
+    marked.set()
+    unwinder.join(1)
+    assert unwinder.is_alive() and not told
+    second = study.trials[1]
+    assert second.state == optuna.trial.TrialState.FAIL and second.user_attrs[INTERRUPTED] == "SIGTERM"
+
+
 # --- 8. retrieval quality against latency ---------------------------------------------------------------------
 
 def test_a_retrieval_target_beside_a_cost_target_runs(tmp_path):

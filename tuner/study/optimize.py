@@ -56,7 +56,7 @@ from tuner.study.attrs import (
     SCORED,
 )
 from tuner.study.meta import StudyMeta
-from tuner.study.running import running
+from tuner.study.running import running, unwinding
 from tuner.study.space import SearchSpace, pipeline_for
 from tuner.study.storage import HEARTBEAT, META_ATTR, StudyFolder, make_storage, stored_meta
 
@@ -210,7 +210,7 @@ class Objective:
             try:
                 return self._trial(trial)
             except (KeyboardInterrupt, LLMError) as exc:  # not the configuration's fault: a resume runs it again
-                trial.set_user_attr(INTERRUPTED, interruption(exc) if isinstance(exc, KeyboardInterrupt) else str(exc))
+                unwinding(trial, interruption(exc) if isinstance(exc, KeyboardInterrupt) else str(exc))
                 raise
 
     def _trial(self, trial: optuna.Trial) -> float | tuple[float, ...]:

@@ -3,16 +3,21 @@
 Ctrl-C normally unwinds as a KeyboardInterrupt and the objective marks its trial interrupted. When the interrupt
 is stuck in a model's native code, the CLI's watcher leaves with os._exit instead; just before, it marks the trials
 listed here interrupted through their storage (thread-safe in Optuna), so the study says "interrupted", not
-"running", and a resume runs them again. Kept free of heavy imports: the CLI reads it before any study exists.
+"running", and a resume runs them again. The two may meet: the native call returns just as the watcher gives up
+waiting. One lock decides which of them marks a trial; the other leaves it be (a trial Optuna is told about twice
+fails with a traceback). Kept free of heavy imports: the CLI reads it before any study exists.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 _trials: list[Any] = []  # optuna.Trial objects
+_lock = threading.Lock()
+_leaving = threading.Event()  # the watcher marked the trials and the process is about to exit
 
 
 @contextmanager
@@ -21,25 +26,43 @@ def running(trial: Any) -> Iterator[None]:
     try:
         yield
     finally:
-        _trials.remove(trial)
+        with _lock:
+            if trial in _trials:
+                _trials.remove(trial)
 
 
 def any_running() -> bool:
     return bool(_trials)
 
 
+def unwinding(trial: Any, reason: str) -> None:
+    """The objective's own unwinding marks its trial interrupted; from then on the watcher leaves it to Optuna. If
+    the watcher marked it first, the process is exiting from the watcher's thread: this one waits for that, since
+    going on would tell Optuna about a finished trial."""
+    from tuner.study.attrs import INTERRUPTED
+
+    with _lock:
+        if not _leaving.is_set():
+            if trial in _trials:
+                _trials.remove(trial)
+            trial.set_user_attr(INTERRUPTED, reason)
+            return
+    threading.Event().wait()  # os._exit from the watcher ends this
+
+
 def mark_interrupted(reason: str = "Ctrl-C") -> None:
-    """Fail every running trial with the interrupted mark; a trial its own thread finished meanwhile is left be."""
-    if not _trials:
-        return
+    """Fail every running trial with the interrupted mark; a trial its own thread finished meanwhile is left be.
+    Only the watcher calls this, just before os._exit."""
     from optuna.trial import TrialState
 
     from tuner.study.attrs import INTERRUPTED
 
-    for trial in list(_trials):
-        storage, trial_id = trial.study._storage, trial._trial_id
-        try:
-            storage.set_trial_user_attr(trial_id, INTERRUPTED, reason)
-            storage.set_trial_state_values(trial_id, TrialState.FAIL)
-        except Exception:  # already finished (UpdateFinishedTrialError) or storage gone: leave it
-            pass
+    with _lock:
+        _leaving.set()
+        for trial in list(_trials):
+            storage, trial_id = trial.study._storage, trial._trial_id
+            try:
+                storage.set_trial_user_attr(trial_id, INTERRUPTED, reason)
+                storage.set_trial_state_values(trial_id, TrialState.FAIL)
+            except Exception:  # already finished (UpdateFinishedTrialError) or storage gone: leave it
+                pass
