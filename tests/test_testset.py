@@ -640,7 +640,7 @@ class SearchPhraseLLM(PoolingLLM):
         if "library catalogue's search box to find" in prompt:
             self._pay()
             title = re.search(r"Document: (.+)", prompt).group(1)
-            reply = {"topic": title, "search": f"{title} opening hours and seasons", "answer": "Spring."}
+            reply = {"topic": title, "search": f"{title} opening hours and seasons?", "answer": "Spring."}
             return Completion(json.dumps(reply), 40, 12)
         return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
                              json_schema=json_schema)
@@ -664,6 +664,7 @@ def test_anchors_that_search_by_topic_get_search_phrases_judged_and_pooled_as_se
     questions, card = writer.write(4, {"single-hop": 1})
     assert len(questions) == 4 and all(q.text.endswith(" opening hours and seasons") for q in questions)
     assert len(llm.rewrites) >= 4 and all("not a question" in p for p in llm.rewrites)  # rewritten as a search
+    assert all("opening hours and seasons\n" in p for p in llm.rewrites)  # given as a search: its "?" dropped
     assert card.styles == {"topic": 4} and card.to_json()["styles_from"].startswith("the anchors' styles (topic 5)")
     assert card.pooled and card.pooled == sum(len(q.relevant_ids) - 1 for q in questions)
     documents = {d.id: d for d in dataset.documents}

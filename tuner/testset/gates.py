@@ -73,11 +73,11 @@ def parse_reply(text: str, fields: tuple[str, ...]) -> dict[str, str]:
     return values
 
 
-def clean_question(text: str, subjects: tuple[str, ...] = ()) -> str:
+def clean_question(text: str, subjects: tuple[str, ...] = (), search: bool = False) -> str:
     """One standalone question of sensible length, its preamble stripped; Rejected otherwise. With `subjects` (the
     titles of its source documents, the words of its source few other chunks use) the question must also name
     something: a word of a subject, a name or a number — "What is the name of the airport?" asks a reader who never
-    saw the passage to guess which airport."""
+    saw the passage to guess which airport. A `search` (a topic search's phrase) ends with no question mark."""
     lines = [line for line in (_PREAMBLE.sub("", line).strip() for line in text.strip().splitlines()) if line]
     if not lines:  # nothing, or nothing but a preamble ("Here are three questions about X:")
         raise Rejected("preamble or list" if text.strip() else "length", text[:60])
@@ -93,6 +93,8 @@ def clean_question(text: str, subjects: tuple[str, ...] = ()) -> str:
         raise Rejected("length", f"{words} words")
     if subjects and not names_something(question, subjects):
         raise Rejected("not standalone", f"names no subject: {question[:50]}")
+    if search:
+        return question.rstrip("?.")
     return question if question.endswith("?") else question.rstrip(".") + "?"
 
 

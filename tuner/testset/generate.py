@@ -80,7 +80,7 @@ _SEARCH = ("Document: {title}\nPassage:\n{text}\n{asked}\nA reader who has not s
            "library catalogue's search box to find documents like it: a phrase naming the subject, {length}, not a "
            "question (no question word, no question mark). Give what the passage says on it (one short sentence). "
            "Reply with JSON: {{\"topic\": \"...\", \"search\": \"...\", \"answer\": \"...\"}}")
-_MULTI = ("Document 1: {title1}\nPassage 1:\n{text1}\n\nDocument 2: {title2}\nPassage 2:\n{text2}\n\nBoth passages "
+_MULTI = ("Document 1: {title}\nPassage 1:\n{text}\n\nDocument 2: {title2}\nPassage 2:\n{text2}\n\nBoth passages "
           "concern \"{link}\". Write one question whose answer needs a fact from passage 1 AND a fact from passage 2 "
           "(neither passage alone answers it), and its answer (one short sentence). Reply with JSON: "
           "{{\"question\": \"...\", \"answer\": \"...\"}}")
@@ -104,6 +104,30 @@ _ALONE = ("Passage:\n{passage}\n\nQuestion: {question}\n\nDoes this passage alon
 _ABOUT = ("Passage:\n{passage}\n\nSearch: {question}\n\nIs this passage about what this search asks for? Reply yes "
           "or no.")
 _ANSWERED = "Passages:\n{passages}\n\nQuestion: {question}\n\nDo these passages answer the question? Reply yes or no."
+
+
+
+@dataclass(frozen=True)
+class Form:
+    """How one form of candidate is written, reworded and judged. A question names its subject and is judged
+    answered by its source (pooled documents: each alone); a topic search names a subject only and is judged served
+    by a passage about it."""
+
+    write: str
+    fields: tuple[str, ...]  # the reply's fields, the question (or search) first
+    notes: tuple[str, ...] = ()  # fields a schema-following model writes before them
+    rewrite: str = _REWRITE
+    supported: str = _SUPPORTED
+    pooled: str = _ALONE
+    search: bool = False
+
+
+#: a single-hop source's form when its style is TOPIC
+SEARCH = Form(_SEARCH, ("search", "answer"), ("topic",), _REWRITE_SEARCH, _ABOUT, _ABOUT, search=True)
+#: each kind's form otherwise
+FORMS = {"single-hop": Form(_SINGLE, ("question", "answer"), ("topic", "fact")),
+         "multi-hop": Form(_MULTI, ("question", "answer")),
+         "unanswerable": Form(_UNANSWERABLE, ("question",))}
 
 
 @dataclass(frozen=True)
@@ -349,31 +373,18 @@ class QuestionWriter:
         generator, judge = self.runner.generator, self.runner.judge
         chunks = source.chunks
         style, length = self.mix(turn)
-        topic = source.kind == "single-hop" and style == TOPIC
-        fields, first = ("question", "answer"), ()
-        if topic:
-            prompt = _SEARCH.format(title=self._title(chunks[0]), text=_cut(chunks[0].text), asked=self._asked(chunks),
-                                    length=length)
-            fields, first = ("search", "answer"), ("topic",)
-        elif source.kind == "single-hop":
-            first = ("topic", "fact")
-            prompt = _SINGLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text), asked=self._asked(chunks),
-                                    style=STYLES[style], length=length)
-        elif source.kind == "multi-hop":
-            prompt = _MULTI.format(title1=self._title(chunks[0]), text1=_cut(chunks[0].text),
-                                   title2=self._title(chunks[1]), text2=_cut(chunks[1].text), link=source.link)
-        else:
-            prompt = _UNANSWERABLE.format(title=self._title(chunks[0]), text=_cut(chunks[0].text),
-                                          asked=self._asked(chunks))
-            fields = ("question",)
-        written = _ask(generator, prompt, fields, first=first)
+        form = SEARCH if source.kind == "single-hop" and style == TOPIC else FORMS[source.kind]
+        # one chunk or two: the prompts of one source ignore the second's fields
+        prompt = form.write.format(title=self._title(chunks[0]), text=_cut(chunks[0].text), asked=self._asked(chunks),
+                                   title2=self._title(chunks[-1]), text2=_cut(chunks[-1].text), link=source.link,
+                                   style=STYLES.get(style, ""), length=length)
+        written = _ask(generator, prompt, form.fields, first=form.notes)
         # a search names no one thing, as a question must: its subject is enough
-        subjects = () if topic else (*(self._title(c) for c in chunks), *self._specific(chunks))
+        subjects = () if form.search else (*(self._title(c) for c in chunks), *self._specific(chunks))
         texts = [c.text for c in chunks]
-        question = clean_question(written[fields[0]], subjects)  # a draft no rewrite can save fails before one
-        question, overlap = self._reworded(question, texts, subjects, length, _REWRITE_SEARCH if topic else _REWRITE)
-        if topic:
-            question = question.rstrip("?")
+        # a draft no rewrite can save fails before one
+        question = clean_question(written[form.fields[0]], subjects, search=form.search)
+        question, overlap = self._reworded(question, texts, subjects, length, form)
         vector = self.runner.workspace.embedder.encode([question])[0]
         check_new(vector, self.kept_vectors)
         if source.kind == "unanswerable":
@@ -384,8 +395,8 @@ class QuestionWriter:
         else:
             answer = written["answer"]
             # the judge reads the rewritten question: a rewrite that lost what was asked is not kept
-            supported = (_yes(judge, _ABOUT.format(passage=_cut(texts[0]), question=question)) if topic else
-                         _yes(judge, _SUPPORTED.format(passages=_numbered(texts), question=question, answer=answer)))
+            supported = _yes(judge, form.supported.format(passage=_cut(texts[0]), passages=_numbered(texts),
+                                                          question=question, answer=answer))
             if not supported:
                 raise Rejected("unsupported by its source")
             if source.kind == "multi-hop" and any(_yes(judge, _ALONE.format(passage=_cut(t), question=question))
@@ -393,7 +404,7 @@ class QuestionWriter:
                 raise Rejected("one document suffices")
             gold = tuple(dict.fromkeys(c.doc_id for c in chunks))
             if source.kind == "single-hop":
-                gold += self._pooled(question, gold, _ABOUT if topic else _ALONE)
+                gold += self._pooled(question, gold, form.pooled)
         self.kept_vectors.append(vector)
         self.overlap.keep(overlap)
         self.asked[chunks[0].id].append(question)
@@ -403,16 +414,16 @@ class QuestionWriter:
                         contexts=tuple(c.text for c in chunks))
 
     def _reworded(self, question: str, texts: list[str], subjects: tuple[str, ...], length: str,
-                  rewrite: str = _REWRITE) -> tuple[str, float]:
+                  form: Form) -> tuple[str, float]:
         """The question rewritten away from its source's wording (the generator not shown the source), and its
         lexical overlap with the source. Over the gate's target, it is rewritten once more, told which of the
         source's words to avoid; then it passes if the kept set's mean stays at the target, else
-        Rejected("copies its source"). `rewrite`: _REWRITE, or _REWRITE_SEARCH for a topic search."""
+        Rejected("copies its source")."""
         avoid = ""
         for again in (False, True):
-            reply = _ask(self.runner.generator, rewrite.format(question=question, length=length, avoid=avoid),
+            reply = _ask(self.runner.generator, form.rewrite.format(question=question, length=length, avoid=avoid),
                          ("question",))
-            question = clean_question(reply["question"], subjects)
+            question = clean_question(reply["question"], subjects, search=form.search)
             overlap = lexical_overlap(question, texts)
             if self.overlap.passes(overlap) if again else overlap <= self.overlap.target:
                 return question, overlap
