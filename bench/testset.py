@@ -32,7 +32,7 @@ from tuner.evaluation.rag_eval import RagRunner
 from tuner.testset import DEFAULT_SHARES
 from tuner.testset.generate import QuestionWriter, ndcg
 from tuner.testset.styles import StyleMix
-from tuner.testset.validity import discriminating, overlap_target, overlaps, rank_agreement
+from tuner.testset.validity import discriminating, lexical_overlap, overlap_target, rank_agreement
 from tuner.workspace import open_workspace
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -83,7 +83,9 @@ def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0
                 f"{agreement.human_of_best_human:.3f} / {agreement.human_of_best_synthetic:.3f}",
                 f"{discriminating(human_scores).mean():.0%} / {discriminating(synthetic_scores).mean():.0%}",
                 "meets τ ≥ 0.6" if agreement.tau >= 0.6 else "misses τ ≥ 0.6"]
-    overlap, synthetic_overlap = overlaps(asked, human.documents), overlaps(ranked, human.documents)
+    texts = {d.id: d.text for d in human.documents}
+    overlap = [lexical_overlap(q.text, [texts[d] for d in q.relevant_ids if d in texts]) for q in asked]
+    synthetic_overlap = [lexical_overlap(q.text, [texts[d] for d in q.relevant_ids]) for q in ranked]
     differs = [name, f"{statistics.median(len(q.text.split()) for q in asked):.0f} / "
                      f"{statistics.median(len(q.text.split()) for q in written):.0f}",
                f"{statistics.mean(overlap):.2f} / {statistics.mean(synthetic_overlap):.2f}",
@@ -116,7 +118,7 @@ def main() -> None:
                    "discriminating human / synthetic", "reading"):
         validity.add_column(column)
     differs = Table(title="what differs: human / synthetic")
-    for column in ("set", "median words", "lexical overlap with a gold doc", "multi-hop", "kept of drawn",
+    for column in ("set", "median words", "lexical overlap with gold docs", "multi-hop", "kept of drawn",
                    "rejected by gate", "generation cost"):
         differs.add_column(column)
     for name in sets:

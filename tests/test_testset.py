@@ -409,10 +409,6 @@ def test_overlap_targets_come_from_real_questions_else_the_default():
             Question("3", "How big is it?")]  # no gold: not counted
     assert overlap_target(real, documents) == (0.67, "the mean of 2 real question(s)")
     assert overlap_target([], documents) == (DEFAULT_OVERLAP, "the default (no real questions given)")
-    # a topic search with two answering documents: each has half its words, though together they have all
-    documents.append(Document("b", "Harbour ferries sail daily.", "Ferries"))
-    search = Question("4", "Velmora harbour", relevant_ids=frozenset({"a", "b"}))
-    assert overlap_target([search], documents) == (0.5, "the mean of 1 real question(s)")
 
 
 def test_a_question_is_discriminating_when_the_configurations_disagree_on_it():
