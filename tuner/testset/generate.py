@@ -106,7 +106,6 @@ _ABOUT = ("Passage:\n{passage}\n\nSearch: {question}\n\nIs this passage about wh
 _ANSWERED = "Passages:\n{passages}\n\nQuestion: {question}\n\nDo these passages answer the question? Reply yes or no."
 
 
-
 @dataclass(frozen=True)
 class Form:
     """How one form of candidate is written, reworded and judged. A question names its subject and is judged
