@@ -5,8 +5,9 @@ from the same corpus by --model (generator and judge, the gates of `tuner data g
 retrieval configurations (alpha × fusion, chunk size, stemming: 13) is scored by nDCG@10 on the human questions and
 on the synthetic ones (unanswerable questions have no gold ids and are not ranked). Printed: the scorecard, Kendall τ
 between the two rankings with a bootstrap 95 % CI (questions resampled), the best configuration by each set and the
-human-set score of the synthetic set's best — and what differs between the sets (question lengths, lexical overlap
-with the gold documents). The goal is τ ≥ 0.6.
+human-set score of the synthetic set's best, the yardstick (τ between two random halves of the human questions,
+beside τ between as many synthetic questions and a half: what another set of people's questions would reach) — and
+what differs between the sets (question lengths, lexical overlap with the gold documents). The goal is τ ≥ 0.6.
 
 Calls and embeddings are cached under --cache-root (per set), so a stopped run resumes without paying twice.
 
@@ -32,7 +33,7 @@ from tuner.evaluation.rag_eval import RagRunner
 from tuner.testset import DEFAULT_SHARES
 from tuner.testset.generate import QuestionWriter, ndcg
 from tuner.testset.styles import StyleMix
-from tuner.testset.validity import discriminating, lexical_overlap, overlap_target, rank_agreement
+from tuner.testset.validity import discriminating, lexical_overlap, overlap_target, rank_agreement, split_halves
 from tuner.workspace import open_workspace
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -65,7 +66,7 @@ def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0
             shown.add(kept)
             console.print(f"  {name}: {kept} of {total} questions kept", highlight=False)
 
-    writer = QuestionWriter(runner, corpus, mix=StyleMix.of([q.text for q in people]),
+    writer = QuestionWriter(runner, corpus, mix=StyleMix.of(people),
                             overlap=overlap_target(people, human.documents))
     written, card = writer.write(len(asked), DEFAULT_SHARES, on_progress=progress)
     console.print(f"{name}: scorecard {card.to_json()}", highlight=False)
@@ -75,6 +76,7 @@ def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0
     for label, h, s in zip(GRID, human_scores.mean(axis=0), synthetic_scores.mean(axis=0)):
         console.print(f"  {label}: human {h:.3f}  synthetic {s:.3f}", highlight=False)
     agreement = rank_agreement(human_scores, synthetic_scores)
+    halves = split_halves(human_scores, synthetic_scores)
     labels = list(GRID)
     kinds = ", ".join(f"{card.kept[k]} {k}" for k in card.kept if card.kept[k])
     validity = [name + (f" ({len(people)} anchors)" if people else ""), str(len(asked)), f"{len(written)} ({kinds})",
@@ -82,6 +84,8 @@ def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0
                 labels[agreement.best_human], labels[agreement.best_synthetic],
                 f"{agreement.human_of_best_human:.3f} / {agreement.human_of_best_synthetic:.3f}",
                 f"{discriminating(human_scores).mean():.0%} / {discriminating(synthetic_scores).mean():.0%}",
+                f"{halves.human:+.2f} [{halves.human_range[0]:+.2f}, {halves.human_range[1]:+.2f}] / "
+                f"{halves.synthetic:+.2f} ({halves.half} q each)",
                 "meets τ ≥ 0.6" if agreement.tau >= 0.6 else "misses τ ≥ 0.6"]
     texts = {d.id: d.text for d in human.documents}
     overlap = [lexical_overlap(q.text, [texts[d] for d in q.relevant_ids if d in texts]) for q in asked]
@@ -115,7 +119,8 @@ def main() -> None:
                            f"human ones? nDCG@10, Kendall τ [bootstrap 95 % CI]")
     for column in ("set", "human q", "synthetic q (kinds)", "τ [95 % CI]", "best by human", "best by synthetic",
                    "human nDCG@10: human's best / synthetic's best",
-                   "discriminating human / synthetic", "reading"):
+                   "discriminating human / synthetic", "τ with a human half: another human half / synthetic",
+                   "reading"):
         validity.add_column(column)
     differs = Table(title="what differs: human / synthetic")
     for column in ("set", "median words", "lexical overlap with gold docs", "multi-hop", "kept of drawn",

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 
 from tests.helpers import one_line_error, tuner
 from tuner.config import ProjectConfig
-from tuner.data import DEMO_PATH, load_dataset
+from tuner.data import DEMO_PATH, Question, load_dataset
 from tuner.data.beir import write_questions
 from tuner.errors import DataError
 from tuner.evaluation.rag_eval import Models, RagRunner
@@ -24,7 +25,7 @@ from tuner.testset import generate_testset, read_scorecards
 from tuner.testset.anchors import AnchorCheck, check_anchors, read_anchors
 from tuner.testset.gates import OverlapGate, Rejected, check_new, clean_question, parse_reply
 from tuner.testset.generate import UNANSWERABLE, QuestionWriter, linked_pairs, spread, targets
-from tuner.testset.styles import StyleMix, style_of
+from tuner.testset.styles import WIDEST, StyleMix, style_of
 from tuner.testset.validity import DEFAULT_OVERLAP, discriminating, overlap_target
 from tuner.workspace import open_workspace
 
@@ -391,6 +392,43 @@ def test_rank_agreement_finds_the_order_two_sets_share_and_says_how_sure_it_is()
     assert lexical_overlap("Which ferry runs to Halvard?", ["Port Ardent is built around a harbour."]) == 0.0
 
 
+def test_split_halves_say_how_well_people_agree_with_people_so_a_tau_can_be_read_against_it():
+    from tuner.testset.validity import split_halves
+
+    rng = np.random.default_rng(1)
+    quality = np.linspace(0.3, 0.8, 8)
+    human = quality + rng.normal(0, 0.1, (100, 8))
+    clear = split_halves(human, quality + rng.normal(0, 0.1, (80, 8)), splits=200)
+    assert clear.half == 50 and clear.human > 0.8 and clear.synthetic > 0.8
+    backwards = split_halves(human, quality[::-1] + rng.normal(0, 0.1, (80, 8)), splits=200)
+    assert backwards.synthetic < -0.8 and backwards.human == clear.human  # the same splits of the same people
+    # configurations a tenth of the noise apart: halves of the people's questions themselves disagree
+    blurred = split_halves(np.linspace(0.5, 0.51, 8) + rng.normal(0, 0.1, (60, 8)), rng.normal(0, 0.1, (10, 8)),
+                           splits=200)
+    assert blurred.half == 10 and blurred.human < 0.5 and blurred.human_range[0] < 0 < blurred.human_range[1]
+    with pytest.raises(ValueError):
+        split_halves(human[:3], human)
+
+
+def test_anchors_that_many_documents_serve_get_searches_written_from_the_nearest_documents_together(
+        demo_copy, tmp_path, fake_embedder):
+    llm = SearchPhraseLLM(leaning="")
+    llm.drafts = []
+    dataset = load_dataset(demo_copy, require_questions=False)
+    workspace = open_workspace(ProjectConfig(cache_dir=tmp_path / "cache"), dataset=dataset, embedder=fake_embedder)
+    ids = frozenset(d.id for d in dataset.documents[:5])  # each anchor served by five documents
+    mix = StyleMix.of([Question("a", "MEASUREMENT OF PLASMA TEMPERATURES IN ARC DISCHARGE", relevant_ids=ids)] * 5)
+    questions, card = QuestionWriter(RagRunner(workspace, models=Models(llm, llm)), dataset, mix=mix).write(
+        3, {"single-hop": 1})
+    assert len(questions) == 3 and len(llm.drafts) >= 3
+    for draft in llm.drafts:  # its source and the two nearest other documents, named first to last
+        shown = re.findall(r"^Document: (.+)$", draft, re.M)
+        assert len(shown) == WIDEST == len(set(shown)) and "the subject they share" in draft
+    sources = {re.findall(r"^Document: (.+)$", d, re.M)[0] for d in llm.drafts}
+    assert all(q.relevant_ids & {d.id for d in dataset.documents if d.title in sources} for q in questions)
+    assert card.to_json()["styles_from"].endswith(f"topic searches from {WIDEST} documents")
+
+
 def test_the_overlap_gate_holds_the_kept_mean_to_its_target_and_allows_some_close_wording():
     gate = OverlapGate(0.5)
     assert gate.passes(0.5) and not gate.passes(0.9)  # nothing kept yet: no slack to spend
@@ -618,11 +656,16 @@ def test_styles_come_in_turn_or_in_the_anchors_shares_at_their_length():
     alone = StyleMix()
     assert [alone(t)[0] for t in range(6)] == ["what", "why", "how", "compare", "yes-no", "what"]
     assert alone(0)[1] != alone(5)[1]  # both lengths, each style in each
-    mix = StyleMix.of(["SYSTEMS OF DATA CODING FOR INFORMATION TRANSFER"] * 3 + ["Why do arcs form?"])
+    people = [Question("a", "SYSTEMS OF DATA CODING FOR INFORMATION TRANSFER", relevant_ids=frozenset({"d1"}))] * 3
+    mix = StyleMix.of([*people, Question("b", "Why do arcs form?", relevant_ids=frozenset({"d2"}))])
     turns = [mix(t) for t in range(8)]
     assert Counter(style for style, _ in turns) == {"topic": 6, "why": 2}  # their shares in every run of 4
     assert {length for _, length in turns} == {"about 7 words"}  # the anchors' median
-    assert mix.describe() == "the anchors' styles (topic 3, why 1) at about 7 words"
+    assert mix.describe() == "the anchors' styles (topic 3, why 1) at about 7 words" and mix.breadth == 1
+    # searches that many documents serve are written from several, up to WIDEST
+    broad = StyleMix.of([replace(q, relevant_ids=frozenset(f"d{i}" for i in range(20))) for q in people])
+    assert broad.breadth == WIDEST and broad.describe().endswith(f"topic searches from {WIDEST} documents")
+    assert StyleMix.of([replace(people[0], relevant_ids=frozenset({"d1", "d2"}))]).breadth == 2
 
 
 class SearchPhraseLLM(PoolingLLM):
@@ -630,6 +673,7 @@ class SearchPhraseLLM(PoolingLLM):
     subject to serve it."""
 
     rewrites: list[str] = []
+    drafts: list[str] = []
 
     def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
         prompt = messages[-1]["content"]
@@ -639,6 +683,7 @@ class SearchPhraseLLM(PoolingLLM):
             return Completion(json.dumps({"question": prompt.split("search box:\n", 1)[1].split("\n", 1)[0]}), 20, 9)
         if "library catalogue's search box to find" in prompt:
             self._pay()
+            self.drafts.append(prompt)
             title = re.search(r"Document: (.+)", prompt).group(1)
             reply = {"topic": title, "search": f"{title} opening hours and seasons?", "answer": "Spring."}
             return Completion(json.dumps(reply), 40, 12)
@@ -659,7 +704,8 @@ def test_anchors_that_search_by_topic_get_search_phrases_judged_and_pooled_as_se
     llm = SearchPhraseLLM(leaning="")
     dataset = load_dataset(demo_copy, require_questions=False)
     workspace = open_workspace(ProjectConfig(cache_dir=tmp_path / "cache"), dataset=dataset, embedder=fake_embedder)
-    mix = StyleMix.of(["MEASUREMENT OF PLASMA TEMPERATURES IN ARC DISCHARGE"] * 5)
+    mix = StyleMix.of([Question("a", "MEASUREMENT OF PLASMA TEMPERATURES IN ARC DISCHARGE",
+                                relevant_ids=frozenset({"d"}))] * 5)
     writer = QuestionWriter(RagRunner(workspace, models=Models(llm, llm)), dataset, mix=mix)
     questions, card = writer.write(4, {"single-hop": 1})
     assert len(questions) == 4 and all(q.text.endswith(" opening hours and seasons") for q in questions)

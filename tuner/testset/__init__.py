@@ -61,7 +61,7 @@ def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str
     people = read_anchors(anchors, dataset.documents) if anchors else []
     dataset = replace(dataset, questions=[])
     runner = RagRunner(open_workspace(config, dataset=dataset, on_progress=on_index))
-    writer = QuestionWriter(runner, dataset, seed=seed, existing=existing, mix=StyleMix.of([q.text for q in people]),
+    writer = QuestionWriter(runner, dataset, seed=seed, existing=existing, mix=StyleMix.of(people),
                             overlap=overlap_target(people, dataset.documents))
     questions, card = writer.write(n, shares or DEFAULT_SHARES, on_progress=on_progress, at_most=at_most)
     if people:  # the probe configurations ranked by both

@@ -53,6 +53,8 @@ POOL_DEPTH = 5
 #: the searches pooled: keyword search plain and stemmed, and vector search. As test collections pool from every
 #: system they compare: a document only an unpooled search finds would be unjudged, so that search would look worse
 POOL = ({"alpha": 0.0, "stemmer": "none"}, {"alpha": 0.0, "stemmer": "english"}, {"alpha": 1.0})
+#: chunks the default hybrid search returns for a broad search's source, among which its other documents are found
+NEIGHBOURS_TOP = 10
 #: characters of a source chunk a prompt shows
 CHUNK_CHARS = 2000
 #: a word at most this share of the corpus's chunks use (one at least) is specific: a question naming one of its
@@ -80,6 +82,12 @@ _SEARCH = ("Document: {title}\nPassage:\n{text}\n{asked}\nA reader who has not s
            "library catalogue's search box to find documents like it: a phrase naming the subject, {length}, not a "
            "question (no question word, no question mark). Give what the passage says on it (one short sentence). "
            "Reply with JSON: {{\"topic\": \"...\", \"search\": \"...\", \"answer\": \"...\"}}")
+# a search for a subject several documents serve: written from them together, it names what they share
+_SEARCH_BROAD = ("{passages}\n{asked}\nA reader who has not seen these passages wants documents on the subject they "
+                 "share. Say that subject in a few words of your own, then write what that reader would type into a "
+                 "library catalogue's search box to find documents on it: a phrase naming the subject, {length}, not "
+                 "a question (no question word, no question mark). Give what the first passage says on it (one short "
+                 "sentence). Reply with JSON: {{\"topic\": \"...\", \"search\": \"...\", \"answer\": \"...\"}}")
 _MULTI = ("Document 1: {title}\nPassage 1:\n{text}\n\nDocument 2: {title2}\nPassage 2:\n{text2}\n\nBoth passages "
           "concern \"{link}\". Write one question whose answer needs a fact from passage 1 AND a fact from passage 2 "
           "(neither passage alone answers it), and its answer (one short sentence). Reply with JSON: "
@@ -123,6 +131,8 @@ class Form:
 
 #: a single-hop source's form when its style is TOPIC
 SEARCH = Form(_SEARCH, ("search", "answer"), ("topic",), _REWRITE_SEARCH, _ABOUT, _ABOUT, search=True)
+#: the same, written from its source and the documents nearest it (StyleMix.breadth > 1)
+BROAD_SEARCH = replace(SEARCH, write=_SEARCH_BROAD)
 #: each kind's form otherwise
 FORMS = {"single-hop": Form(_SINGLE, ("question", "answer"), ("topic", "fact")),
          "multi-hop": Form(_MULTI, ("question", "answer")),
@@ -373,14 +383,19 @@ class QuestionWriter:
         chunks = source.chunks
         style, length = self.mix(turn)
         form = SEARCH if source.kind == "single-hop" and style == TOPIC else FORMS[source.kind]
+        broad = self._neighbours(chunks[0]) if form.search and self.mix.breadth > 1 else ()
+        form = BROAD_SEARCH if broad else form
+        shown = (*chunks, *broad)
         # one chunk or two: the prompts of one source ignore the second's fields
         prompt = form.write.format(title=self._title(chunks[0]), text=_cut(chunks[0].text), asked=self._asked(chunks),
                                    title2=self._title(chunks[-1]), text2=_cut(chunks[-1].text), link=source.link,
+                                   passages="\n\n".join(f"Document: {self._title(c)}\nPassage:\n{_cut(c.text)}"
+                                                        for c in shown),
                                    style=STYLES.get(style, ""), length=length)
         written = _ask(generator, prompt, form.fields, first=form.notes)
         # a search names no one thing, as a question must: its subject is enough
         subjects = () if form.search else (*(self._title(c) for c in chunks), *self._specific(chunks))
-        texts = [c.text for c in chunks]
+        texts = [c.text for c in shown]  # a broad search copies from any of the passages it was written from
         # a draft no rewrite can save fails before one
         question = clean_question(written[form.fields[0]], subjects, search=form.search)
         question, overlap = self._reworded(question, texts, subjects, length, form)
@@ -402,8 +417,8 @@ class QuestionWriter:
                                                   for t in texts):
                 raise Rejected("one document suffices")
             gold = tuple(dict.fromkeys(c.doc_id for c in chunks))
-            if source.kind == "single-hop":
-                gold += self._pooled(question, gold, form.pooled)
+            if source.kind == "single-hop":  # a broad search's other documents are judged as the pool's are
+                gold += self._pooled(question, gold, form.pooled, also=broad)
         self.kept_vectors.append(vector)
         self.overlap.keep(overlap)
         self.asked[chunks[0].id].append(question)
@@ -433,20 +448,29 @@ class QuestionWriter:
                 avoid = _AVOID.format(words=", ".join(copied)) if copied else ""
         raise Rejected("copies its source", f"overlap {overlap:.2f} over {self.overlap.target:.2f}")
 
-    def _pooled(self, question: str, gold: tuple[str, ...], judged: str) -> tuple[str, ...]:
-        """The other documents whose chunks in the pool (each POOL search's top POOL_DEPTH) the judge finds answer
-        the question alone (`judged`: _ALONE), or serve the topic search (_ABOUT)."""
+    def _pooled(self, question: str, gold: tuple[str, ...], judged: str, also: Sequence[Chunk] = ()) -> tuple[str, ...]:
+        """The other documents whose chunks in the pool (each POOL search's top POOL_DEPTH, and `also`) the judge
+        finds answer the question alone (`judged`: _ALONE), or serve the topic search (_ABOUT)."""
         pool: dict[str, list[str]] = defaultdict(list)
-        for search in POOL:
-            found = self.runner.workspace.pipeline.run(question, PipelineConfig(top_k=POOL_DEPTH, **search))
-            for scored in found.selected:
-                chunk = scored.chunk
-                if chunk.doc_id not in gold and chunk.text not in pool[chunk.doc_id]:
-                    pool[chunk.doc_id].append(chunk.text)
+        found = [scored.chunk for search in POOL for scored in self.runner.workspace.pipeline.run(
+            question, PipelineConfig(top_k=POOL_DEPTH, **search)).selected]
+        for chunk in (*found, *also):
+            if chunk.doc_id not in gold and chunk.text not in pool[chunk.doc_id]:
+                pool[chunk.doc_id].append(chunk.text)
         added = tuple(doc for doc, texts in pool.items()
                       if any(_yes(self.runner.judge, judged.format(passage=_cut(t), question=question)) for t in texts))
         self.pooled += len(added)
         return added
+
+    def _neighbours(self, chunk: Chunk) -> tuple[Chunk, ...]:
+        """The chunks of the documents nearest `chunk` by the default search (one each, other documents than its
+        own), as many as a broad search is written from besides it."""
+        found = self.runner.workspace.pipeline.run(_cut(chunk.text), PipelineConfig(top_k=NEIGHBOURS_TOP)).selected
+        nearest: dict[str, Chunk] = {}
+        for scored in found:
+            if scored.chunk.doc_id != chunk.doc_id:
+                nearest.setdefault(scored.chunk.doc_id, scored.chunk)
+        return tuple(nearest.values())[:self.mix.breadth - 1]
 
     def _asked(self, chunks: tuple[Chunk, ...]) -> str:
         """For a chunk that already gave questions: them, and the request for another fact."""

@@ -1,6 +1,8 @@
 """The forms a generated question takes. A set of only what-questions ranks one kind of need, and a set of questions
 where people type search phrases ranks another: without anchors the five question styles are taken in turn; given
-people's questions (`--anchor-questions`), the styles come in their shares and at their length."""
+people's questions (`--anchor-questions`), the styles come in their shares and at their length, and a topic search is
+written from as many documents as the people's searches are answered by (a search for a subject many documents
+serve names what they share, not one document's rare words)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
+
+from tuner.data import Question
 
 #: what the generator is asked to write, per question style
 STYLES = {"what": "a what, which, who or when question about one fact",
@@ -20,6 +24,9 @@ TOPIC = "topic"
 #: the styles taken in turn when no anchors say how the users ask: a RAG tool's users mostly ask questions
 QUESTION_STYLES = ("what", "why", "how", "compare", "yes-no")
 LENGTHS = ("short: at most 8 words", "one plain sentence")
+#: the documents a topic search is written from, at most: a prompt of more passages than this is beyond a small
+#: model's attention, and three already name a subject rather than a document
+WIDEST = 3
 
 _FIRST = {**dict.fromkeys("what which who whom whose when where name list".split(), "what"), "why": "why",
           "how": "how", **dict.fromkeys("is are was were do does did can could should would will has have had "
@@ -40,18 +47,22 @@ def style_of(text: str) -> str:
 
 class StyleMix:
     """Turn -> (style, length). `counts`: how many of each style people wrote (empty: QUESTION_STYLES in turn, both
-    LENGTHS); the turns follow those shares as closely as any prefix can, at the people's median length."""
+    LENGTHS); the turns follow those shares as closely as any prefix can, at the people's median length. `breadth`:
+    the documents a topic search is written from (the people's median of documents answering one, up to WIDEST)."""
 
-    def __init__(self, counts: Counter | None = None, median_words: int | None = None):
+    def __init__(self, counts: Counter | None = None, median_words: int | None = None, breadth: int = 1):
         self.counts = Counter({s: n for s, n in (counts or {}).items() if n > 0})
         self.lengths = (f"about {median_words} words",) if median_words else LENGTHS
+        self.breadth = max(1, min(breadth, WIDEST))
         self.order: list[str] = []
 
     @classmethod
-    def of(cls, questions: Sequence[str]) -> StyleMix:
+    def of(cls, questions: Sequence[Question]) -> StyleMix:
         if not questions:
             return cls()
-        return cls(Counter(map(style_of, questions)), round(statistics.median(len(q.split()) for q in questions)))
+        return cls(Counter(style_of(q.text) for q in questions),
+                    round(statistics.median(len(q.text.split()) for q in questions)),
+                    round(statistics.median(len(q.relevant_ids) for q in questions)))
 
     def __call__(self, turn: int) -> tuple[str, str]:
         if not self.counts:
@@ -68,4 +79,5 @@ class StyleMix:
         if not self.counts:
             return "question styles in turn"
         shares = ", ".join(f"{s} {n}" for s, n in self.counts.most_common())
-        return f"the anchors' styles ({shares}) at {self.lengths[0]}"
+        broad = f", topic searches from {self.breadth} documents" if self.breadth > 1 and TOPIC in self.counts else ""
+        return f"the anchors' styles ({shares}) at {self.lengths[0]}{broad}"
