@@ -13,6 +13,7 @@ Calls and embeddings are cached under --cache-root (per set), so a stopped run r
 
     python bench/testset.py --sets squad2_dev_normans clapnq_dev vaswani_npl --model qwen2.5-1.5b
     python bench/testset.py --sets demo --model qwen2.5-0.5b --questions 10     # a smoke run
+    python bench/testset.py --yardstick     # τ between halves of the human questions only: no LLM, minutes
 """
 
 from __future__ import annotations
@@ -49,16 +50,37 @@ GRID: dict[str, dict] = {
 console = Console(width=220)  # the tables are the result: never squeezed to 80 columns in a log
 
 
-def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0) -> tuple[list[str], list[str]]:
+def scores(runner: RagRunner, questions: list) -> np.ndarray:
+    """Per question (rows) and GRID configuration (columns): nDCG@10."""
+    return np.stack([ndcg(runner, PipelineConfig(**knobs), questions) for knobs in GRID.values()], axis=1)
+
+
+def open_set(name: str, model: str, cache_root: Path):
     human = load_dataset(None if name == "demo" else DATASETS / name)
-    labelled = [q for q in human.questions if q.relevant_ids]
-    # anchors come after the ranked questions: what the generator learns from them is not scored on them
-    asked, people = labelled[:size], labelled[size:size + anchors]
     corpus = replace(human, questions=[])
     cache = cache_root / f".cache-{name}"
     cache.mkdir(parents=True, exist_ok=True)
     project = ProjectConfig(cache_dir=cache, generator=LlamaCppConfig(model=model))
-    runner = RagRunner(open_workspace(project, dataset=corpus))
+    return human, corpus, RagRunner(open_workspace(project, dataset=corpus))
+
+
+def yardstick(name: str, model: str, size: int, cache_root: Path) -> None:
+    """τ between two random halves of the human questions alone (no generation): what a set of people's questions
+    reaches against another, the bar a synthetic set is read against."""
+    human, _, runner = open_set(name, model, cache_root)
+    asked = [q for q in human.questions if q.relevant_ids][:size]
+    human_scores = scores(runner, asked)
+    halves = split_halves(human_scores, human_scores)
+    console.print(f"{name}: {len(asked)} human questions; two random halves ({halves.half} each, 1,000 splits) agree "
+                  f"at τ {halves.human:+.2f} [{halves.human_range[0]:+.2f}, {halves.human_range[1]:+.2f}]",
+                  highlight=False)
+
+
+def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0) -> tuple[list[str], list[str]]:
+    human, corpus, runner = open_set(name, model, cache_root)
+    labelled = [q for q in human.questions if q.relevant_ids]
+    # anchors come after the ranked questions: what the generator learns from them is not scored on them
+    asked, people = labelled[:size], labelled[size:size + anchors]
     shown = set()
 
     def progress(kept: int, total: int) -> None:  # a line per 10 kept: a 1.5B run takes most of an hour
@@ -71,8 +93,7 @@ def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0
     written, card = writer.write(len(asked), DEFAULT_SHARES, on_progress=progress)
     console.print(f"{name}: scorecard {card.to_json()}", highlight=False)
     ranked = [q for q in written if q.relevant_ids]
-    human_scores = np.stack([ndcg(runner, PipelineConfig(**knobs), asked) for knobs in GRID.values()], axis=1)
-    synthetic_scores = np.stack([ndcg(runner, PipelineConfig(**knobs), ranked) for knobs in GRID.values()], axis=1)
+    human_scores, synthetic_scores = scores(runner, asked), scores(runner, ranked)
     for label, h, s in zip(GRID, human_scores.mean(axis=0), synthetic_scores.mean(axis=0)):
         console.print(f"  {label}: human {h:.3f}  synthetic {s:.3f}", highlight=False)
     agreement = rank_agreement(human_scores, synthetic_scores)
@@ -111,10 +132,17 @@ def main() -> None:
                              "questions take their styles, length and lexical overlap")
     parser.add_argument("--cache-root", type=Path, default=Path("studies") / "bench-testset",
                         help="caches per set under DIR/.cache-NAME (a rerun pays nothing twice)")
+    parser.add_argument("--yardstick", action="store_true",
+                        help="only τ between two halves of the human questions (no generation, no LLM): how far "
+                             "people's questions agree with each other on the set")
     args = parser.parse_args()
     sets = [n for n in args.sets if n == "demo" or (DATASETS / n).is_dir()]
     for name in sorted(set(args.sets) - set(sets)):
         console.print(f"[yellow]skipped {name}: not in {DATASETS}[/]")
+    if args.yardstick:
+        for name in sets:
+            yardstick(name, args.model, args.questions, args.cache_root)
+        return
     validity = Table(title=f"do synthetic questions ({args.model}) rank {len(GRID)} retrieval configurations like "
                            f"human ones? nDCG@10, Kendall τ [bootstrap 95 % CI]")
     for column in ("set", "human q", "synthetic q (kinds)", "τ [95 % CI]", "best by human", "best by synthetic",

@@ -629,10 +629,16 @@ class PoolingLLM(WriterLLM):
 def test_a_questions_gold_is_completed_by_pooling_keyword_and_vector_search(demo_copy, tmp_path, fake_embedder):
     llm = PoolingLLM(leaning="")
     writer = writer_on(demo_copy, llm, tmp_path / "cache", fake_embedder)
+    pipeline, searched = writer.runner.workspace.pipeline, []
+    run = pipeline.run
+    pipeline.run = lambda question, config, *a, **k: searched.append((config.alpha, config.fusion)) or run(
+        question, config, *a, **k)
     questions, card = writer.write(6, {"single-hop": 1})
     # keyword search pooled plain and stemmed: the index a stemmed configuration searches is judged from too
     built = {settings.stemmer for settings, _ in writer.runner.workspace.pipeline.indexes.built}
     assert "english" in built
+    # and hybrid search under both fusions: a document only a hybrid ranks high is judged, not counted a miss
+    assert {(0.0, "relative_score"), (1.0, "relative_score"), (0.5, "relative_score"), (0.5, "ranked")} <= set(searched)
     texts = {d.id: d.text for d in load_dataset(demo_copy, require_questions=False).documents}
     pooled = [q for q in questions if len(q.relevant_ids) > 1]
     assert pooled and card.pooled == sum(len(q.relevant_ids) - 1 for q in questions)
