@@ -95,7 +95,7 @@ def question_embedding(session: Session) -> list[str]:
     """The first trial's question vectors, embedded one at a time (as every question was before) and in batches,
     side by side with the model itself (no cache)."""
     texts = [q.text for q in session.search_questions]
-    inner = session.runner().workspace.pipeline.embedder.inner
+    inner = session.runner().workspace.embedder.inner
     started = time.perf_counter()
     for text in texts:
         inner.encode([text])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,26 +62,49 @@ def real_embedder(tmp_path_factory):
     return make_embedder(EmbedderConfig(batch_size=64), tmp_path_factory.mktemp("cache"))
 
 
-@pytest.fixture(scope="session")
-def tiny_cross_encoder(tmp_path_factory) -> Path:
-    """A randomly initialised one-label BERT written to disk: no cross-encoder weights exist on the registries."""
+def tiny_bert(folder: Path, head: str) -> Any:
+    """A randomly initialised BERT of 32 dimensions with a small vocabulary, its tokenizer saved to `folder`;
+    `head`: the transformers class to build (no BERT weights of any kind exist on the registries)."""
     transformers = pytest.importorskip("transformers", reason="needs the embed extra")
     import torch
 
-    folder = tmp_path_factory.mktemp("tiny-bert")
     words = "the a of is was who what where when river bridge island capital town engineer designed born".split()
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words + [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
     vocab += list("abcdefghijklmnopqrstuvwxyz0123456789.,?")
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tokenizer = transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
-    tokenizer.save_pretrained(folder)
+    transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
     torch.manual_seed(0)
     config = transformers.BertConfig(
         vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=64, max_position_embeddings=128, num_labels=1,
     )
-    transformers.BertForSequenceClassification(config).save_pretrained(folder)
+    return getattr(transformers, head)(config)
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory) -> Path:
+    """A randomly initialised one-label BERT written to disk: no cross-encoder weights exist on the registries."""
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    tiny_bert(folder, "BertForSequenceClassification").save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_embedder(tmp_path_factory) -> Path:
+    """A second sentence-transformers embedder, really other than all-MiniLM-L6-v2: a random tiny BERT with mean
+    pooling, saved as a model folder."""
+    pytest.importorskip("sentence_transformers", reason="needs the embed extra")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    folder = tmp_path_factory.mktemp("tiny-embedder")
+    bert = folder / "bert"
+    bert.mkdir()
+    tiny_bert(bert, "BertModel").save_pretrained(bert)
+    encoder = Transformer(str(bert), max_seq_length=128)
+    pooling = Pooling(encoder.get_embedding_dimension(), pooling_mode="mean")
+    SentenceTransformer(modules=[encoder, pooling], device="cpu").save(str(folder / "model"))
+    return folder / "model"
 
 
 def require_real(reason: str) -> None:

@@ -9,7 +9,7 @@ from tuner.pipeline.graph import EntityGraph, extract_entities
 
 def settings(size: int, overlap: int, chunker: str = "words", contextual: str = "title") -> IndexSettings:
     return IndexSettings(chunk_size=size, chunk_overlap=overlap, chunker=chunker, stemmer="none",
-                         contextual=contextual)
+                         contextual=contextual, embedder="all-MiniLM-L6-v2")
 
 
 def test_short_texts_stay_whole_and_long_ones_overlap():

@@ -19,6 +19,9 @@ def test_weaviate_parameters_of_a_pipeline():
     assert exported.not_transferred == []
     assert "fusion_type=HybridFusion.RANKED," in exported.snippet and "auto_limit=2," in exported.snippet
     ast.parse(exported.snippet)  # runnable Python (no server here to run it against)
+    # a trial that searched the embedder stored its chunks with that model's vectors: questions are embedded alike
+    other = weaviate_export(PipelineConfig(embedder="models/e5-small"), ProjectConfig()).snippet
+    assert "SentenceTransformer('models/e5-small')" in other and "all-MiniLM" not in other
 
 
 def test_what_does_not_transfer_is_named_and_a_foreign_fusion_refused():

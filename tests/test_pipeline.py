@@ -62,7 +62,7 @@ def test_candidates_are_fetched_once_per_question_and_refused_per_alpha(counted)
 def test_an_evaluation_embeds_its_questions_in_one_batch_and_fetches_each_once(counted):
     """One question at a time, the embedder ran a batch of one per question: most of a study's first trial."""
     workspace, calls = counted
-    embedder, questions = workspace.pipeline.embedder, len(workspace.dataset.questions)
+    embedder, questions = workspace.embedder, len(workspace.dataset.questions)
     before = embedder.calls, embedder.texts_encoded
     RagRunner(workspace).evaluate(PipelineConfig(), answer=False)
     RagRunner(workspace).evaluate(PipelineConfig(alpha=0.2, top_k=3, fusion="ranked"), answer=False)

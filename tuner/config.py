@@ -108,6 +108,8 @@ class IndexSettings(_Strict):
     chunker: ChunkerName
     stemmer: StemmerName
     contextual: ContextualName
+    #: the model the chunks' vectors come from: an index per embedder, its vectors cached under the model's name
+    embedder: str
 
     @property
     def writes(self) -> bool:
@@ -116,7 +118,7 @@ class IndexSettings(_Strict):
 
     def describe(self) -> str:
         return (f"{self.chunker} {self.chunk_size}/{self.chunk_overlap}, stemmer {self.stemmer}, "
-                f"contextual {self.contextual}")
+                f"contextual {self.contextual}, embedder {self.embedder}")
 
 
 class EmbedderConfig(_Strict):
@@ -356,6 +358,16 @@ class PipelineConfig(_Strict):
     stemmer: StemmerName | None = Field(None, description="BM25 stemming; none = backend.bm25.stemmer")
     contextual: ContextualName | None = Field(None, description="none, title, title_path or llm; none = "
                                               "chunking.contextual")
+    # model knobs: none = the project's model; a study settles them first (`--rounds`). The judge is no knob:
+    # scores by two judges do not compare
+    generator: str | None = Field(None, description="the model that answers (and writes query rewrites): a name "
+                                  "under the project's generators:, a named local model, a GGUF path, or a model "
+                                  "of the project's endpoint; none = the project's generator")
+    embedder: str | None = Field(None, description="the retrieval embedder: a sentence-transformers name or local "
+                                 "folder (an index per embedder); none = embedder.model")
+    reranker_model: str | None = Field(None, description="the reranker's model: a CrossEncoder for cross-encoder, a "
+                                       "sentence-transformers embedder for embedding; none = "
+                                       "rerankers.cross_encoder_model, or the trial's embedder")
 
     @model_validator(mode="after")
     def _docs_range(self) -> PipelineConfig:
@@ -389,6 +401,8 @@ class Knob:
     #: an index knob: another value retrieves from another index (built once); `explore`: values a next round tries
     index: bool = False
     explore: tuple[Any, ...] = ()
+    #: a model knob: rounds settle these before the rest of the pipeline (Greedy-M)
+    model: bool = False
 
     def is_active(self, name: str, pipeline: PipelineConfig, project: ProjectConfig) -> bool:
         if self.active is not None:
@@ -432,7 +446,14 @@ KNOBS: dict[str, Knob] = {
                     index=True, explore=("none", "english")),
     "contextual": Knob(carried=_INGESTED, index=True, generator=frozenset({"llm"}),
                        generator_calls="once per chunk"),
+    "generator": Knob(carried="your application's generator model", model=True),
+    "embedder": Knob(carried="the vectors you ingest and search with (this embedding model)", index=True,
+                     model=True),
+    "reranker_model": Knob(lost="reranker model {value} (rerank with it in your application)",
+                           active=lambda p, _: p.reranker_model is not None and p.reranker != "none", model=True),
 }
+#: the knobs that choose a model
+MODEL_KNOBS = tuple(name for name, knob in KNOBS.items() if knob.model)
 
 
 class ProjectConfig(_Strict):
@@ -444,7 +465,11 @@ class ProjectConfig(_Strict):
     rerankers: RerankerConfig = RerankerConfig()
     cache_dir: Path = Path("studies/.cache")
     generator: LLMConfig = LlamaCppConfig()
-    judge: LLMConfig | None = Field(None, description="the RAGAS judge; none = same model as the generator")
+    generators: dict[str, LLMConfig] = Field({}, description="models a search space's generator knob may name, "
+                                             "beside named local models and GGUF paths (an endpoint's models, or "
+                                             "local ones with settings of their own)")
+    judge: LLMConfig | None = Field(None, description="the RAGAS judge; none = the project's generator (never a "
+                                    "trial's: the judge stays fixed while the generator knob varies)")
     evaluation: EvaluationConfig = EvaluationConfig()
     pipeline: PipelineConfig = PipelineConfig()
 
@@ -452,7 +477,8 @@ class ProjectConfig(_Strict):
         """The index `pipeline` retrieves from: the project's settings, overridden by the pipeline's index knobs."""
         chunking, pipeline = self.chunking, pipeline or self.pipeline
         settings = {"chunk_size": chunking.size, "chunk_overlap": chunking.overlap, "chunker": chunking.chunker,
-                    "stemmer": self.backend.bm25.stemmer, "contextual": chunking.contextual}
+                    "stemmer": self.backend.bm25.stemmer, "contextual": chunking.contextual,
+                    "embedder": self.embedder.model}
         settings.update({k: v for k, v in pipeline.model_dump(include=set(settings)).items() if v is not None})
         if self.backend.type == "weaviate" and settings["stemmer"] != "none":
             raise ConfigError(f"stemmer {settings['stemmer']}: Weaviate does not stem; use the embedded backend")
@@ -462,9 +488,25 @@ class ProjectConfig(_Strict):
         return IndexSettings(**settings)
 
     def resolved(self, pipeline: PipelineConfig | None = None) -> PipelineConfig:
-        """`pipeline` (default: the project's) with its index knobs set to the index it retrieves from."""
+        """`pipeline` (default: the project's) with its index knobs set to the index it retrieves from, and its
+        generator named (a space's generator choices then include the project's own by its name)."""
         pipeline = pipeline or self.pipeline
-        return pipeline.model_copy(update=self.index_settings(pipeline).model_dump())
+        named = {"generator": pipeline.generator or str(getattr(self.generator, "path", None) or self.generator.model)}
+        return pipeline.model_copy(update={**self.index_settings(pipeline).model_dump(), **named})
+
+    def generator_named(self, name: str | None) -> LLMConfig:
+        """The model a generator knob's value names: a name under generators:, else a model of the project's
+        backend (a named local model or GGUF path for llama.cpp, a model of the endpoint); None: the generator."""
+        if name is None:
+            return self.generator
+        if name in self.generators:
+            return self.generators[name]
+        return self.generator.model_copy(update={"model": name, **({"path": None} if hasattr(self.generator, "path")
+                                                                   else {})})
+
+    def embedder_named(self, name: str) -> EmbedderConfig:
+        """The project's embedder settings with another model."""
+        return self.embedder if name == self.embedder.model else self.embedder.model_copy(update={"model": name})
 
     @property
     def judge_llm(self) -> LLMConfig:
@@ -553,10 +595,16 @@ def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:
         updates["dataset"] = config.dataset.model_copy(update={"path": base / config.dataset.path})
     if "cache_dir" in config.model_fields_set and not config.cache_dir.is_absolute():
         updates["cache_dir"] = base / config.cache_dir
-    for role in ("generator", "judge"):
-        llm = getattr(config, role)
+    def located(llm: LLMConfig | None) -> LLMConfig | None:
         if getattr(llm, "path", None) is not None and not llm.path.is_absolute():
-            updates[role] = llm.model_copy(update={"path": base / llm.path})
+            return llm.model_copy(update={"path": base / llm.path})
+        return llm
+
+    for role in ("generator", "judge"):
+        if located(getattr(config, role)) is not getattr(config, role):
+            updates[role] = located(getattr(config, role))
+    if any(located(llm) is not llm for llm in config.generators.values()):
+        updates["generators"] = {name: located(llm) for name, llm in config.generators.items()}
     program = config.pipeline.program
     if program.endswith(".json") and not Path(program).is_absolute():
         updates["pipeline"] = config.pipeline.model_copy(update={"program": str(base / program)})

@@ -47,7 +47,7 @@ def weaviate_export(pipeline: PipelineConfig, project: ProjectConfig, collection
                     f"was tuned against these)")
     if project.backend.candidates != 100:
         lost.append(f"backend.candidates {project.backend.candidates} (Weaviate fetches 100 per side)")
-    embedder = project.embedder
+    embedder = project.embedder_named(index.embedder)  # the trial's: its chunks were stored with its vectors
     if (embedder.backend, embedder.precision) != ("torch", "fp32"):
         lost.append(f"embedder {embedder.backend} {embedder.precision} (the snippet embeds questions with torch fp32: "
                     f"a close vector, not the same one)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,11 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
         limit if limit is not None else config.dataset.limit,
     )
     embedder = embedder or make_embedder(config.embedder, cache)
+
+    @functools.cache
+    def embedder_named(name: str) -> Embedder:  # the embedder knob's models, each loaded once
+        return embedder if name == config.embedder.model else make_embedder(config.embedder_named(name), cache)
+
     builds, identity = open_store(cache, "indexes"), stable_hash([embedder.name, corpus_identity(dataset)])
     # the writer is not closed after: a GGUF loads once per process, and the evaluation's generator is this model
     index = leased(builds, identity, config.index_settings(), lambda settings: build_index(
@@ -44,9 +50,9 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
     # a trial's index writes (LLM contexts, RAPTOR summaries) with the evaluation's generator: cached, and counted
     # in the trial's cost
     indexes = Indexes(index, lambda settings: build_index(
-        dataset, config, embedder, settings=settings, writer=pipeline.generator() if settings.writes else None),
-        builds=builds, identity=identity)
-    pipeline = RetrievalPipeline(indexes, embedder, config.rerankers, config.index_settings,
+        dataset, config, embedder_named(settings.embedder), settings=settings,
+        writer=pipeline.generator() if settings.writes else None), builds=builds, identity=identity)
+    pipeline = RetrievalPipeline(indexes, embedder_named, config.rerankers, config.index_settings,
                                  window=config.backend.candidates)
     return Workspace(config, dataset, embedder, index, pipeline, cache)
 

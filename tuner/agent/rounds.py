@@ -1,5 +1,7 @@
 """Rounds: round 1 searches the given space as study NAME; its analysis proposes the next space, which round 2
 searches as study NAME.r2 from round 1's best (enqueued as its baseline), sharing round 1's caches; and so on.
+A space that holds model knobs beside others is searched models first (Greedy-M): round 1 searches the models with
+every other knob at the base, round 2 the whole space with the models fixed at round 1's choice.
 
 Every round holds out the same questions (round 1's split) and ends with its verdict on them. Stops early when
 the analysis has nothing left to propose, or when two rounds in a row gain nothing distinguishable from zero:
@@ -20,11 +22,13 @@ import yaml
 
 from tuner.analysis.stats import Comparison
 from tuner.analysis.verdict import give_verdict
+from tuner.config import KNOBS
 from tuner.errors import TunerError
 from tuner.reports import Report, write_report
 from tuner.reports._data import spend
 from tuner.study.results import StudyView, read_study
 from tuner.study.session import Session, StudySpec
+from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import StudyFolder, study_folder
 
 #: scores on held-out what a round's verdict needs: (the round's view, its session) -> the view with them
@@ -85,10 +89,20 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
     baseline: dict = dict(spec.baseline)
     space_file = spec.search_space
     stop = f"ran the {rounds} round(s) asked for"
+    whole = load_space(spec.search_space)
+    models = whole.models_first() if rounds > 1 else None
+    if models is not None:  # Greedy-M: round 1 searches the models alone
+        folder = study_folder(spec.studies_dir, spec.name, spec.storage)
+        # rewritten until round 1's study exists: a space refused before its first trial may be mended
+        space_file = _written(folder.root / SPACE_FILE, models, again=folder.read_meta() is None)
+        changes = (f"settles the models first ({', '.join(n for n in models.params if KNOBS[n].model)}), every "
+                   f"other knob at the base",)
+        reasons = ("a model changes what suits the other knobs (the generator above all, in IBM's RAG-HPO study), "
+                   "so they are searched around the chosen models next (Greedy-M)",)
     for number in range(1, rounds + 1):
         name = round_name(spec.name, number)
         if number == 1:
-            round_spec = spec
+            round_spec = replace(spec, search_space=space_file)
         else:  # same project and caches as round 1; starts from the previous best
             # a round seeded like the first would replay the first round's draws wherever the spaces overlap
             seed = None if spec.settings.seed is None else spec.settings.seed + 1000 * (number - 1)
@@ -115,24 +129,36 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
             break
         if number == rounds:
             break
-        if analysis.next_space is None or best is None:
+        next_file = session.folder.root.parent / round_name(spec.name, number + 1) / SPACE_FILE
+        if number == 1 and models is not None and best is not None:
+            around, fixed = whole.around(best.pipeline)
+            space_file = _written(next_file, around)
+            searched = [n for n, p in around.params.items() if not p.single]
+            changes = (f"the models fixed at round 1's choice: {', '.join(f'{n}={best.pipeline[n]}' for n in fixed)}",
+                       f"searches {', '.join(searched)} around them")
+            reasons = ("round 1 settled them", "what suits the other knobs depends on the models")
+        elif analysis.next_space is None or best is None:
             stop = "the analysis has nothing left to propose"
             break
-        next_folder = session.folder.root.parent / round_name(spec.name, number + 1)
-        space_file = next_folder / SPACE_FILE
-        if not space_file.is_file():  # written once: a resumed run searches the space it already started
-            try:
-                next_folder.mkdir(parents=True, exist_ok=True)
-                space_file.write_text(yaml.safe_dump(analysis.next_space.model_dump(mode="json",
-                                                                                     exclude_defaults=True),
-                                                     sort_keys=False), encoding="utf-8")
-            except OSError as exc:
-                raise TunerError(f"{space_file}: cannot write the next round's space ({exc.strerror})") from None
-        changes = tuple(p.change for p in analysis.proposals if p.in_space)
-        reasons = tuple(f"{p.reason} ({p.trigger})" for p in analysis.proposals if p.in_space)
+        else:
+            space_file = _written(next_file, analysis.next_space)
+            changes = tuple(p.change for p in analysis.proposals if p.in_space)
+            reasons = tuple(f"{p.reason} ({p.trigger})" for p in analysis.proposals if p.in_space)
         baseline = dict(best.pipeline)
     write_journey(reports_dir / spec.name / "journey.md", spec.name, outcomes, stop)
     return outcomes, stop
+
+
+def _written(path: Path, space: SearchSpace, again: bool = False) -> Path:
+    """`space` in `path`, written once (unless `again`): a resumed run searches the space it already started."""
+    if again or not path.is_file():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(yaml.safe_dump(space.model_dump(mode="json", exclude_defaults=True), sort_keys=False),
+                            encoding="utf-8")
+        except OSError as exc:
+            raise TunerError(f"{path}: cannot write the round's space ({exc.strerror})") from None
+    return path
 
 
 def _outcome(number: int, session: Session, space: Path, changes: tuple[str, ...], reasons: tuple[str, ...],

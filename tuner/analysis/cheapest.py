@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.analysis.stats import Comparison, compare, per_question
+from tuner.config import MODEL_KNOBS
 from tuner.evaluation.records import COST_METRICS, Constraint, lower_is_better
 from tuner.study.results import StudyView, TrialRecord
 
@@ -32,8 +33,12 @@ class Cheapest:
             return (f"The best trial on {self.quality} (trial {best.number}) is also the cheapest of the "
                     f"{self.within_noise} trial(s) within noise of it ({self.cost} {best_cost:.3g}).")
         ratio = f", {best_cost / cheap_cost:.1f}× cheaper" if cheap_cost else ""
-        return (f"Trial {cheap.number} costs {self.cost} {cheap_cost:.3g} against the best's {best_cost:.3g}"
-                f"{ratio}, and its {self.quality} is not distinguishable from the best's (trial {best.number}): "
+        # a smaller model as good as the larger is the finding: named, not left to the parameters' table
+        models = ", ".join(f"{n} {cheap.pipeline.get(n)} instead of {best.pipeline.get(n)}" for n in MODEL_KNOBS
+                           if cheap.pipeline.get(n) != best.pipeline.get(n))
+        return (f"Trial {cheap.number}{f' ({models})' if models else ''} costs {self.cost} {cheap_cost:.3g} against "
+                f"the best's {best_cost:.3g}{ratio}, and its {self.quality} is not distinguishable from the best's "
+                f"(trial {best.number}): "
                 + self.versus_best.sentence(f"trial {cheap.number}", f"trial {best.number}"))
 
 

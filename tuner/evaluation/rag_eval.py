@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import dspy
@@ -38,11 +38,14 @@ ProgressHook = Callable[[int, str, str], None]
 class Models:
     generator: LLM
     judge: LLM
+    #: the generator knob's values, by name (tests hand in fakes)
+    generators: dict[str, LLM] = field(default_factory=dict)
 
 
 class RagRunner:
     """Models load on first use: a study that scores retrieval alone (no RAGAS metric, no LLM reranker) never
-    loads one."""
+    loads one. The generator is a trial's (its `generator` knob); the judge is the project's, whatever a trial
+    answers with."""
 
     def __init__(self, workspace: Workspace, use_cache: bool = True, models: Models | None = None):
         self.workspace = workspace
@@ -50,17 +53,23 @@ class RagRunner:
         self.cache = open_store(workspace.cache, "llm_calls") if use_cache else None
         self._models = models
         workspace.pipeline.attach_llm(lambda: self.judge, workspace.config.evaluation.llm_rerank_top_n)
-        workspace.pipeline.attach_generator(lambda: self.generator)
+        workspace.pipeline.attach_generator(self.generator_for)
         self._programs: dict[str, RAGAnswer] = {}
+        self._generators: dict[str | None, CachedLLM] = {}
+        self._lms: dict[str | None, dspy.LM] = {}
         self._per_thread = threading.local()
 
-    def _model(self, role: str) -> CachedLLM:
-        config = self.workspace.config
-        if self._models is not None:
-            llm = getattr(self._models, role)
-        else:
-            llm = make_llm(config.generator if role == "generator" else config.judge_llm)
-        return CachedLLM(llm, self.cache, self.meter)
+    def _load(self, name: str | None) -> LLM:
+        """The generator knob's model `name` (None: the project's generator)."""
+        project = self.workspace.config
+        config = project.generator_named(name)
+        if self._models is None:
+            return make_llm(config)
+        if name is None or config == project.generator:
+            return self._models.generator
+        if name not in self._models.generators:
+            raise ConfigError(f"generator {name!r}: not among the models handed to this run")
+        return self._models.generators[name]
 
     def require_generator(self, why: str) -> None:
         """One line now if the generator cannot answer (a GGUF missing, an endpoint down), before work that needs it
@@ -69,17 +78,34 @@ class RagRunner:
         if unreachable:
             raise LLMError(f"{unreachable} ({why})")
 
-    @cached_property
+    def generator_for(self, config: PipelineConfig | None = None) -> CachedLLM:
+        """The model `config` answers and rewrites queries with (None: the project's generator), loaded on first
+        use; its calls are cached under its own name."""
+        name = None if config is None else config.generator
+        if name not in self._generators:
+            self._generators[name] = CachedLLM(self._load(name), self.cache, self.meter)
+        return self._generators[name]
+
+    @property
     def generator(self) -> CachedLLM:
-        return self._model("generator")
+        """The project's generator."""
+        return self.generator_for(None)
 
     @cached_property
     def judge(self) -> CachedLLM:
-        return self._model("judge")
+        llm = self._models.judge if self._models is not None else make_llm(self.workspace.config.judge_llm)
+        return CachedLLM(llm, self.cache, self.meter)
 
-    @cached_property
+    def lm_for(self, config: PipelineConfig | None = None) -> dspy.LM:
+        """`config`'s generator as the DSPy LM its answer program runs on."""
+        name = None if config is None else config.generator
+        if name not in self._lms:
+            self._lms[name] = dspy_lm(self.generator_for(config), self.workspace.config.answer_tokens)
+        return self._lms[name]
+
+    @property
     def lm(self) -> dspy.LM:
-        return dspy_lm(self.generator, self.workspace.config.answer_tokens)
+        return self.lm_for(None)
 
     @property
     def scorer(self) -> RagasScorer:
@@ -92,14 +118,14 @@ class RagRunner:
                                                            config.judge_tokens)
         return scorer
 
-    @cached_property
-    def in_flight(self) -> int:
+    def in_flight(self, config: PipelineConfig) -> int:
         """Questions evaluated at once: as many as both models allow (an endpoint's `concurrency`; llama.cpp in
         process answers one call at a time, and models handed in by a caller are not known to take more)."""
         if self._models is not None:
             return 1
-        config = self.workspace.config
-        return min(getattr(llm, "concurrency", 1) for llm in (config.generator, config.judge_llm))
+        project = self.workspace.config
+        return min(getattr(llm, "concurrency", 1) for llm in (project.generator_named(config.generator),
+                                                                project.judge_llm))
 
     def program(self, spec: str) -> RAGAnswer:
         if spec not in self._programs:
@@ -136,7 +162,7 @@ class RagRunner:
             self.workspace.pipeline.prefetch([q.text for q in questions], config)
         per_question = in_order(lambda index, question: self._one(index, question, config, program, scored,
                                                                   on_progress),
-                                questions, self.in_flight, on_question)
+                                questions, self.in_flight(config), on_question)
         return self.summarise(per_question, scored, skipped, config, time.perf_counter() - started, answer)
 
     def index_for(self, config: PipelineConfig) -> None:
@@ -157,7 +183,7 @@ class RagRunner:
         cost.seconds = seconds
         models = {}
         if answered:
-            models = {"generator": self.generator.name, "program": config.program,
+            models = {"generator": self.generator_for(config).name, "program": config.program,
                       "program_id": program_id(self.program(config.program))}
         if scored or config.reranker == "llm":
             models["judge"] = self.judge.name
@@ -185,7 +211,7 @@ class RagRunner:
         if program is not None:
             step("generate")
             with self.meter.stage(question.id, "generate"):
-                answer, generation_error = self._answer(program, question.text, contexts)
+                answer, generation_error = self._answer(program, question.text, contexts, config)
         outcomes: dict[str, Outcome] = {}
         for metric in metrics:
             step(metric)
@@ -216,14 +242,15 @@ class RagRunner:
             if rewritten else (),
             query_fell_back=bool(rewritten and rewritten.fell_back),
             # the generator's own count when it answered; a retrieval-only study loads no model to count with
-            context_tokens=sum(map(self.generator.count_tokens if program is not None else estimate_tokens,
+            context_tokens=sum(map(self.generator_for(config).count_tokens if program is not None else estimate_tokens,
                                    contexts)),
         )
 
-    def _answer(self, program: RAGAnswer, question: str, contexts: list[str]) -> tuple[str, str | None]:
+    def _answer(self, program: RAGAnswer, question: str, contexts: list[str],
+                config: PipelineConfig) -> tuple[str, str | None]:
         """The program's answer; a model that cannot follow the output format yields no answer, not a crash."""
         try:
-            with dspy.context(lm=self.lm):
+            with dspy.context(lm=self.lm_for(config)):
                 return str(program(question=question, contexts=contexts).answer or ""), None
         except Exception as exc:
             cause = root_tuner_error(exc)

@@ -41,6 +41,8 @@ class Index:
     settings: IndexSettings
     timings: dict[str, float] = field(default_factory=dict)  # seconds per build step
     embedded: int = 0  # chunks the embedding model computed for this build (the rest came from the cache)
+    #: the model of `vectors` (settings.embedder's): a question is searched with it
+    embedder: Embedder | None = None
     #: the retriever over this index's backend, with its per-question candidate cache (set on first search)
     retriever: HybridRetriever | None = None
 
@@ -102,7 +104,7 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
                         {doc.id: doc.title for doc in dataset.documents if doc.title}, config.graph.links)
     report("entity graph", 1, 1)
     timings["graph"] = time.perf_counter() - started
-    return Index(chunks, vectors, backend, graph, settings, timings, computed)
+    return Index(chunks, vectors, backend, graph, settings, timings, computed, embedder)
 
 
 def _embed(embedder: Embedder, texts: list[str], report: IndexProgress) -> np.ndarray:

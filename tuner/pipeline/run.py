@@ -46,47 +46,59 @@ class RetrievalResult:
 
 
 class RetrievalPipeline:
-    def __init__(self, indexes: Indexes, embedder: Embedder, rerankers: RerankerConfig,
+    def __init__(self, indexes: Indexes, embedders: Callable[[str], Embedder], rerankers: RerankerConfig,
                  settings_of: Callable[[PipelineConfig], IndexSettings], window: int = 100):
-        """`settings_of(config)`: the index a pipeline configuration retrieves from."""
+        """`settings_of(config)`: the index a pipeline configuration retrieves from (its embedder's name among
+        them); `embedders(name)`: that model, loaded once."""
         self.indexes = indexes
         self.settings_of = settings_of
         self.window = window
-        self.embedder = embedder
+        self.embedders = embedders
         self.reranker_settings = rerankers
-        self._rerankers: dict[str, Reranker] = {}
+        self._rerankers: dict[tuple, Reranker] = {}
         self._llm: Callable[[], LLM] | None = None
         self._llm_top_n = 5
-        self._generator: Callable[[], LLM] | None = None
+        self._generator: Callable[[PipelineConfig | None], LLM] | None = None
 
     def attach_llm(self, llm: Callable[[], LLM], top_n: int) -> None:
         """Make the LLM reranker available (full evaluation has a model; --retrieval-only has none). `llm()`
         loads the model when the LLM reranker is first asked for, so configurations without it never do."""
         self._llm, self._llm_top_n = llm, top_n
-        self._rerankers.pop("llm", None)
+        self._rerankers = {key: r for key, r in self._rerankers.items() if key[0] != "llm"}
 
-    def attach_generator(self, llm: Callable[[], LLM]) -> None:
-        """The model query strategies and LLM-written chunk contexts write with; `llm()` loads it when first
-        needed, so configurations without them never do."""
+    def attach_generator(self, llm: Callable[[PipelineConfig | None], LLM]) -> None:
+        """The model query strategies and LLM-written chunk contexts write with; `llm(config)` loads `config`'s
+        generator (None: the project's) when first needed, so configurations without them never do."""
         self._generator = llm
 
-    def generator(self) -> LLM:
-        """The model query strategies and LLM-written chunk contexts write with."""
+    def generator(self, config: PipelineConfig | None = None) -> LLM:
+        """The model `config`'s query strategy writes with; None: the project's generator, which writes every
+        index's LLM-written contexts and summaries (an index is built once, whichever trial answers from it)."""
         if self._generator is None:
             raise ConfigError("this command has no generator LLM to write with")
-        return self._generator()
+        return self._generator(config)
 
     def rewrite(self, question: str, config: PipelineConfig) -> Rewrite:
         """What `question` is searched as under `config.query` (calls the generator unless the query is none)."""
         if config.query == "none":
             return Rewrite.plain(question)
-        return rewrite(question, config.query, self.generator())
+        return rewrite(question, config.query, self.generator(config))
 
-    def reranker(self, name: str) -> Reranker:
-        if name not in self._rerankers:
+    def reranker(self, config: PipelineConfig) -> Reranker:
+        """`config`'s reranker with its model: reranker_model, else the project's cross-encoder, or for the
+        embedding reranker the trial's embedder."""
+        name, model = config.reranker, config.reranker_model
+        if name == "embedding":
+            model = model or self.settings_of(config).embedder
+        key = (name, model if name in ("embedding", "cross-encoder") else None)
+        if key not in self._rerankers:
             llm = self._llm() if name == "llm" and self._llm is not None else None
-            self._rerankers[name] = make_reranker(name, self.reranker_settings, self.embedder, llm, self._llm_top_n)
-        return self._rerankers[name]
+            settings = self.reranker_settings
+            if name == "cross-encoder" and model:
+                settings = settings.model_copy(update={"cross_encoder_model": model})
+            embedder = self.embedders(model) if name == "embedding" else None
+            self._rerankers[key] = make_reranker(name, settings, embedder, llm, self._llm_top_n)
+        return self._rerankers[key]
 
     @property
     def index(self) -> Index:
@@ -99,7 +111,8 @@ class RetrievalPipeline:
 
     def retriever_of(self, index: Index) -> HybridRetriever:
         if index.retriever is None:
-            index.retriever = HybridRetriever(index.backend, self.embedder, self.window)
+            index.retriever = HybridRetriever(index.backend, index.embedder or self.embedders(index.settings.embedder),
+                                              self.window)
         return index.retriever
 
     def index_for(self, config: PipelineConfig) -> Index:
@@ -128,7 +141,7 @@ class RetrievalPipeline:
                                       dict(zip(fused.ids.tolist(), fused.scores.tolist())))
         pool = sorted(seeds + expanded, key=lambda c: -c.score)  # stable: a seed stays ahead of a tied expansion
 
-        reranker = self.reranker(config.reranker)
+        reranker = self.reranker(config)
         confidences = reranker.confidences(question, pool)
         reranked = [replace(c, confidence=float(v)) for c, v in zip(pool, confidences)]
         reranked.sort(key=lambda c: -(c.confidence or 0.0))  # stable: ties keep retrieval order

@@ -153,6 +153,13 @@ def wall_seconds(view: StudyView) -> float:
     return (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
 
 
+def self_judged(view: StudyView) -> list[int]:
+    """The trials whose answers the judge's own model wrote: a model judging its own answers is known to favour
+    them (self-preference), so their judged scores may flatter them beside other generators'."""
+    return [t.number for t in view.trials if t.result is not None and t.result.models.get("judge")
+            and t.result.models.get("generator") == t.result.models.get("judge")]
+
+
 def front_points(view: StudyView) -> tuple[list[tuple[int, float, float]], set[int]]:
     """A two-target study's feasible complete trials as (number, first, second), and the front's numbers."""
     if len(view.targets) != 2:

@@ -186,6 +186,19 @@ def _model(models: dict[str, str] | None, role: str, configured: str, unused: st
     return models.get(role) or f"none: {unused} (retrieval metrics only)"
 
 
+def _own_answers(view: StudyView) -> str:
+    own, answered = _data.self_judged(view), [t for t in view.trials if t.result is not None]
+    if not own:
+        return ""
+    generators = {t.result.models.get("generator") for t in answered}
+    whose = "every trial" if len(own) == len(answered) else \
+        f"trial{'s' if len(own) > 1 else ''} {', '.join(map(str, own[:8]))}{'…' if len(own) > 8 else ''}"
+    flattered = ": beside other generators' answers, its own may score higher than they deserve" \
+        if len(generators) > 1 else ""
+    return (f" — also the generator of {whose}; a model judging its own answers tends to favour them "
+            f"(self-preference){flattered}. A judge: of another model rules this out")
+
+
 def _question(view: StudyView) -> list[str]:
     project, spend = view.project, _data.spend(view)
     best = view.best or view.baseline
@@ -199,7 +212,7 @@ def _question(view: StudyView) -> list[str]:
         ["guards", ", ".join(view.constraints) or "none"],
         ["dataset", f"{dataset} ({questions} search questions" + (f", {held} held out)" if held else ")")],
         ["generator", _model(models, "generator", project.generator.model, "no answer was generated")],
-        ["judge", _model(models, "judge", project.judge_llm.model, "nothing was judged")],
+        ["judge", _model(models, "judge", project.judge_llm.model, "nothing was judged") + _own_answers(view)],
         ["trials", states],
         ["wall time", f"{_duration(_data.wall_seconds(view))} from the first trial's start to the last's end; "
                       f"{_duration(spend.trial_seconds)} inside trials"],

@@ -293,6 +293,8 @@ def project_hash(project: ProjectConfig) -> str:
     for key, before in EVALUATION_AS_BEFORE.items():
         if dumped["evaluation"].get(key) == before:
             del dumped["evaluation"][key]
+    if not dumped["generators"]:  # added later: a project naming none hashes as before
+        del dumped["generators"]
     return stable_hash(dumped)
 
 

@@ -193,6 +193,12 @@ class Session:
         if writing and not self.finished:
             notes.append(f"the space's {', '.join(writing)} call the generator ({self.project.generator.model}), "
                          f"in a retrieval-target study too; the calls are cached")
+        judge = self.project.judge_llm
+        own = [v for v in (self.space.params["generator"].values() if "generator" in self.space.params else [])
+               if self.project.generator_named(v) == judge]
+        if own and not self.finished:
+            notes.append(f"the judge is also the generator choice {own[0]}: it will judge its own answers beside the "
+                         f"others' (self-preference favours them); a judge: of another model rules this out")
         search = {q.id for q in self.search_questions}
         for path in self.folder.read_meta().programs:
             seen = search & set((read_sidecar(Path(path)) or Sidecar()).train_ids)

@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
-from tuner.config import PipelineConfig, ProjectConfig, _Strict, describe_validation_error, read_yaml
+from tuner.config import KNOBS, PipelineConfig, ProjectConfig, _Strict, describe_validation_error, read_yaml
 from tuner.errors import ConfigError
+from tuner.models.check import check_embedder, check_fit
 
 Scalar = int | float | str | bool | None
 #: the largest grid `--sampler grid` takes: Optuna holds every point in memory (10^8 of them took 23 GB)
@@ -135,6 +136,10 @@ class SearchSpace(_Strict):
         """Checked when the file loads, not when a trial first draws a bad value hours into a study."""
         knobs = set(PipelineConfig.model_fields)
         for name, param in self.params.items():
+            if name == "judge":
+                raise ValueError("params.judge: the judge is fixed for a whole study (scores by two judges do not "
+                                 "compare): set judge: in the project config; the generator knob varies the model "
+                                 "that answers")
             if name not in knobs:
                 raise ValueError(f"params.{name}: not a pipeline knob (knobs: {', '.join(sorted(knobs))})")
             param.check_values(name)
@@ -198,8 +203,27 @@ class SearchSpace(_Strict):
         the project can run, and trial 0 (the project's pipeline with `baseline`'s knobs; None: no trial 0 to run)
         is among the choices."""
         self.check_runnable(project.pipeline, where, project.index_settings)
+        self.check_models(project, where)
         if baseline is not None:
             self.check_baseline(pipeline_for(project.resolved(), dict(baseline)), where)
+
+    def check_models(self, project: ProjectConfig, where: str) -> None:
+        """Every model a model knob can choose runs here (installed, a real GGUF file, an endpoint's model
+        declared), and each generator fits in memory beside the judge."""
+        def choices(name: str) -> list[Any]:
+            param = self.params.get(name)
+            return [v for v in param.values() if v is not None] if param is not None else []
+
+        try:
+            if choices("generator"):
+                check_fit([project.generator_named(name) for name in choices("generator")], project.judge_llm, where)
+            for name in choices("embedder"):
+                check_embedder(name)
+            for name in choices("reranker_model"):
+                check_embedder(name, "reranker model")
+        except ConfigError as exc:
+            message = str(exc)
+            raise ConfigError(message if message.startswith(where) else f"{where}: {message}") from None
 
     def check_baseline(self, baseline: PipelineConfig, where: str) -> None:
         """Trial 0 runs the baseline through Optuna, which records a number outside a range but not a choice
@@ -241,6 +265,31 @@ class SearchSpace(_Strict):
             return SearchSpace.model_validate(space)
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc)) from None
+
+    def models_first(self) -> SearchSpace | None:
+        """Greedy-M's first round: the space of its model knobs that draw more than one value (with the knobs their
+        `when:` reads); None when it searches no model, or nothing but models."""
+        models = [n for n, p in self.params.items() if KNOBS[n].model and not p.single]
+        needed = set().union(*(self._ancestors(n) for n in models)) if models else set()
+        if not models or all(KNOBS[n].model for n in self.params):
+            return None
+        return SearchSpace.model_validate({
+            "description": f"the models first: {', '.join(models)}; every other knob at the base",
+            "params": {n: p.model_dump(exclude_defaults=True) for n, p in self.params.items() if n in needed}})
+
+    def around(self, chosen: Mapping[str, Any]) -> tuple[SearchSpace, list[str]]:
+        """Greedy-M's next round: this space with each model knob fixed at `chosen`'s value (one choice, under its
+        own `when:`), and the names of the model knobs so fixed; a model `chosen` does not name (its `when:` failed
+        in the models' round) is searched with the rest."""
+        params, fixed = {}, []
+        for name, param in self.params.items():
+            params[name] = param.model_dump(exclude_defaults=True)
+            if KNOBS[name].model and chosen.get(name) is not None and param.takes(chosen[name]):
+                params[name] = {"type": "categorical", "choices": [chosen[name]],
+                                **({"when": param.when} if param.when else {})}
+                fixed.append(name)
+        settled = ", ".join(f"{n}={chosen[n]}" for n in fixed)
+        return SearchSpace.model_validate({"description": f"around the models: {settled}", "params": params}), fixed
 
     def outside(self, values: dict[str, Any]) -> list[str]:
         """`values`' knobs that the space cannot draw (the baseline's top_k 5 in a 2-3 space), as `name=value`;

@@ -14,6 +14,7 @@ import numpy as np
 
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages, PromptTooLong
 from tuner.models.llms._llama_decoding import PrefixStates, common_prefix, fast_llama
+from tuner.models.llms._memory import RESIDENT, NotGGUF, footprint
 
 
 @dataclass(frozen=True)
@@ -49,28 +50,52 @@ class LlamaCppLLM(LLM):
         self.path = path
         # the cache identity of this model (and of how it decodes: see _llama_decoding)
         self.name = f"gguf:{path.name}:{fingerprint(path)}" + ("" if decoding == "plain" else f":{decoding}")
+        self._settings = {"n_ctx": n_ctx, "n_threads": n_threads or os.cpu_count(), "decoding": decoding}
+        self.context_window = n_ctx
+        try:
+            self.footprint = footprint(path, n_ctx, decoding)
+        except NotGGUF as exc:
+            raise LLMError(f"{exc}; is the file complete? `tuner models verify` checks named models") from None
+        self._llama: Any = None
+        self._model  # noqa: B018  (loaded now: a file that is no GGUF model is told before any work)
+        # free the model while the interpreter is intact: Llama.__del__ at shutdown prints a traceback
+        atexit.register(self.close)
+
+    @property
+    def _model(self) -> Any:
+        """The loaded model: loaded again if it was unloaded to make room for another (RESIDENT)."""
+        if self._llama is None:
+            self._load()
+        RESIDENT.used(id(self), self.footprint, self._unload, self.path.name)
+        return self._llama
+
+    def _load(self) -> None:
+        RESIDENT.make_room(self.footprint, self.path.name)
+        llama_cpp, decoding = self._llama_cpp, self._settings["decoding"]
         self._states = PrefixStates(llama_cpp) if decoding == "fast" else None
         model_class = fast_llama(llama_cpp) if decoding == "fast" else llama_cpp.Llama
         try:
-            self._model = model_class(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
-                                      verbose=False)
+            self._llama = model_class(model_path=str(self.path), n_ctx=self._settings["n_ctx"],
+                                      n_threads=self._settings["n_threads"], verbose=False)
         except (ValueError, RuntimeError) as exc:
-            raise LLMError(f"{path}: cannot load as a GGUF model ({_first_line(exc)}); "
+            raise LLMError(f"{self.path}: cannot load as a GGUF model ({_first_line(exc)}); "
                            "is the file complete? `tuner models verify` checks named models") from None
-        self.context_window = n_ctx
-        # free the model while the interpreter is intact: Llama.__del__ at shutdown prints a traceback
-        atexit.register(self.close)
-        template = self._model.metadata.get("tokenizer.chat_template")
+        template = self._llama.metadata.get("tokenizer.chat_template")
         self._formatter = None
         if template:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-            vocab = self._model
+            vocab = self._llama
             self._formatter = Jinja2ChatFormatter(
                 template=template,
                 eos_token=vocab.detokenize([vocab.token_eos()]).decode("utf-8", "ignore"),
                 bos_token=vocab.detokenize([vocab.token_bos()]).decode("utf-8", "ignore"),
             )
+
+    def _unload(self) -> None:
+        if self._llama is not None:
+            self._llama.close()
+            self._llama = self._states = None
 
     def count_tokens(self, text: str) -> int:
         return len(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=False))
@@ -154,7 +179,8 @@ class LlamaCppLLM(LLM):
         return ids[0] if len(ids) == 1 else None
 
     def close(self) -> None:
-        self._model.close()
+        RESIDENT.forget(id(self))
+        self._unload()
 
 
 def fingerprint(path: Path, span: int = 1 << 20) -> str:

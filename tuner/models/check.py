@@ -1,0 +1,91 @@
+"""Whether the models a search space names can run here, told in one line before any trial: an unknown name, a
+model not installed (and how to install it), a file that is no GGUF model, models that cannot fit in memory
+together."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from tuner.config import LLMConfig
+from tuner.errors import ConfigError
+from tuner.models.embedders import resolve_model_path
+from tuner.models.embedders._sentence_transformers import BUNDLED_MODELS
+from tuner.models.llms._memory import NotGGUF, available, footprint, gib
+from tuner.models.registry import NAMED_MODELS, locate
+
+
+def gguf_of(config: LLMConfig, what: str) -> Path | None:
+    """The GGUF file an in-process model loads (None for an endpoint's model), checked: a known name that is
+    installed, or a file that is a GGUF model."""
+    if config.backend != "llama-cpp":
+        return None
+    if config.path is None and not config.model.endswith(".gguf") and os.sep not in config.model:
+        named = NAMED_MODELS.get(config.model)
+        if named is None:
+            raise ConfigError(f"{what} {config.model!r}: not a named local model ({', '.join(NAMED_MODELS)}), not a "
+                              f".gguf path, and not declared under the project's generators: (an endpoint's model "
+                              f"is declared there with its backend: openai-compatible and base_url)")
+        located = locate(named)
+        if not located.ready:
+            raise ConfigError(f"{what} {config.model}: {located.status}")
+        if located.path is None:  # the parts are installed: assembled on first use
+            return None
+        path = located.path
+    else:
+        path = Path(config.path or config.model)
+    if not path.is_file():
+        raise ConfigError(f"{what} {path}: GGUF file not found")
+    try:
+        footprint(path, getattr(config, "n_ctx", 4096), getattr(config, "decoding", "fast"))
+    except NotGGUF as exc:
+        raise ConfigError(f"{what} {exc}") from None
+    return path
+
+
+def check_fit(generators: Sequence[LLMConfig], judge: LLMConfig, where: str) -> None:
+    """Refuse generators that cannot be in memory beside the judge: a trial needs its generator and the judge
+    loaded together (the other generators are unloaded to make room)."""
+    judge_path = gguf_of(judge, "judge")
+    judge_size = _size(judge, judge_path)
+    room = available()
+    for config in generators:
+        path = gguf_of(config, "generator")
+        need = _size(config, path) + (judge_size if path != judge_path else 0)
+        if need > room:
+            beside = f" beside the judge {judge.model} ({gib(judge_size)}), {gib(need)} in all" \
+                if judge_size and path != judge_path else ""
+            raise ConfigError(f"{where}: generator {config.model} needs about {gib(_size(config, path))} loaded"
+                              f"{beside}; this machine has {gib(room)} available: choose smaller models (or set "
+                              f"TUNER_MODEL_MEMORY if more is free than it seems)")
+
+
+def _size(config: LLMConfig, path: Path | None) -> int:
+    return footprint(path, config.n_ctx, config.decoding) if path is not None else 0
+
+
+def check_embedder(name: str, what: str = "embedder") -> None:
+    """A sentence-transformers model that loads offline: bundled, a local folder, or in the Hugging Face cache
+    (any hub name when the Hub is allowed: HF_HUB_OFFLINE=0)."""
+    if name in BUNDLED_MODELS:
+        resolve_model_path(name)  # names the package to install when it is missing
+        return
+    path = Path(name)
+    if path.exists():
+        if not path.is_dir() or not any((path / f).is_file() for f in ("modules.json", "config.json")):
+            raise ConfigError(f"{what} {name}: not a model folder (no modules.json or config.json in it)")
+        return
+    if os.environ.get("HF_HUB_OFFLINE", "0") in ("0", "false", "False", ""):
+        return  # the Hub is reachable: sentence-transformers downloads it on first use
+    from huggingface_hub import try_to_load_from_cache
+
+    for repo in (name,) if "/" in name else (name, f"sentence-transformers/{name}", f"cross-encoder/{name}"):
+        try:
+            if isinstance(try_to_load_from_cache(repo, "config.json"), str):
+                return
+        except ValueError:  # not a repo id at all
+            break
+    raise ConfigError(f"{what} {name}: not a local folder, not bundled ({', '.join(sorted(BUNDLED_MODELS)[:1])}), "
+                      f"and not in the Hugging Face cache; download it once where the Hub is reachable "
+                      f"(HF_HUB_OFFLINE=0), or give the folder of a saved model")
