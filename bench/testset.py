@@ -34,7 +34,7 @@ from tuner.evaluation.rag_eval import RagRunner
 from tuner.testset import DEFAULT_SHARES
 from tuner.testset.generate import QuestionWriter, ndcg
 from tuner.testset.styles import StyleMix
-from tuner.testset.validity import discriminating, lexical_overlap, overlap_target, rank_agreement, split_halves
+from tuner.testset.validity import discriminating, overlap_target, overlaps, rank_agreement, split_halves
 from tuner.workspace import open_workspace
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -56,19 +56,21 @@ def scores(runner: RagRunner, questions: list) -> np.ndarray:
 
 
 def open_set(name: str, model: str, cache_root: Path):
+    """The set, its corpus without questions, a runner over it, and its human questions with gold ids."""
     human = load_dataset(None if name == "demo" else DATASETS / name)
     corpus = replace(human, questions=[])
     cache = cache_root / f".cache-{name}"
     cache.mkdir(parents=True, exist_ok=True)
     project = ProjectConfig(cache_dir=cache, generator=LlamaCppConfig(model=model))
-    return human, corpus, RagRunner(open_workspace(project, dataset=corpus))
+    labelled = [q for q in human.questions if q.relevant_ids]
+    return human, corpus, RagRunner(open_workspace(project, dataset=corpus)), labelled
 
 
 def yardstick(name: str, model: str, size: int, cache_root: Path) -> None:
     """τ between two random halves of the human questions alone (no generation): what a set of people's questions
     reaches against another, the bar a synthetic set is read against."""
-    human, _, runner = open_set(name, model, cache_root)
-    asked = [q for q in human.questions if q.relevant_ids][:size]
+    _, _, runner, labelled = open_set(name, model, cache_root)
+    asked = labelled[:size]
     human_scores = scores(runner, asked)
     halves = split_halves(human_scores, human_scores)
     console.print(f"{name}: {len(asked)} human questions; two random halves ({halves.half} each, 1,000 splits) agree "
@@ -77,8 +79,7 @@ def yardstick(name: str, model: str, size: int, cache_root: Path) -> None:
 
 
 def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0) -> tuple[list[str], list[str]]:
-    human, corpus, runner = open_set(name, model, cache_root)
-    labelled = [q for q in human.questions if q.relevant_ids]
+    human, corpus, runner, labelled = open_set(name, model, cache_root)
     # anchors come after the ranked questions: what the generator learns from them is not scored on them
     asked, people = labelled[:size], labelled[size:size + anchors]
     shown = set()
@@ -108,9 +109,7 @@ def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0
                 f"{halves.human:+.2f} [{halves.human_range[0]:+.2f}, {halves.human_range[1]:+.2f}] / "
                 f"{halves.synthetic:+.2f} ({halves.half} q each)",
                 "meets τ ≥ 0.6" if agreement.tau >= 0.6 else "misses τ ≥ 0.6"]
-    texts = {d.id: d.text for d in human.documents}
-    overlap = [lexical_overlap(q.text, [texts[d] for d in q.relevant_ids if d in texts]) for q in asked]
-    synthetic_overlap = [lexical_overlap(q.text, [texts[d] for d in q.relevant_ids]) for q in ranked]
+    overlap, synthetic_overlap = overlaps(asked, human.documents), overlaps(ranked, human.documents)
     differs = [name, f"{statistics.median(len(q.text.split()) for q in asked):.0f} / "
                      f"{statistics.median(len(q.text.split()) for q in written):.0f}",
                f"{statistics.mean(overlap):.2f} / {statistics.mean(synthetic_overlap):.2f}",

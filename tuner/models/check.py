@@ -10,17 +10,17 @@ from pathlib import Path
 
 from tuner.config import LLMConfig
 from tuner.errors import ConfigError
-from tuner.models.embedders import resolve_model_path
-from tuner.models.embedders._sentence_transformers import BUNDLED_MODELS
+from tuner.models.embedders import BUNDLED_MODELS, resolve_model_path
 from tuner.models.llms._memory import NotGGUF, available, footprint, gib
 from tuner.models.registry import NAMED_MODELS, locate
 
 
-def gguf_of(config: LLMConfig, what: str) -> Path | None:
-    """The GGUF file an in-process model loads (None for an endpoint's model), checked: a known name that is
-    installed, or a file that is a GGUF model."""
+def gguf_of(config: LLMConfig, what: str) -> tuple[Path | None, int]:
+    """The GGUF file an in-process model loads and its footprint loaded, read from its header (None, 0 for an
+    endpoint's model or parts assembled on first use), checked: a known name that is installed, or a file that is
+    a GGUF model."""
     if config.backend != "llama-cpp":
-        return None
+        return None, 0
     if config.path is None and not config.model.endswith(".gguf") and os.sep not in config.model:
         named = NAMED_MODELS.get(config.model)
         if named is None:
@@ -31,38 +31,32 @@ def gguf_of(config: LLMConfig, what: str) -> Path | None:
         if not located.ready:
             raise ConfigError(f"{what} {config.model}: {located.status}")
         if located.path is None:  # the parts are installed: assembled on first use
-            return None
+            return None, 0
         path = located.path
     else:
         path = Path(config.path or config.model)
     if not path.is_file():
         raise ConfigError(f"{what} {path}: GGUF file not found")
     try:
-        footprint(path, getattr(config, "n_ctx", 4096), getattr(config, "decoding", "fast"))
+        return path, footprint(path, config.n_ctx, config.decoding)
     except NotGGUF as exc:
         raise ConfigError(f"{what} {exc}") from None
-    return path
 
 
 def check_fit(generators: Sequence[LLMConfig], judge: LLMConfig, where: str) -> None:
     """Refuse generators that cannot be in memory beside the judge: a trial needs its generator and the judge
     loaded together (the other generators are unloaded to make room)."""
-    judge_path = gguf_of(judge, "judge")
-    judge_size = _size(judge, judge_path)
+    judge_path, judge_size = gguf_of(judge, "judge")
     room = available()
     for config in generators:
-        path = gguf_of(config, "generator")
-        need = _size(config, path) + (judge_size if path != judge_path else 0)
+        path, size = gguf_of(config, "generator")
+        need = size + (judge_size if path != judge_path else 0)
         if need > room:
             beside = f" beside the judge {judge.model} ({gib(judge_size)}), {gib(need)} in all" \
                 if judge_size and path != judge_path else ""
-            raise ConfigError(f"{where}: generator {config.model} needs about {gib(_size(config, path))} loaded"
+            raise ConfigError(f"{where}: generator {config.model} needs about {gib(size)} loaded"
                               f"{beside}; this machine has {gib(room)} available: choose smaller models (or set "
                               f"TUNER_MODEL_MEMORY if more is free than it seems)")
-
-
-def _size(config: LLMConfig, path: Path | None) -> int:
-    return footprint(path, config.n_ctx, config.decoding) if path is not None else 0
 
 
 def check_embedder(name: str, what: str = "embedder") -> None:

@@ -7,10 +7,14 @@ from pathlib import Path
 from tuner.config import EmbedderConfig
 from tuner.models.embedders._base import Embedder, normalise
 from tuner.models.embedders._cache import CachedEmbedder
-from tuner.models.embedders._sentence_transformers import SentenceTransformerEmbedder, resolve_model_path
+from tuner.models.embedders._sentence_transformers import (
+    BUNDLED_MODELS,
+    SentenceTransformerEmbedder,
+    resolve_model_path,
+)
 
-__all__ = ["Embedder", "CachedEmbedder", "SentenceTransformerEmbedder", "normalise", "resolve_model_path",
-           "make_embedder"]
+__all__ = ["BUNDLED_MODELS", "Embedder", "CachedEmbedder", "SentenceTransformerEmbedder", "normalise",
+           "resolve_model_path", "make_embedder"]
 
 
 def make_embedder(config: EmbedderConfig, cache: Path | str) -> Embedder:
