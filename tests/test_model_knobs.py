@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,31 @@ def test_rounds_settle_the_models_first_then_search_the_rest_around_them(tmp_pat
     assert "settles the models first (generator), every other knob at the base" in journey
     assert f"the models fixed at round 1's choice: generator={chosen}" in journey
     assert "searches top_k around them" in journey
+
+
+def test_a_greedy_m_run_resumed_without_its_space_still_searches_around_the_chosen_models(tmp_path, fake_embedder):
+    big, small, judge = ScriptedLLM("big"), ScriptedLLM("small"), ScriptedLLM("judge")
+    space = {"params": {"generator": GENERATORS, "top_k": {"type": "int", "low": 3, "high": 5}}}
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
+    spec = StudySpec("g", StudySettings(["faithfulness"], sampler="random", seed=1), tmp_path / "space.yaml",
+                     project_of(tmp_path), limit=2, studies_dir=tmp_path / "studies")
+    prepare = lambda s: s.runner(models=Models(big, judge, {"small": small}), embedder=fake_embedder)  # noqa: E731
+
+    def stopped_in_round_2(session, trials, timeout):
+        if session.folder.name != "g":
+            raise KeyboardInterrupt
+        session.run(trials, timeout)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_rounds(spec, rounds=2, trials=3, reports_dir=tmp_path / "reports", prepare=prepare, run=stopped_in_round_2)
+    # `tuner optimize --study g --rounds 2` with no --search-space resumes from the space round 1 recorded
+    recorded = replace(spec, search_space=tmp_path / "studies" / "g" / "space.yaml")
+    outcomes, _ = run_rounds(recorded, rounds=2, trials=3, reports_dir=tmp_path / "reports", prepare=prepare)
+
+    first, second = (read_study(study_folder(tmp_path / "studies", o.study)) for o in outcomes)
+    assert set(first.space.params) == {"generator"}
+    assert second.space.params["generator"].choices == [first.best.pipeline["generator"]]
+    assert not second.space.params["top_k"].single  # the rest of the whole space, not the analysis's proposal
 
 
 def test_each_embedder_retrieves_from_its_own_index_with_its_vectors_cached(tmp_path, real_embedder, tiny_embedder):

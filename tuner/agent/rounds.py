@@ -35,6 +35,9 @@ from tuner.study.storage import StudyFolder, study_folder
 Judge = Callable[[StudyView, Session], StudyView]
 
 SPACE_FILE = "space.yaml"
+#: the whole space of a Greedy-M run, kept beside round 1's models-only space.yaml: a resume that names no space
+#: reads round 1's, and round 2 must still search the rest of the whole space around the chosen models
+WHOLE_SPACE_FILE = "space.whole.yaml"
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,16 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
     baseline: dict = dict(spec.baseline)
     space_file = spec.search_space
     stop = f"ran the {rounds} round(s) asked for"
-    whole = load_space(spec.search_space)
+    folder = study_folder(spec.studies_dir, spec.name, spec.storage)
+    whole_file = folder.root / WHOLE_SPACE_FILE
+    resumed = Path(spec.search_space) == folder.root / SPACE_FILE and whole_file.is_file()
+    whole = load_space(whole_file if resumed else spec.search_space)
     models = whole.models_first() if rounds > 1 else None
     if models is not None:  # Greedy-M: round 1 searches the models alone
-        folder = study_folder(spec.studies_dir, spec.name, spec.storage)
         # rewritten until round 1's study exists: a space refused before its first trial may be mended
-        space_file = _written(folder.root / SPACE_FILE, models, again=folder.read_meta() is None)
+        started = folder.read_meta() is not None
+        _written(whole_file, whole, again=not started)
+        space_file = _written(folder.root / SPACE_FILE, models, again=not started)
         changes = (f"settles the models first ({', '.join(n for n in models.params if KNOBS[n].model)}), every "
                    f"other knob at the base",)
         reasons = ("a model changes what suits the other knobs (the generator above all, in IBM's RAG-HPO study), "
