@@ -133,15 +133,19 @@ def test_a_gguf_header_is_read_without_loading_the_weights(tmp_path, small_gguf)
     assert parse_size("6G") == 6 << 30 and parse_size("800M") == 800 << 20 and parse_size("1.5GiB") == 3 << 29
 
 
-def test_rounds_settle_the_models_first_then_search_the_rest_around_them(tmp_path, fake_embedder):
+def greedy_m(tmp_path, fake_embedder):
+    """A rounds run over a space of the generator and top_k (scripted models), and how its sessions get them."""
     big, small, judge = ScriptedLLM("big"), ScriptedLLM("small"), ScriptedLLM("judge")
     space = {"params": {"generator": GENERATORS, "top_k": {"type": "int", "low": 3, "high": 5}}}
     (tmp_path / "space.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
     spec = StudySpec("g", StudySettings(["faithfulness"], sampler="random", seed=1), tmp_path / "space.yaml",
                      project_of(tmp_path), limit=2, studies_dir=tmp_path / "studies")
-    outcomes, _ = run_rounds(spec, rounds=2, trials=3, reports_dir=tmp_path / "reports",
-                             prepare=lambda s: s.runner(models=Models(big, judge, {"small": small}),
-                                                        embedder=fake_embedder))
+    return spec, lambda s: s.runner(models=Models(big, judge, {"small": small}), embedder=fake_embedder)
+
+
+def test_rounds_settle_the_models_first_then_search_the_rest_around_them(tmp_path, fake_embedder):
+    spec, prepare = greedy_m(tmp_path, fake_embedder)
+    outcomes, _ = run_rounds(spec, rounds=2, trials=3, reports_dir=tmp_path / "reports", prepare=prepare)
 
     first, second = (read_study(study_folder(tmp_path / "studies", o.study)) for o in outcomes)
     assert set(first.space.params) == {"generator"}  # round 1: the models, every other knob at the base
@@ -157,12 +161,7 @@ def test_rounds_settle_the_models_first_then_search_the_rest_around_them(tmp_pat
 
 
 def test_a_greedy_m_run_resumed_without_its_space_still_searches_around_the_chosen_models(tmp_path, fake_embedder):
-    big, small, judge = ScriptedLLM("big"), ScriptedLLM("small"), ScriptedLLM("judge")
-    space = {"params": {"generator": GENERATORS, "top_k": {"type": "int", "low": 3, "high": 5}}}
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
-    spec = StudySpec("g", StudySettings(["faithfulness"], sampler="random", seed=1), tmp_path / "space.yaml",
-                     project_of(tmp_path), limit=2, studies_dir=tmp_path / "studies")
-    prepare = lambda s: s.runner(models=Models(big, judge, {"small": small}), embedder=fake_embedder)  # noqa: E731
+    spec, prepare = greedy_m(tmp_path, fake_embedder)
 
     def stopped_in_round_2(session, trials, timeout):
         if session.folder.name != "g":
