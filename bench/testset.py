@@ -103,7 +103,9 @@ def measure(name: str, model: str, size: int, cache_root: Path, anchors: int = 0
     kinds = ", ".join(f"{card.kept[k]} {k}" for k in card.kept if card.kept[k])
     validity = [name + (f" ({len(people)} anchors)" if people else ""), str(len(asked)), f"{len(written)} ({kinds})",
                 f"{agreement.tau:+.2f} [{agreement.ci[0]:+.2f}, {agreement.ci[1]:+.2f}]",
-                labels[agreement.best_human], labels[agreement.best_synthetic],
+                labels[agreement.best_human], labels[agreement.best_synthetic] + (
+                    f" (cannot be told from {', '.join(labels[j] for j in agreement.tied_synthetic)})"
+                    if agreement.tied_synthetic else ""),
                 f"{agreement.human_of_best_human:.3f} / {agreement.human_of_best_synthetic:.3f}",
                 f"{discriminating(human_scores).mean():.0%} / {discriminating(synthetic_scores).mean():.0%}",
                 f"{halves.human:+.2f} [{halves.human_range[0]:+.2f}, {halves.human_range[1]:+.2f}] / "

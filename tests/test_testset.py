@@ -380,6 +380,10 @@ def test_rank_agreement_finds_the_order_two_sets_share_and_says_how_sure_it_is()
     same = quality + rng.normal(0, 0.1, (150, 8))
     agreement = rank_agreement(human, same, resamples=300)
     assert agreement.tau > 0.8 and agreement.ci[0] > 0.5 and agreement.best_human == agreement.best_synthetic == 7
+    assert agreement.tied_synthetic == ()  # 0.07 apart on 150 questions: the best is told from the next
+    close = np.append(quality, 0.795) + rng.normal(0, 0.1, (150, 9))  # a ninth configuration 0.005 behind the best
+    assert set(rank_agreement(np.append(human, human[:, -1:], axis=1), close, resamples=300).tied_synthetic) \
+        == {7, 8} - {int(np.argmax(close.mean(axis=0)))}
     reversed_ = rank_agreement(human, quality[::-1] + rng.normal(0, 0.1, (150, 8)), resamples=300)
     assert reversed_.tau < -0.8 and reversed_.best_synthetic == 0
     assert reversed_.human_of_best_synthetic < reversed_.human_of_best_human - 0.3  # what the wrong set costs
@@ -579,12 +583,19 @@ def test_an_anchor_check_trusts_a_set_that_ranks_as_the_anchors_do_and_says_so_w
     assert agreeing.trusted and agreeing.tau == 1.0 and agreeing.ci[0] > 0.5
     assert agreeing.best_by_anchors == agreeing.best_by_generated == "stemmed"
     assert "rank configurations like your anchor questions" in agreeing.sentence()
+    assert agreeing.tied_with == () and "cannot tell" not in agreeing.sentence()
     assert AnchorCheck.from_json(json.loads(json.dumps(agreeing.to_json()))) == agreeing
     reversed_ = check_anchors(lambda c, a: score(c, a, flip=True), {k: k for k in quality}, ours, theirs, documents)
     assert not reversed_.trusted and reversed_.tau == -1.0
     said = reversed_.sentence()
     assert said.startswith("**The generated questions rank configurations unlike your anchor questions**")
     assert "τ -1.00" in said.replace("−", "-") and "The anchors' best is keyword, the generated set's stemmed" in said
+    quality["vector"] = 0.9  # as good as stemming on both sets: the generated questions cannot choose between them
+    close = check_anchors(score, {k: k for k in quality}, ours, theirs, documents)
+    assert close.tied_with == (({"vector", "stemmed"} - {close.best_by_generated}).pop(),)
+    assert (f"The generated questions cannot tell their best, {close.best_by_generated}, from {close.tied_with[0]} "
+            f"(the 95 % interval of the difference reaches 0)") in close.sentence()
+    assert AnchorCheck.from_json(json.loads(json.dumps(close.to_json()))) == close
     tied = check_anchors(lambda c, a: np.ones(len(a)), {k: k for k in quality}, ours, theirs, documents)
     assert tied.tau is None and "τ needs 3 that differ" in tied.sentence()
 

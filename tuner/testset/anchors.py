@@ -75,6 +75,8 @@ class AnchorCheck:
     best_by_generated: str = ""
     #: the anchors' mean nDCG@10 of each set's best: what choosing by the generated questions costs
     anchors_of_best: tuple[float, float] = (0.0, 0.0)
+    #: the configurations the generated questions cannot tell from their best (validity.Agreement.tied_synthetic)
+    tied_with: tuple[str, ...] = ()
 
     @property
     def trusted(self) -> bool:
@@ -90,7 +92,8 @@ class AnchorCheck:
                   f"questions (nDCG@10)")
         if self.trusted:
             return (f"The generated questions rank configurations like your anchor questions: {ranked}."
-                    + ("" if self.ci and self.ci[0] > 0 else " The interval is wide: more anchors would narrow it."))
+                    + ("" if self.ci and self.ci[0] > 0 else " The interval is wide: more anchors would narrow it.")
+                    + self._ties())
         cost = self.anchors_of_best[0] - self.anchors_of_best[1]
         overlap = (f"Lexical overlap with the gold documents: anchors {self.overlap[0]:.2f}, generated "
                    f"{self.overlap[1]:.2f}.")
@@ -98,9 +101,22 @@ class AnchorCheck:
                  f"{TRUSTED_TAU:g})"
         if cost <= SAME_BEST:
             return (f"{unlike}, though both choose {self.best_by_generated} (or one as good on the anchors): the "
-                    f"study's choice holds on your questions, its order of the others does not. {overlap}")
+                    f"study's choice holds on your questions, its order of the others does not.{self._ties()} "
+                    f"{overlap}")
         return (f"{unlike}: do not trust this study's choice. The anchors' best is {self.best_by_anchors}, the "
-                f"generated set's {self.best_by_generated} ({cost:.3f} nDCG@10 lower on the anchors). {overlap}")
+                f"generated set's {self.best_by_generated} ({cost:.3f} nDCG@10 lower on the anchors).{self._ties()} "
+                f"{overlap}")
+
+    def _ties(self) -> str:
+        """What the generated questions cannot choose between, when anything: a near-tie named as one."""
+        if not self.tied_with:
+            return ""
+        shown = ", ".join(self.tied_with[:3]) + (f" and {len(self.tied_with) - 3} more" if len(self.tied_with) > 3
+                                                 else "")
+        among = (f"; the anchors' best, {self.best_by_anchors}, is one of them"
+                 if self.best_by_anchors in self.tied_with else "")
+        return (f" The generated questions cannot tell their best, {self.best_by_generated}, from {shown} (the 95 % "
+                f"interval of the difference reaches 0){among}: treat these as equals.")
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": 1, **{k: getattr(self, k) for k in self.__dataclass_fields__}}
@@ -110,7 +126,7 @@ class AnchorCheck:
         if not isinstance(data, dict) or data.get("schema") != 1:
             return None  # a report never fails on a document it cannot read
         values = {k: data.get(k) for k in cls.__dataclass_fields__ if k in data}
-        for key in ("configurations", "ci", "overlap", "anchors_of_best"):
+        for key in ("configurations", "ci", "overlap", "anchors_of_best", "tied_with"):
             if values.get(key) is not None:
                 values[key] = tuple(values[key])
         try:
@@ -137,7 +153,8 @@ def check_anchors(score: Callable[[Any, Sequence[Question]], np.ndarray], config
     ci = None if np.isnan(agreement.ci[0]) else agreement.ci
     return AnchorCheck(len(anchors), len(generated), tuple(labels), agreement.tau, ci, overlap, share,
                        labels[agreement.best_human], labels[agreement.best_synthetic],
-                       (agreement.human_of_best_human, agreement.human_of_best_synthetic))
+                       (agreement.human_of_best_human, agreement.human_of_best_synthetic),
+                       tuple(labels[j] for j in agreement.tied_synthetic))
 
 
 def check_study(view, runner, anchors: Sequence[Question]) -> AnchorCheck:

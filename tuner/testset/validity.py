@@ -37,6 +37,9 @@ class Agreement:
     #: the human questions' mean score of each of the two bests: what choosing by the synthetic set costs
     human_of_best_human: float
     human_of_best_synthetic: float
+    #: the configurations the synthetic set cannot tell from its best: the 95 % interval of their paired difference
+    #: from it (the same resampled questions) reaches 0. Choosing among them is the questions' noise, not a finding
+    tied_synthetic: tuple[int, ...] = ()
 
 
 def rank_agreement(human: np.ndarray, synthetic: np.ndarray, resamples: int = 1000, seed: int = 0) -> Agreement:
@@ -48,17 +51,21 @@ def rank_agreement(human: np.ndarray, synthetic: np.ndarray, resamples: int = 10
         raise ValueError("both sets must score the same configurations, at least 3 of them")
     tau = float(kendalltau(human.mean(axis=0), synthetic.mean(axis=0)).statistic)
     rng = np.random.default_rng(seed)
-    taus = []
+    taus, drawn = [], []
     for _ in range(resamples):
         h = human[rng.integers(0, len(human), len(human))].mean(axis=0)
         s = synthetic[rng.integers(0, len(synthetic), len(synthetic))].mean(axis=0)
+        drawn.append(s)
         value = kendalltau(h, s).statistic
         if not np.isnan(value):  # every configuration tied on one side: no order to compare
             taus.append(value)
     low, high = (float(np.percentile(taus, 2.5)), float(np.percentile(taus, 97.5))) if taus else (np.nan, np.nan)
     means_h, means_s = human.mean(axis=0), synthetic.mean(axis=0)
     best_h, best_s = int(np.argmax(means_h)), int(np.argmax(means_s))
-    return Agreement(tau, (low, high), best_h, best_s, float(means_h[best_h]), float(means_h[best_s]))
+    drawn = np.asarray(drawn)
+    ahead = np.percentile(drawn[:, [best_s]] - drawn, 2.5, axis=0)  # the best's lead over each, its low end
+    tied = tuple(int(j) for j in np.argsort(-means_s) if j != best_s and ahead[j] <= 0)
+    return Agreement(tau, (low, high), best_h, best_s, float(means_h[best_h]), float(means_h[best_s]), tied)
 
 
 @dataclass(frozen=True)
