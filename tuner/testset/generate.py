@@ -80,17 +80,23 @@ _SINGLE = ("Document: {title}\nPassage:\n{text}\n{asked}\nA reader who has not s
            "question that reader would ask: {style}, {length}. Give its answer from the passage (one short sentence). "
            "Reply with JSON: {{\"topic\": \"...\", \"fact\": \"...\", \"question\": \"...\", \"answer\": \"...\"}}")
 # a topic search: what a reader types to find documents on a subject, which names no one thing a question would
+# (its subject and an aspect: asked for the subject alone, the 1.5B wrote one or two words, which the length gate
+# rejected, for half of vaswani's candidates)
 _SEARCH = ("Document: {title}\nPassage:\n{text}\n{asked}\nA reader who has not seen this passage wants documents on "
-           "its subject. Say its topic in a few words of your own, then write what that reader would type into a "
-           "library catalogue's search box to find documents like it: a phrase naming the subject, {length}, not a "
-           "question (no question word, no question mark). Give what the passage says on it (one short sentence). "
-           "Reply with JSON: {{\"topic\": \"...\", \"search\": \"...\", \"answer\": \"...\"}}")
+           "its subject. Say its subject in a few words of your own, and the aspect of it the passage treats (what "
+           "is measured, made, explained or used, and how), then write what that reader would type into a library "
+           "catalogue's search box to find documents like it: a phrase of {length} naming the subject and that "
+           "aspect, not a question (no question word, no question mark). Give what the passage says on it (one "
+           "short sentence). Reply with JSON: {{\"subject\": \"...\", \"aspect\": \"...\", \"search\": \"...\", "
+           "\"answer\": \"...\"}}")
 # a search for a subject several documents serve: written from them together, it names what they share
 _SEARCH_BROAD = ("{passages}\n{asked}\nA reader who has not seen these passages wants documents on the subject they "
-                 "share. Say that subject in a few words of your own, then write what that reader would type into a "
-                 "library catalogue's search box to find documents on it: a phrase naming the subject, {length}, not "
-                 "a question (no question word, no question mark). Give what the first passage says on it (one short "
-                 "sentence). Reply with JSON: {{\"topic\": \"...\", \"search\": \"...\", \"answer\": \"...\"}}")
+                 "share. Say that subject in a few words of your own, and the aspect of it they treat (what is "
+                 "measured, made, explained or used, and how), then write what that reader would type into a library "
+                 "catalogue's search box to find documents on it: a phrase of {length} naming the subject and that "
+                 "aspect, not a question (no question word, no question mark). Give what the first passage says on it "
+                 "(one short sentence). Reply with JSON: {{\"subject\": \"...\", \"aspect\": \"...\", "
+                 "\"search\": \"...\", \"answer\": \"...\"}}")
 _MULTI = ("Document 1: {title}\nPassage 1:\n{text}\n\nDocument 2: {title2}\nPassage 2:\n{text2}\n\nBoth passages "
           "concern \"{link}\". Write one question whose answer needs a fact from passage 1 AND a fact from passage 2 "
           "(neither passage alone answers it), and its answer (one short sentence). Reply with JSON: "
@@ -105,7 +111,8 @@ _REWRITE = ("Someone who has never read the documents types this question into a
             "{avoid} Reply with JSON: {{\"question\": \"...\"}}")
 _REWRITE_SEARCH = ("Someone who has never read the documents types this into a library catalogue's search box:\n"
                    "{question}\n\nRewrite it in other words as that person would type it: a phrase of {length} "
-                   "naming the same subject, not a question.{avoid} Reply with JSON: {{\"question\": \"...\"}}")
+                   "naming the same subject and aspect, not a question (no question word).{avoid} Reply with JSON: "
+                   "{{\"question\": \"...\"}}")
 _AVOID = " Do not use these words: {words}."
 _SUPPORTED = ("Passages:\n{passages}\n\nQuestion: {question}\nProposed answer: {answer}\n\nDo the passages answer "
               "the question, and do they support the proposed answer? Reply yes or no.")
@@ -133,7 +140,8 @@ class Form:
 
 
 #: a single-hop source's form when its style is TOPIC
-SEARCH = Form(_SEARCH, ("search", "answer"), ("topic",), _REWRITE_SEARCH, _ABOUT, _ABOUT, search=True)
+SEARCH = Form(_SEARCH, ("search", "answer"), ("subject", "aspect"), _REWRITE_SEARCH, _ABOUT, _ABOUT,
+              search=True)
 #: the same, written from its source and the documents nearest it (StyleMix.breadth > 1)
 BROAD_SEARCH = replace(SEARCH, write=_SEARCH_BROAD)
 #: each kind's form otherwise
