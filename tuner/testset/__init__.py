@@ -39,14 +39,7 @@ def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str
     fewer when the corpus cannot support `n` (else that is an error). `anchors`: a file of people's questions
     (anchors.py) whose lexical overlap the new questions are held to, and whose ranking of configurations the
     scorecard compares with theirs."""
-    from tuner.config import PipelineConfig
-    from tuner.evaluation.rag_eval import RagRunner  # the model stack: only when questions are written
-    from tuner.testset.anchors import check_anchors, read_anchors
-    from tuner.testset.generate import PROBE, QuestionWriter, ndcg
-    from tuner.testset.styles import StyleMix
-    from tuner.testset.validity import overlap_target
-    from tuner.workspace import open_workspace
-
+    # the input is checked before the model stack is imported: a bad one is told at once, even on a busy machine
     if n < 1:
         raise DataError(f"--questions {n}: ask for at least 1")
     path = Path(path)
@@ -57,8 +50,17 @@ def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str
     if dataset.questions and mode == "new":
         raise DataError(f"{path}: already holds {len(dataset.questions)} questions; add to them with --append or "
                         f"write over them with --replace")
-    existing = dataset.questions if mode == "append" else []
+    from tuner.testset.anchors import check_anchors, read_anchors
+
     people = read_anchors(anchors, dataset.documents) if anchors else []
+    from tuner.config import PipelineConfig
+    from tuner.evaluation.rag_eval import RagRunner  # the model stack: only when questions are written
+    from tuner.testset.generate import PROBE, QuestionWriter, ndcg
+    from tuner.testset.styles import StyleMix
+    from tuner.testset.validity import overlap_target
+    from tuner.workspace import open_workspace
+
+    existing = dataset.questions if mode == "append" else []
     dataset = replace(dataset, questions=[])
     runner = RagRunner(open_workspace(config, dataset=dataset, on_progress=on_index))
     writer = QuestionWriter(runner, dataset, seed=seed, existing=existing, mix=StyleMix.of(people),
