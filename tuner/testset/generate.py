@@ -79,24 +79,23 @@ _SINGLE = ("Document: {title}\nPassage:\n{text}\n{asked}\nA reader who has not s
            "gives. Say the passage's topic in a few words of your own and the fact the reader needs, then write the "
            "question that reader would ask: {style}, {length}. Give its answer from the passage (one short sentence). "
            "Reply with JSON: {{\"topic\": \"...\", \"fact\": \"...\", \"question\": \"...\", \"answer\": \"...\"}}")
+# what both search prompts ask: the subject and an aspect, as a phrase (asked for the subject alone, the 1.5B wrote
+# one or two words, which the length gate rejected, for half of vaswani's candidates). Where the documents are
+# ("like it" or "on it", "the passage" or "the first passage") goes between the pieces
+_ASPECT = ("(what is measured, made, explained or used, and how), then write what that reader would type into a "
+           "library catalogue's search box to find documents ")
+_PHRASE = (": a phrase of {length} naming the subject and that aspect, not a question (no question word, no question "
+           "mark). Give what ")
+_SEARCH_REPLY = (" says on it (one short sentence). Reply with JSON: {{\"subject\": \"...\", \"aspect\": \"...\", "
+                 "\"search\": \"...\", \"answer\": \"...\"}}")
 # a topic search: what a reader types to find documents on a subject, which names no one thing a question would
-# (its subject and an aspect: asked for the subject alone, the 1.5B wrote one or two words, which the length gate
-# rejected, for half of vaswani's candidates)
 _SEARCH = ("Document: {title}\nPassage:\n{text}\n{asked}\nA reader who has not seen this passage wants documents on "
-           "its subject. Say its subject in a few words of your own, and the aspect of it the passage treats (what "
-           "is measured, made, explained or used, and how), then write what that reader would type into a library "
-           "catalogue's search box to find documents like it: a phrase of {length} naming the subject and that "
-           "aspect, not a question (no question word, no question mark). Give what the passage says on it (one "
-           "short sentence). Reply with JSON: {{\"subject\": \"...\", \"aspect\": \"...\", \"search\": \"...\", "
-           "\"answer\": \"...\"}}")
+           "its subject. Say its subject in a few words of your own, and the aspect of it the passage treats "
+           + _ASPECT + "like it" + _PHRASE + "the passage" + _SEARCH_REPLY)
 # a search for a subject several documents serve: written from them together, it names what they share
 _SEARCH_BROAD = ("{passages}\n{asked}\nA reader who has not seen these passages wants documents on the subject they "
-                 "share. Say that subject in a few words of your own, and the aspect of it they treat (what is "
-                 "measured, made, explained or used, and how), then write what that reader would type into a library "
-                 "catalogue's search box to find documents on it: a phrase of {length} naming the subject and that "
-                 "aspect, not a question (no question word, no question mark). Give what the first passage says on it "
-                 "(one short sentence). Reply with JSON: {{\"subject\": \"...\", \"aspect\": \"...\", "
-                 "\"search\": \"...\", \"answer\": \"...\"}}")
+                 "share. Say that subject in a few words of your own, and the aspect of it they treat "
+                 + _ASPECT + "on it" + _PHRASE + "the first passage" + _SEARCH_REPLY)
 _MULTI = ("Document 1: {title}\nPassage 1:\n{text}\n\nDocument 2: {title2}\nPassage 2:\n{text2}\n\nBoth passages "
           "concern \"{link}\". Write one question whose answer needs a fact from passage 1 AND a fact from passage 2 "
           "(neither passage alone answers it), and its answer (one short sentence). Reply with JSON: "
