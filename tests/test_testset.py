@@ -24,7 +24,7 @@ from tuner.pipeline.chunking import Chunk
 from tuner.testset import generate_testset, read_scorecards
 from tuner.testset.anchors import AnchorCheck, check_anchors, read_anchors
 from tuner.testset.gates import OverlapGate, Rejected, check_new, clean_question, parse_reply
-from tuner.testset.generate import UNANSWERABLE, QuestionWriter, linked_pairs, spread, targets
+from tuner.testset.generate import _ALONE, UNANSWERABLE, QuestionWriter, linked_pairs, spread, targets
 from tuner.testset.styles import WIDEST, StyleMix, style_of
 from tuner.testset.validity import DEFAULT_OVERLAP, discriminating, overlap_target
 from tuner.workspace import open_workspace
@@ -657,6 +657,35 @@ def test_a_questions_gold_is_completed_by_pooling_keyword_and_vector_search(demo
         subject = re.search(r"about (.+)\?", q.text).group(1)
         assert all(subject in texts[d] for d in q.relevant_ids)
     assert card.to_json()["pooled_gold"] == card.pooled
+
+
+class GradedJudgeLLM(WriterLLM):
+    """Judges with a P(yes) per passage: the first of `grades` (a word the passage holds -> P) that it holds, else
+    0.1."""
+
+    def __init__(self, grades: dict[str, float]):
+        super().__init__(leaning="")
+        self.grades = grades
+
+    def yes_probability(self, messages, reuse_prefix=False):
+        self._pay()
+        passage = messages[-1]["content"].split("Passage:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        return Completion(str(next((p for word, p in self.grades.items() if word in passage), 0.1)), 30, 0)
+
+
+@pytest.mark.parametrize("source_yes, soft_yes_is_gold", [(0.97, False), (0.6, True)])
+def test_a_pooled_document_is_gold_only_when_the_judge_is_nearly_as_sure_of_it_as_of_the_source(
+        demo_copy, tmp_path, fake_embedder, source_yes, soft_yes_is_gold):
+    # the source 0.97 or 0.6, the regatta's passage 0.9, a passage naming Port Ardent a soft yes (0.8)
+    llm = GradedJudgeLLM({"August in Port Ardent": source_yes, "regatta": 0.9, "Port Ardent": 0.8})
+    writer = writer_on(demo_copy, llm, tmp_path / "cache", fake_embedder)
+    source = next(d.text for d in load_dataset(demo_copy, require_questions=False).documents
+                  if d.id == "harbour-festival")
+    added = set(writer._pooled("When is the Harbour Festival held in Port Ardent?", ("harbour-festival",),
+                               _ALONE, source=source))
+    assert "regatta" in added  # within NEAR_SOURCE of the source, or a yes over YES when the source is unsure
+    soft = added - {"regatta"}
+    assert bool(soft) == soft_yes_is_gold and writer.pooled == len(added)
 
 
 @pytest.mark.parametrize("question, style", [

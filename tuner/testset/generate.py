@@ -56,6 +56,11 @@ POOL_DEPTH = 5
 #: search on vaswani's generated searches and above it on people's)
 POOL = ({"alpha": 0.0, "stemmer": "none"}, {"alpha": 0.0, "stemmer": "english"}, {"alpha": 1.0},
         {"alpha": 0.5, "fusion": "relative_score"}, {"alpha": 0.5, "fusion": "ranked"})
+#: a pooled document is gold when the judge says yes AND is nearly as sure of it (within this) as of the passage the
+#: question was written from, judged alike. A small judge says a soft yes to most passages on a subject (the 1.5B gave
+#: 0.7-0.97 to 96 % of a topic search's pool), so its yes alone made nearly the whole pool gold and rewarded the
+#: searches that agree with the pool; its certainty on the source is a yardstick on its own scale, whatever the judge
+NEAR_SOURCE = 0.1
 #: chunks the default hybrid search returns for a broad search's source, among which its other documents are found
 NEIGHBOURS_TOP = 10
 #: characters of a source chunk a prompt shows
@@ -428,7 +433,7 @@ class QuestionWriter:
                 raise Rejected("one document suffices")
             gold = tuple(dict.fromkeys(c.doc_id for c in chunks))
             if source.kind == "single-hop":  # a broad search's other documents are judged as the pool's are
-                gold += self._pooled(question, gold, form.pooled, also=broad)
+                gold += self._pooled(question, gold, form.pooled, source=texts[0], also=broad)
         self.kept_vectors.append(vector)
         self.overlap.keep(overlap)
         self.asked[chunks[0].id].append(question)
@@ -458,9 +463,13 @@ class QuestionWriter:
                 avoid = _AVOID.format(words=", ".join(copied)) if copied else ""
         raise Rejected("copies its source", f"overlap {overlap:.2f} over {self.overlap.target:.2f}")
 
-    def _pooled(self, question: str, gold: tuple[str, ...], judged: str, also: Sequence[Chunk] = ()) -> tuple[str, ...]:
+    def _pooled(self, question: str, gold: tuple[str, ...], judged: str, source: str,
+                also: Sequence[Chunk] = ()) -> tuple[str, ...]:
         """The other documents whose chunks in the pool (each POOL search's top POOL_DEPTH, and `also`) the judge
-        finds answer the question alone (`judged`: _ALONE), or serve the topic search (_ABOUT)."""
+        finds answer the question alone (`judged`: _ALONE), or serve the topic search (_ABOUT), nearly as surely as
+        its `source` passage does (NEAR_SOURCE)."""
+        judge = self.runner.judge
+        bar = max(YES, _p_yes(judge, judged.format(passage=_cut(source), question=question)) - NEAR_SOURCE)
         pool: dict[str, list[str]] = defaultdict(list)
         found = [scored.chunk for search in POOL for scored in self.runner.workspace.pipeline.run(
             question, PipelineConfig(top_k=POOL_DEPTH, **search)).selected]
@@ -468,7 +477,7 @@ class QuestionWriter:
             if chunk.doc_id not in gold and chunk.text not in pool[chunk.doc_id]:
                 pool[chunk.doc_id].append(chunk.text)
         added = tuple(doc for doc, texts in pool.items()
-                      if any(_yes(self.runner.judge, judged.format(passage=_cut(t), question=question)) for t in texts))
+                      if any(_p_yes(judge, judged.format(passage=_cut(t), question=question)) > bar for t in texts))
         self.pooled += len(added)
         return added
 
@@ -523,5 +532,9 @@ def _ask(generator: LLM, prompt: str, fields: tuple[str, ...], first: tuple[str,
     return parse_reply(reply, fields)
 
 
+def _p_yes(judge: LLM, prompt: str) -> float:
+    return float(judge.yes_probability([{"role": "user", "content": prompt}]).text)
+
+
 def _yes(judge: LLM, prompt: str) -> bool:
-    return float(judge.yes_probability([{"role": "user", "content": prompt}]).text) > YES
+    return _p_yes(judge, prompt) > YES
