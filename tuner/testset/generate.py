@@ -57,8 +57,8 @@ POOL_DEPTH = 5
 POOL = ({"alpha": 0.0, "stemmer": "none"}, {"alpha": 0.0, "stemmer": "english"}, {"alpha": 1.0},
         {"alpha": 0.5, "fusion": "relative_score"}, {"alpha": 0.5, "fusion": "ranked"})
 #: a pooled document is gold when the judge says yes AND is nearly as sure of it (within this) as of the passage the
-#: question was written from, judged alike. A small judge says a soft yes to most passages on a subject (the 1.5B gave
-#: 0.7-0.97 to 96 % of a topic search's pool), so its yes alone made nearly the whole pool gold and rewarded the
+#: question was written from, judged alike. A small judge says a soft yes to most passages on a subject (the 1.5B to
+#: 85 % of what vaswani's topic searches pooled), so its yes alone made nearly the whole pool gold and rewarded the
 #: searches that agree with the pool; its certainty on the source is a yardstick on its own scale, whatever the judge
 NEAR_SOURCE = 0.1
 #: chunks the default hybrid search returns for a broad search's source, among which its other documents are found
