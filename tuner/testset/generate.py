@@ -468,14 +468,16 @@ class QuestionWriter:
         """The other documents whose chunks in the pool (each POOL search's top POOL_DEPTH, and `also`) the judge
         finds answer the question alone (`judged`: _ALONE), or serve the topic search (_ABOUT), nearly as surely as
         its `source` passage does (NEAR_SOURCE)."""
-        judge = self.runner.judge
-        bar = max(YES, _p_yes(judge, judged.format(passage=_cut(source), question=question)) - NEAR_SOURCE)
         pool: dict[str, list[str]] = defaultdict(list)
         found = [scored.chunk for search in POOL for scored in self.runner.workspace.pipeline.run(
             question, PipelineConfig(top_k=POOL_DEPTH, **search)).selected]
         for chunk in (*found, *also):
             if chunk.doc_id not in gold and chunk.text not in pool[chunk.doc_id]:
                 pool[chunk.doc_id].append(chunk.text)
+        if not pool:  # every search found only gold: the source's judgement would be paid for nothing
+            return ()
+        judge = self.runner.judge
+        bar = max(YES, _p_yes(judge, judged.format(passage=_cut(source), question=question)) - NEAR_SOURCE)
         added = tuple(doc for doc, texts in pool.items()
                       if any(_p_yes(judge, judged.format(passage=_cut(t), question=question)) > bar for t in texts))
         self.pooled += len(added)
