@@ -170,6 +170,32 @@ def keys(session: str, *pressed: str) -> None:
         time.sleep(0.3)
 
 
+def test_keys_typed_while_a_screen_is_drawn_are_read_in_order_not_dropped():
+    """A key typed before the session reads (the screen still drawing) is kept, and two keys typed at once are two
+    keys: click.getchar flushed the first and read the second as one unknown "sq"."""
+    import os
+    import pty
+    import termios
+
+    from tuner.cli.judge import keypresses
+
+    terminal, session = pty.openpty()
+    try:
+        os.write(terminal, b"y")  # typed ahead, in the terminal's line mode
+        time.sleep(0.2)  # a pty hands input to the line discipline asynchronously
+        before = termios.tcgetattr(session)
+        with keypresses(session) as next_key:
+            os.write(terminal, "sq\u00e9".encode())
+            assert [next_key() for _ in range(4)] == ["y", "s", "q", "\u00e9"]
+            assert not termios.tcgetattr(session)[3] & termios.ECHO  # keys are not echoed over the screen
+        assert termios.tcgetattr(session) == before  # the terminal given back as it was
+        with keypresses(session) as next_key, pytest.raises(EOFError):
+            os.close(terminal)
+            next_key()  # the terminal hung up: the session ends as with q, and leaving it raises nothing else
+    finally:
+        os.close(session)
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (Debian package tmux)")
 def test_the_labelling_session_at_a_terminal_keys_in_labels_out_and_resume_after_a_kill(judged, tmp_path):
     path = judged.folder.root / LABELS_FILE

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -169,28 +171,62 @@ def judge_label_command(
 
 def _label(items, labels: dict, path: Path) -> None:
     """The session: one answer a screen, a key a label, written at once."""
-    import click
-
     from tuner.evaluation.labels import Label, append
 
     index = next((i for i, item in enumerate(items) if item.key not in labels), len(items))
-    while index < len(items):
-        item = items[index]
-        _show(item, index, len(items), labels.get(item.key))
-        try:
-            key = click.getchar().lower()
-        except (KeyboardInterrupt, EOFError):
-            key = "q"
-        if key in ("y", "n", "s"):
-            label = Label.of(item.result, {"y": True, "n": False, "s": None}[key], item.trials[0])
-            append(path, label)
-            labels[item.key] = label
-            index += 1
-        elif key == "b":
-            index = max(index - 1, 0)
-        elif key in ("q", "\x03", "\x04"):
-            break
+    with keypresses(sys.stdin.fileno()) as next_key:
+        while index < len(items):
+            item = items[index]
+            _show(item, index, len(items), labels.get(item.key))
+            try:
+                key = next_key().lower()
+            except (KeyboardInterrupt, EOFError):
+                key = "q"
+            if key in ("y", "n", "s"):
+                label = Label.of(item.result, {"y": True, "n": False, "s": None}[key], item.trials[0])
+                append(path, label)
+                labels[item.key] = label
+                index += 1
+            elif key == "b":
+                index = max(index - 1, 0)
+            elif key in ("q", "\x04"):
+                break
     console.clear()
+
+
+@contextmanager
+def keypresses(fd: int) -> Iterator[Callable[[], str]]:
+    """Keys one at a time, the terminal held in cbreak mode (no echo, no line buffer) for the whole session.
+    click.getchar enters raw mode for each key with TCSAFLUSH, which drops a key typed while the screen was being
+    drawn, and reads two keys typed quickly as one unknown key. Ctrl-C stays a signal (ISIG is kept)."""
+    import codecs
+    import os
+    import termios
+
+    saved = termios.tcgetattr(fd)
+    mode = termios.tcgetattr(fd)
+    mode[3] &= ~(termios.ECHO | termios.ICANON)
+    mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+    termios.tcsetattr(fd, termios.TCSANOW, mode)  # TCSANOW keeps the keys already typed
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def next_key() -> str:
+        key = ""
+        while not key:  # a character may come in several bytes
+            try:
+                byte = os.read(fd, 1)
+            except OSError:  # EIO: the terminal hung up
+                byte = b""
+            if not byte:
+                raise EOFError
+            key = decoder.decode(byte)
+        return key
+
+    try:
+        yield next_key
+    finally:
+        with suppress(termios.error):  # a terminal that hung up has no mode to give back
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 def _show(item, index: int, total: int, given) -> None:
