@@ -227,6 +227,37 @@ def test_the_labelling_session_at_a_terminal_keys_in_labels_out_and_resume_after
     assert sum(1 for line in path.read_text().splitlines() if line.strip()) == 4  # every key written at once
 
 
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (Debian package tmux)")
+@pytest.mark.parametrize("stop, code, said", [("C-c", 130, "interrupted: stopping"),
+                                              ("TERM", 143, "interrupted by SIGTERM: stopping"),
+                                              ("HUP", 129, "")])  # after SIGHUP nobody may be there to read it
+def test_a_stop_signal_ends_the_labelling_session_as_an_interruption_with_its_labels_kept(judged, tmp_path, stop,
+                                                                                          code, said):
+    path = judged.folder.root / LABELS_FILE
+    items = answers_to_label(judged, 4)
+    command = shlex.join([sys.executable, "-m", "tuner", "judge", "label", "--study", "noise", "--n", "4"])
+    session = f"tuner-stop-{tmp_path.name}"
+    start = ["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", "-c", str(tmp_path)]
+    # the shell writes the session's pid, then becomes it; stderr to a file, the terminal's echo flag shown after
+    start_session(start, f"sh -c 'echo $$ > pid; exec {command} 2> stderr.txt'; echo EXIT=$?; "
+                         "stty -a | grep -o -- '-*echo ' | head -1; sleep 30")  # "echo", or "-echo" if off
+    try:
+        wait_for(session, f"answer 1 of {len(items)}")
+        keys(session, "y")
+        wait_for(session, f"answer 2 of {len(items)}")
+        if stop == "C-c":
+            keys(session, "C-c")
+        else:
+            subprocess.run(["kill", f"-{stop}", (tmp_path / "pid").read_text().strip()], check=True)
+        shown = wait_for(session, "EXIT=")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    assert f"EXIT={code}\necho\n" in shown  # the exit code, and the terminal given back with its echo on
+    printed = (tmp_path / "stderr.txt").read_text()
+    assert said in printed and "1 of 4 answers labelled" in printed and "Traceback" not in printed
+    assert list(read(path)) == [items[0].key]
+
+
 def test_judge_check_against_the_labels_scores_every_labelled_answer_with_the_judge(judged, cli_with, tmp_path):
     """`tuner judge check --labels`: the same table as the built cases, from people's verdicts."""
     label_all(judged, lambda item: judged.best.number in item.trials)

@@ -18,6 +18,8 @@ cleaning_up = threading.Event()
 #: what stops tuner as Ctrl-C does: `timeout`, systemd, `docker stop` and CI cancels send SIGTERM, a closed ssh
 #: session SIGHUP; each exits 128 + its number (130, 143, 129)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: set once the watcher has said "interrupted …: stopping"; a command that unwinds at once waits for it to be said
+announced = threading.Event()
 #: the stop signals this process received, first first
 received: list[int] = []
 #: what must still happen when the process leaves without unwinding (the study's report)
@@ -125,6 +127,7 @@ def stop_promptly(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:
                               soft_wrap=True)
         except OSError:
             pass
+        announced.set()
         if heard(grace[0]) is None and cleaning_up.is_set():
             heard(grace[1])  # the clean-up may take longer, unless a signal comes again
         mark_interrupted(signal.Signals(number).name if number != signal.SIGINT else "Ctrl-C")

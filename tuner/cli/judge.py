@@ -162,11 +162,13 @@ def judge_label_command(
         raise ConfigError("labelling asks for keys on a terminal: --export FILE writes the answers to label "
                           "elsewhere, --import FILE reads the labels back")
     labels = read(path)
-    _label(items, labels, path)
-    said = [labels[i.key].supported for i in items if i.key in labels]
-    err_console.print(f"{len(said)} of {len(items)} answers labelled ({said.count(True)} supported, "
-                      f"{said.count(False)} not, {said.count(None)} skipped), kept in {path}; the same command "
-                      f"resumes. `tuner best --study {folder.name} --verdict` and the report read them.")
+    try:
+        _label(items, labels, path)
+    finally:  # Ctrl-C, SIGTERM and SIGHUP end the session too (exit 130, 143, 129): each label is already on disk
+        said = [labels[i.key].supported for i in items if i.key in labels]
+        err_console.print(f"{len(said)} of {len(items)} answers labelled ({said.count(True)} supported, "
+                          f"{said.count(False)} not, {said.count(None)} skipped), kept in {path}; the same command "
+                          f"resumes. `tuner best --study {folder.name} --verdict` and the report read them.")
 
 
 def _label(items, labels: dict, path: Path) -> None:
@@ -180,7 +182,7 @@ def _label(items, labels: dict, path: Path) -> None:
             _show(item, index, len(items), labels.get(item.key))
             try:
                 key = next_key().lower()
-            except (KeyboardInterrupt, EOFError):
+            except EOFError:
                 key = "q"
             if key in ("y", "n", "s"):
                 label = Label.of(item.result, {"y": True, "n": False, "s": None}[key], item.trials[0])
