@@ -218,8 +218,8 @@ def test_the_labelling_session_at_a_terminal_keys_in_labels_out_and_resume_after
         start_session(start, f"{command}; sleep 30")
         wait_for(session, f"answer 3 of {len(items)}")  # resumed at the first answer without a label
         keys(session, "s", "q")
-        shown = wait_for(session, "answers labelled")
-        assert "resumes" in shown
+        shown = wait_for(session, "resumes")  # the summary's end: the screen is read once it is whole
+        assert "answers labelled" in shown
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     labels = read(path)
@@ -238,9 +238,10 @@ def test_a_stop_signal_ends_the_labelling_session_as_an_interruption_with_its_la
     command = shlex.join([sys.executable, "-m", "tuner", "judge", "label", "--study", "noise", "--n", "4"])
     session = f"tuner-stop-{tmp_path.name}"
     start = ["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", "-c", str(tmp_path)]
-    # the shell writes the session's pid, then becomes it; stderr to a file, the terminal's echo flag shown after
-    start_session(start, f"sh -c 'echo $$ > pid; exec {command} 2> stderr.txt'; echo EXIT=$?; "
-                         "stty -a | grep -o -- '-*echo ' | head -1; sleep 30")  # "echo", or "-echo" if off
+    # the shell writes the session's pid, then becomes it; stderr to a file, then the exit code and the terminal's
+    # echo flag ("echo", or "-echo" if left off) on one line, ended by a mark so the screen is read once it is whole
+    start_session(start, f"sh -c 'echo $$ > pid; exec {command} 2> stderr.txt'; "
+                         "echo EXIT=$? $(stty -a | grep -o -- '-*echo ' | head -1) END; sleep 30")
     try:
         wait_for(session, f"answer 1 of {len(items)}")
         keys(session, "y")
@@ -249,10 +250,10 @@ def test_a_stop_signal_ends_the_labelling_session_as_an_interruption_with_its_la
             keys(session, "C-c")
         else:
             subprocess.run(["kill", f"-{stop}", (tmp_path / "pid").read_text().strip()], check=True)
-        shown = wait_for(session, "EXIT=")
+        shown = wait_for(session, " END")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
-    assert f"EXIT={code}\necho\n" in shown  # the exit code, and the terminal given back with its echo on
+    assert f"EXIT={code} echo END" in shown  # the exit code, and the terminal given back with its echo on
     printed = (tmp_path / "stderr.txt").read_text()
     assert said in printed and "1 of 4 answers labelled" in printed and "Traceback" not in printed
     assert list(read(path)) == [items[0].key]
