@@ -204,12 +204,10 @@ def keypresses(fd: int) -> Iterator[Callable[[], str]]:
     import codecs
     import os
     import termios
+    import tty
 
     saved = termios.tcgetattr(fd)
-    mode = termios.tcgetattr(fd)
-    mode[3] &= ~(termios.ECHO | termios.ICANON)
-    mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
-    termios.tcsetattr(fd, termios.TCSANOW, mode)  # TCSANOW keeps the keys already typed
+    tty.setcbreak(fd, termios.TCSANOW)  # TCSANOW keeps the keys already typed
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     def next_key() -> str:
