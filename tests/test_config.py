@@ -110,11 +110,13 @@ def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
     assert project_hash(ProjectConfig.model_validate({"judge": {"model": "qwen2.5-0.5b", "n_ctx": 2048}, **before})) \
         == "265882dc2361278b2f93d258b1ab60044bc576eaba2d446e4b8cb2eb678e4e36"
     endpoint = {"backend": "openai-compatible", "base_url": "http://x/v1", "model": "m", "timeout": 30}
-    assert project_hash(ProjectConfig.model_validate({"generator": endpoint, **before})) == \
-        "a0c3412edd839ba5c7966ed653d120609faf15b0139b2931e7b78fa91065af3f"
-    # how many questions are in flight decides the pace, not a score: a study resumed with 8 is the same study
-    assert project_hash(ProjectConfig.model_validate({"generator": {**endpoint, "concurrency": 8}, **before})) == \
-        "a0c3412edd839ba5c7966ed653d120609faf15b0139b2931e7b78fa91065af3f"
+    # an endpoint at the default timeout hashes as before (390a…); how long tuner waits and how many questions are
+    # in flight decide the pace, not a score: a study resumed with timeout 30 or 8 in flight is the same study (a
+    # study begun with a timeout other than the default, before this rule, hashed it: its earlier trials run once
+    # more, from the cache)
+    for changed in ({"timeout": 120}, {}, {"timeout": 20, "concurrency": 8}):
+        assert project_hash(ProjectConfig.model_validate({"generator": {**endpoint, **changed}, **before})) == \
+            "390a62c66813e8d41b29cde40877874e744caa0b183be6a82cf98dd73d1f746d"
     # a setting another backend reads did nothing before either: it is dropped, and said
     assert ProjectConfig.model_validate({"generator": {**endpoint, "n_ctx": 8192}}).generator == \
         EndpointConfig.model_validate(endpoint)

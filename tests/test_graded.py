@@ -126,7 +126,8 @@ def test_an_endpoint_s_logprobs_grade_and_one_without_them_falls_back_to_its_yes
         again = cached.yes_probability([{"role": "user", "content": "Context:\nx\n\nStatement: y"}])
         assert again.from_text and cached.yes_probability(
             [{"role": "user", "content": "Context:\nx\n\nStatement: y"}]).from_text  # kept through the cache
-    assert fallen.value == 0.0
+    # its reply says neither yes nor no: no verdict, so the sample is unparsable, never an unsupported 0
+    assert fallen.value is None and fallen.failure == "unparsable" and "neither yes nor no" in fallen.detail
     assert re.search(r"the judge openai-compatible:.*:plain gives no log-probabilities: graded verdicts are its "
                      r"sampled yes/no \(1 or 0\)", caplog.text)
 

@@ -315,3 +315,29 @@ def test_a_study_without_held_out_questions_is_labelled_and_corrected_in_sample(
     assert analysis.verdict is None and analysis.corrections is not None
     assert view.best.number != view.baseline.number  # the coin flips favoured a trial (seeded)
     assert analysis.corrections.difference is not None and "Corrected by" in render(analysis, {})
+
+
+def test_labels_that_fit_no_answer_compared_are_said_not_dropped(judged):
+    """Labels given to other answers (a study run again since): the verdict and the report say none applies."""
+    from tests.test_labels import answer
+
+    append(judged.folder.root / LABELS_FILE, Label.of(answer("q-elsewhere", "Another answer."), True, 0))
+    view = read_study(judged.folder)
+    said = verdict(view)
+    assert said.corrections is None and said.labels_given == 1
+    assert "None of the 1 human label(s) given belongs to an answer compared here" in said.sentence()
+    report = render(analyze(view), {})
+    assert "### Corrected by human labels" in report and "None of the 1 human label(s) given" in report
+
+
+def test_the_baseline_is_one_row_of_the_labels_table_and_export_leaves_labelled_answers_out(judged, tmp_path):
+    label_all(judged, lambda item: True)
+    view = read_study(judged.folder)
+    report = render(analyze(view), {})
+    assert f"| trial {view.baseline.number} |" not in report  # it is the table's "baseline" row
+    assert all(c.trial.number != view.baseline.number for c in verdict(view).contenders)
+    exported = tmp_path / "left.csv"
+    result = tuner("judge", "label", "--study", "noise", "--n", "4", "--export", str(exported), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert list(csv.DictReader(exported.open(encoding="utf-8"))) == []  # every answer drawn is labelled already
+    assert result.stderr.startswith("0 answers to label written") and "labelled already" in result.stderr

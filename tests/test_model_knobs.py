@@ -115,8 +115,9 @@ def test_generators_that_cannot_fit_beside_the_judge_are_refused_with_the_figure
     need = footprint(small_gguf, 4096, "fast")
     monkeypatch.setenv(BUDGET_ENV, str(need - 1))
     line = one_line_error(tuner("spaces", "show", "space.yaml", "--config", "tuner.yaml", cwd=tmp_path),
-                          "needs about", "GiB", "available")
+                          "needs about", "GiB", f"{BUDGET_ENV}={need - 1} allows")
     assert f"{need / (1 << 30):.1f} GiB" in line
+    assert "this machine" not in line  # the budget set holds the models to it, not the machine
     monkeypatch.setenv(BUDGET_ENV, str(need * 2))  # the generator is the judge: it is loaded once
     assert tuner("spaces", "show", "space.yaml", "--config", "tuner.yaml", cwd=tmp_path).returncode == 0
 

@@ -90,7 +90,7 @@ def test_report_sections_and_hand_computed_numbers(study, tmp_path):
     for plot in ("history", "slices", "deltas", "costs"):
         assert (out / f"{plot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"({plot}.png)" in text
-    assert "Not measured" in text
+    assert "## Judge noise\n\nNone to measure: graded verdicts" in text  # the default judge samples nothing
     files = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".md", ".yaml")}
     write_report(read_study(study), out)  # idempotent: the same files again
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".md", ".yaml")} == files

@@ -245,15 +245,15 @@ class EndpointConfig(_LLMSettings):
         return self
 
 
-#: settings that decide how fast a model answers, never what: not part of a study's identity (a study resumed
-#: with more in flight is the same study)
-SPEED_ONLY = ("concurrency",)
+#: settings that decide how fast a model answers (or how long tuner waits for it), never what: not part of a study's
+#: identity (a study resumed with more in flight, or a shorter timeout, is the same study)
+SPEED_ONLY = ("concurrency", "timeout")
 #: every backend's settings at their defaults: what a dump from before the typed configs holds (and what the
 #: project hash of a study hashes, so a resumed study still knows the configurations it ran)
 BACKEND_CONFIGS = (LlamaCppConfig, EndpointConfig)
 FLAT_LLM_DEFAULTS = {name: field.default for cls in BACKEND_CONFIGS
                   for name, field in cls.model_fields.items() if name not in _LLMSettings.model_fields
-                  and name not in ("backend", *SPEED_ONLY)}
+                  and name not in ("backend", "concurrency")}  # concurrency came after the flat dumps
 
 
 def _backend(data: Any) -> str:

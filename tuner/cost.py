@@ -76,6 +76,8 @@ class CostMeter:
     #: each thread's current (question id, stage): questions evaluated at once each attribute their own calls
     _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: set by a stop (Ctrl-C, SIGTERM): calls in flight finish and are cached, no new one is paid for
+    stopping: bool = False
     _paid: int = 0
     _made: int = 0
 
@@ -84,7 +86,10 @@ class CostMeter:
         return getattr(self._local, "where", ("", "other"))
 
     def before_paid_call(self) -> None:
-        """Called before a call that reaches a model: raises BudgetSpent once the budget is used up."""
+        """Called before a call that reaches a model: raises BudgetSpent once the budget is used up, or after a stop
+        (a question still in flight must not begin its next paid call while tuner leaves)."""
+        if self.stopping:
+            raise BudgetSpent("stopping: no new LLM call after a stop")
         if self.budget is not None and self._paid >= self.budget:
             raise BudgetSpent(f"the budget of {self.budget} LLM calls is spent")
 

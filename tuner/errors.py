@@ -19,6 +19,10 @@ class DataError(TunerError):
     exit_code = 2
 
 
+class NewerRecord(DataError):
+    """A record written by a newer tuner: not damage, so no older copy is put in its place."""
+
+
 class Stopped(KeyboardInterrupt):
     """SIGTERM (`timeout`, systemd, `docker stop`, a CI runner's cancel) or SIGHUP (a closed ssh session): unwinds as
     Ctrl-C does — the running trial marked interrupted with the signal's name, the report written — and the process

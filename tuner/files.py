@@ -39,11 +39,15 @@ def write_atomically(path: Path, text: str) -> None:
     file or the new one, never half of one. The sibling is named per process, so two writers never share it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    with open(partial, "w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())  # the rename must not reach the disk before the bytes do
-    partial.replace(path)
+    try:
+        with open(partial, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())  # the rename must not reach the disk before the bytes do
+        partial.replace(path)
+    except OSError as exc:  # a folder where the file belongs, a full disk: the error names the file, nothing is left
+        partial.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
 def write_json(path: Path, data: Any, indent: int = 1) -> None:

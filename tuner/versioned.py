@@ -7,14 +7,16 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from tuner.errors import DataError
+from tuner.errors import DataError, NewerRecord
 
 
 def check_schema(data: Mapping[str, Any], newest: int, source: str) -> None:
     """Records from before `schema` was written count as schema 1."""
     schema = data.get("schema", 1)
-    if not isinstance(schema, int) or schema > newest:
-        raise DataError(f"{source}: written by a newer tuner (schema {schema}; this one reads up to {newest}): "
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:  # damage, not a newer tuner's work
+        raise DataError(f"{source}: damaged (its schema is {schema!r}, not a record number tuner writes)")
+    if schema > newest:
+        raise NewerRecord(f"{source}: written by a newer tuner (schema {schema}; this one reads up to {newest}): "
                         f"upgrade tuner to read it")
 
 

@@ -107,6 +107,13 @@ class Corrections:
                 + (f"; {self.agreement.sentence()}" if self.agreement else "") + ".")
 
 
+def none_matched(count: int) -> str:
+    """What `count` human labels that fit no answer compared mean, said where the corrected figures would be."""
+    return (f"None of the {count} human label(s) given belongs to an answer compared here (a label is kept for the "
+            f"exact answer it was given to: answers that changed carry none), so every figure is the judge's alone; "
+            f"`tuner judge label` labels these answers.")
+
+
 def corrections(reference: EvalResult, candidate: EvalResult, labels: Mapping[str, Label],
                 others: Mapping[str, EvalResult] | None = None,
                 names: tuple[str, str] = ("reference", "candidate")) -> Corrections | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from tuner.analysis.corrections import Corrections, corrections, reading
+from tuner.analysis.corrections import Corrections, corrections, none_matched, reading
 from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, compare_results, per_question
 from tuner.data.split import Split
@@ -43,8 +43,8 @@ def contenders(view: StudyView, top: int = CONTENDERS) -> list[TrialRecord]:
     for trial in sorted(done, key=lambda t: (-t.values[0], t.number)):
         if len(chosen) >= top:
             break
-        if trial is best:
-            continue
+        if trial is best or (view.baseline is not None and trial.number == view.baseline.number):
+            continue  # the baseline is compared with, not among the contenders
         lead = compare(view.target, per_question(trial.result, view.target), per_question(best.result, view.target))
         if lead.verdict != "better":
             chosen.append(trial)
@@ -79,6 +79,8 @@ class Verdict:
     contenders: tuple[Contender, ...]
     #: faithfulness on the held-out answers corrected by human labels; None: no label on them
     corrections: Corrections | None = None
+    #: the study's human labels, matching answers compared or not (none matching is said, not left silent)
+    labels_given: int = 0
 
     @property
     def corrected(self) -> Corrected | None:
@@ -145,7 +147,7 @@ class Verdict:
                 f"{head.reference_mean:.3f} → {head.candidate_mean:.3f}, {head.mean_difference:+.3f} ({ci})"
                 f"{in_sample}: {meaning}.")
         if self.corrections is None:
-            return said
+            return said + (" " + none_matched(self.labels_given) if self.labels_given else "")
         said += " " + self.corrections.sentence(best, "the baseline")
         if self.corrected is not None and (reading(self.corrected) == "better") != (head.verdict == "better"):
             said += " The labels change the verdict: it reads the corrected figure."
@@ -171,7 +173,8 @@ def verdict(view: StudyView) -> Verdict | None:
         corrected = corrections(baseline.held_out, best.held_out, view.labels,
                                 {f"trial {c.trial.number}": c.trial.held_out for c in rivals if c.held_out},
                                 ("baseline", f"trial {best.number}"))
-    return Verdict(metric, view.split, best, baseline, in_sample, held_out, rivals, corrected)
+    return Verdict(metric, view.split, best, baseline, in_sample, held_out, rivals, corrected,
+                   len(view.labels) if held_out else 0)
 
 
 def give_verdict(view: StudyView, runner: RagRunner,

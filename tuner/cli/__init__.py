@@ -13,7 +13,7 @@ from tuner.cli._app import app
 from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, cache, models  # noqa: F401
 # isort: on
 from tuner.cli._display import show_library_messages
-from tuner.cli._interrupt import announced, exit_code, stop_promptly
+from tuner.cli._interrupt import announced, exit_code, leave, stop_promptly
 from tuner.errors import TunerError
 from tuner.ui import error
 
@@ -29,9 +29,10 @@ def main() -> None:
         app()
     except SystemExit as exc:
         stopped = exit_code()
-        if stopped is not None:
-            announced.wait(1)  # the watcher's thread says it; leaving first would kill it unsaid
-        sys.exit(stopped if stopped is not None and exc.code == 130 else exc.code)
+        if stopped is None:
+            sys.exit(exc.code)
+        announced.wait(1)  # the watcher's thread says it; leaving first would kill it unsaid
+        leave(stopped if exc.code == 130 else exc.code if isinstance(exc.code, int) else 1 if exc.code else 0)
     except TunerError as exc:
         error(str(exc))
         sys.exit(exc.exit_code)

@@ -237,6 +237,9 @@ def print_rag_tables(result) -> None:
         notes.append(f"{result.refusals} answers declined to answer")
     table.caption = "; ".join(notes) or None
     console.print(table)
+    for metric in result.metrics:  # the cause of unscored questions (the --out file holds every question's)
+        if why := result.why_unscored(metric):
+            console.print(f"{metric} unscored: {why}", highlight=False, soft_wrap=True)
     costs = Table(title="cost")
     for column in ("stage", "llm calls", "prompt tok", "completion tok", "cache hits", "seconds"):
         costs.add_column(column, justify="left" if column == "stage" else "right")

@@ -7,12 +7,16 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from tuner import ui
 from tuner.errors import Stopped
 
 #: seconds a stop may take to reach tuner's own clean-up, and then to finish it, before the process leaves anyway
 INTERRUPT_GRACE = (2.0, 30.0)
+#: seconds after a stop signal that replies still in flight may take to arrive and be cached; the report is written
+#: meanwhile, so a stop still takes about this long at most
+KEEP_REPLIES = 1.5
 #: set when tuner's own clean-up after a stop has begun (writing the study report); the process exits after it
 cleaning_up = threading.Event()
 #: what stops tuner as Ctrl-C does: `timeout`, systemd, `docker stop` and CI cancels send SIGTERM, a closed ssh
@@ -22,6 +26,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 announced = threading.Event()
 #: the stop signals this process received, first first
 received: list[int] = []
+#: when the first one came (time.monotonic())
+received_at: list[float] = []
 #: what must still happen when the process leaves without unwinding (the study's report)
 _before_forced_exit: list = []
 
@@ -37,8 +43,14 @@ def exit_code() -> int | None:
     return 128 + received[0] if received else None
 
 
-def _raise_stopped(number: int, frame) -> None:
+def _note(number: int) -> None:
     received.append(number)
+    if not received_at:
+        received_at.append(time.monotonic())
+
+
+def _raise_stopped(number: int, frame) -> None:
+    _note(number)
     if number == signal.SIGHUP:
         _quiet_a_hung_up_terminal()
     raise Stopped(signal.Signals(number).name, number)
@@ -79,8 +91,24 @@ def _quiet_a_hung_up_terminal() -> None:
 
 
 def _raise_interrupt(number: int, frame) -> None:
-    received.append(number)
+    _note(number)
     raise KeyboardInterrupt
+
+
+def leave(code: int) -> None:
+    """Exit after a stop: the calls still in flight get until KEEP_REPLIES after the signal to arrive (a reply that
+    came is cached, not paid for again on resume; one that did not was never received), then the process leaves
+    without the interpreter's shutdown, which takes seconds with torch loaded and would only wait. The journal and
+    the caches are written entry by entry: nothing is lost by that."""
+    from tuner.evaluation.in_order import settle
+
+    settle(received_at[0] + KEEP_REPLIES if received_at else 0.0)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a terminal gone with SIGHUP
+            pass
+    os._exit(code)
 
 
 def stop_promptly(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:

@@ -57,8 +57,9 @@ class StudyDisplay:
     def __call__(self, event: str, *args: Any) -> None:
         if event == "trial":
             number, params = args
-            self.progress.update(self.question_task, completed=0,
-                                 description=f"trial {number}: {knobs(params)}")
+            # a reset, not completed=0: the last trial's task is finished, and a finished task is neither logged
+            # every 30 s nor timed from this trial's start
+            self.progress.reset(self.question_task, description=f"trial {number}: {knobs(params)}")
         elif event == "question":
             index, stage = args
             self.progress.update(self.question_task, completed=index + (stage == "done"))

@@ -71,14 +71,17 @@ def compare_command(
         payload["llm_calls_paid"] = {"base": before.cost.llm_calls, "new": after.cost.llm_calls}
         print(json.dumps(payload, indent=2))
     else:
-        show(verdict, base, new, len(data.questions))
+        show(verdict, base, new, len(data.questions), given)
     if verdict.failed:
         err_console.print(f"[red]regression:[/] {', '.join(c.metric for c in verdict.failed)} worse beyond the margin "
                           f"{verdict.margin:g}, the CI excluding zero (exit 1)", markup=True, highlight=False)
         raise typer.Exit(1)
 
 
-def show(verdict, base: Path, new: Path, questions: int) -> None:
+def show(verdict, base: Path, new: Path, questions: int, labels=None) -> None:
+    """`labels`: the human labels given (--labels), said when none fits an answer compared."""
+    from tuner.analysis.corrections import none_matched
+
     table = Table(title=f"{new} against {base}: {questions} questions, paired")
     for column in ("metric", "BASE", "NEW", "NEW − BASE", "95 % CI", "Wilcoxon p", "paired", "reading"):
         table.add_column(column, justify="left" if column in ("metric", "reading") else "right")
@@ -95,5 +98,7 @@ def show(verdict, base: Path, new: Path, questions: int) -> None:
                       soft_wrap=True)
     if verdict.corrections is not None:
         console.print(verdict.corrections.sentence(f"NEW ({new})", f"BASE ({base})"), highlight=False, soft_wrap=True)
+    elif labels:
+        console.print(none_matched(len(labels)), highlight=False, soft_wrap=True)
     if not verdict.failed:
         console.print(f"no regression beyond the margin {verdict.margin:g} (exit 0)", highlight=False)

@@ -90,12 +90,14 @@ def run_evaluation(workspace, pipeline_config: PipelineConfig, requested: Option
                    answer: bool = True, label: str = ""):
     """The configuration scored question by question on `requested` metrics (None: the config's); `answer=False`:
     retrieval alone (no model loads)."""
-    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.evaluation.rag_eval import RagRunner, held_back
 
     runner = RagRunner(workspace, use_cache=not no_cache)
     if answer:
         for metric, why in runner.metrics_for(requested)[1].items():
             note(f"skipping {metric}: {why}")
+        if slower := held_back(workspace.config, pipeline_config.generator):
+            note(slower)
     questions = workspace.dataset.questions
     with progress() as bar:
         task = bar.add_task(label + ("evaluating" if answer else "retrieving"), total=len(questions))

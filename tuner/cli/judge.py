@@ -153,15 +153,18 @@ def judge_label_command(
         err_console.print(f"{count} label(s) imported into {path}")
         return
     items = answers_to_label(view, n)
+    labels = read(path)
     if export is not None:
-        _export(export, items)
-        err_console.print(f"{len(items)} answers to label written to {export}: fill `supported` (y, n or s) and "
-                          f"run `tuner judge label --study {folder.name} --import {export}`")
+        left = [item for item in items if item.key not in labels]  # a label given is not asked for again
+        _export(export, left)
+        done = f" ({len(items) - len(left)} of the {len(items)} drawn are labelled already in {path})" \
+            if len(left) < len(items) else ""
+        err_console.print(f"{len(left)} answers to label written to {export}{done}: fill `supported` (y, n or s) "
+                          f"and run `tuner judge label --study {folder.name} --import {export}`")
         return
     if not sys.stdin.isatty():
         raise ConfigError("labelling asks for keys on a terminal: --export FILE writes the answers to label "
                           "elsewhere, --import FILE reads the labels back")
-    labels = read(path)
     try:
         _label(items, labels, path)
     finally:  # Ctrl-C, SIGTERM and SIGHUP end the session too (exit 130, 143, 129): each label is already on disk

@@ -145,7 +145,7 @@ def tracker_for(option: str | None):
 
 def print_estimate(folder, project, settings, trials: int, holdout: float | None, dataset: Path | None,
                    limit: int | None) -> None:
-    from tuner.study.estimate import SAMPLED, estimate_study
+    from tuner.study.estimate import estimate_study
 
     meta = folder.read_meta()
     if project is None:  # a resumed study: its own project and split
@@ -160,8 +160,10 @@ def print_estimate(folder, project, settings, trials: int, holdout: float | None
                           f"is for the {left} left" + ("" if left else " (none: raise --trials to go on)"),
                           highlight=False, soft_wrap=True)
         trials = left
-    with status(f"measuring the baseline on {SAMPLED} search questions (cached)"):
-        told = estimate_study(project, settings, trials, holdout, meta.held_out if meta else None, dataset, limit)
+    # a bar for the index (embedding a new corpus takes minutes), then one for the sampled questions
+    with index_progress() as on_progress:
+        told = estimate_study(project, settings, trials, holdout, meta.held_out if meta else None, dataset, limit,
+                              on_progress=on_progress)
     console.print(f"[bold]estimate[/] for {trials} trial(s) × {told.search} search questions + the verdict on "
                   f"{told.held_out} held-out: {told.questions:,} question evaluations", markup=True, highlight=False)
     table = Table()

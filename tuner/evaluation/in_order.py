@@ -2,18 +2,32 @@
 
 An endpoint can answer many calls at once; a study still wants its questions recorded, shown to the pruner and
 journaled in order, so that pruning and resuming behave as if they had been answered one after another. The
-threads are daemons: an interrupted run (Ctrl-C, SIGTERM) exits without waiting for calls in flight, and what they
-paid for before is already in the cache.
+threads are daemons: an interrupted run (Ctrl-C, SIGTERM) unwinds without waiting for calls in flight, which go on
+while tuner writes its report; `settle` then gives them until the process leaves, so that a reply that arrives
+meanwhile reaches the cache instead of being paid for again on resume.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+
+#: work items running on worker threads, in this process: the ones a stop left behind are what `settle` waits for
+_running = [0]
+_changed = threading.Condition()
+
+
+def settle(deadline: float) -> int:
+    """Wait until no work item runs, or the monotonic `deadline`; the number still running."""
+    with _changed:
+        while _running[0] and (left := deadline - time.monotonic()) > 0:
+            _changed.wait(left)
+        return _running[0]
 
 
 def in_order(work: Callable[[int, Item], Result], items: Sequence[Item], width: int,
@@ -43,10 +57,15 @@ def in_order(work: Callable[[int, Item], Result], items: Sequence[Item], width: 
         with changed:
             finished[index] = outcome
             changed.notify_all()
+        with _changed:
+            _running[0] -= 1
+            _changed.notify_all()
 
     def launch() -> None:
         nonlocal launched
         while launched < len(items) and launched - handed < width:
+            with _changed:
+                _running[0] += 1
             threading.Thread(target=run, args=(launched, items[launched]), daemon=True,
                              name=f"in-order-{launched}").start()
             launched += 1

@@ -403,9 +403,13 @@ VERDICT_SETTINGS: tuple[Mapping[str, str], ...] = (
 SAME_AUC = 0.02
 
 
-def setting_name(evaluation) -> str:
-    """How faithfulness was judged, in the words of the config: "sampled", "graded" or "graded, sentences"."""
-    return evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
+def setting_name(evaluation, read_off_text: str = "") -> str:
+    """How faithfulness was judged, in the words of the config: "sampled", "graded" or "graded, sentences"; a
+    graded setting whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
+    name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
+    if read_off_text and evaluation.verdicts == "graded":
+        name += f" (as sampled yes/no: the judge {read_off_text})"
+    return name
 
 
 @dataclass(frozen=True)
@@ -501,7 +505,7 @@ def check_judge(runner, cases: Sequence[Case], agreement: int = 0,
     scored = score_cases(runner.scorer, runner.meter, kept, agreement, on_progress)
     evaluation = runner.workspace.config.evaluation
     return JudgeCheck.of(judge.name, runner.workspace.dataset.name, evaluation.empty_judgement, scored, too_long,
-                         window, setting_name(evaluation))
+                         window, setting_name(evaluation, judge.why_read_off_text))
 
 
 def paraphrase(runner, text: str) -> str:

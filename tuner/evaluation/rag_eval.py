@@ -16,7 +16,7 @@ from functools import cached_property
 import dspy
 
 from tuner.cache import open_store
-from tuner.config import PipelineConfig
+from tuner.config import PipelineConfig, ProjectConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
 from tuner.errors import ConfigError, TunerError
@@ -123,9 +123,7 @@ class RagRunner:
         process answers one call at a time, and models handed in by a caller are not known to take more)."""
         if self._models is not None:
             return 1
-        project = self.workspace.config
-        return min(getattr(llm, "concurrency", 1) for llm in (project.generator_named(config.generator),
-                                                                project.judge_llm))
+        return min(concurrency(self.workspace.config, config.generator).values())
 
     def program(self, spec: str) -> RAGAnswer:
         if spec not in self._programs:
@@ -160,9 +158,14 @@ class RagRunner:
         self.index_for(config)
         with self.meter.stage("", "retrieve"):
             self.workspace.pipeline.prefetch([q.text for q in questions], config)
-        per_question = in_order(lambda index, question: self._one(index, question, config, program, scored,
-                                                                  on_progress),
-                                questions, self.in_flight(config), on_question)
+        self.meter.stopping = False
+        try:
+            per_question = in_order(lambda index, question: self._one(index, question, config, program, scored,
+                                                                      on_progress),
+                                    questions, self.in_flight(config), on_question)
+        except KeyboardInterrupt:  # questions in flight finish their calls (cached as they arrive), begin none
+            self.meter.stopping = True
+            raise
         return self.summarise(per_question, scored, skipped, config, time.perf_counter() - started, answer)
 
     def index_for(self, config: PipelineConfig) -> None:
@@ -187,6 +190,8 @@ class RagRunner:
                       "program_id": program_id(self.program(config.program))}
         if scored or config.reranker == "llm":
             models["judge"] = self.judge.name
+            if self.judge.why_read_off_text:  # graded verdicts that are the judge's sampled yes/no: reports say so
+                models["verdicts"] = f"sampled yes/no (1 or 0): the judge {self.judge.why_read_off_text}"
         return EvalResult.summarise(per_question, scored, skipped, cost, self.meter.by_stage(), models)
 
     def _one(self, index: int, question: Question, config: PipelineConfig, program: RAGAnswer | None,
@@ -259,6 +264,25 @@ class RagRunner:
             if not isinstance(exc, (dspy.utils.exceptions.AdapterParseError, ValueError)):
                 raise
             return "", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+
+
+def concurrency(project: ProjectConfig, generator: str | None = None) -> dict[str, int]:
+    """Calls each model takes at once, by role (`generator`: the generator knob's value, None: the project's)."""
+    return {"generator": getattr(project.generator_named(generator), "concurrency", 1),
+            "judge": getattr(project.judge_llm, "concurrency", 1)}
+
+
+def held_back(project: ProjectConfig, generator: str | None = None) -> str | None:
+    """A note when one model's `concurrency` is held back by the other's: questions go no faster than the slower
+    model takes calls (an in-process llama.cpp judge answers one at a time)."""
+    widths = concurrency(project, generator)
+    (slow, fewer), (fast, more) = sorted(widths.items(), key=lambda item: item[1])
+    if fewer == more:
+        return None
+    config = project.judge_llm if slow == "judge" else project.generator_named(generator)
+    how = "in process, one call at a time" if config.backend == "llama-cpp" else f"concurrency {fewer}"
+    return (f"the {fast} takes {more} calls at once, but the {slow} ({config.model}) answers {how}: questions are "
+            f"evaluated {fewer} at a time (give the {slow} an endpoint with concurrency {more} to go faster)")
 
 
 def score_refusal(outcomes: dict[str, Outcome], rule: str, answerable: bool) -> dict[str, Outcome]:

@@ -26,16 +26,12 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
 from tuner.config import EvaluationConfig
-from tuner.evaluation.metrics import REGISTRY, JudgeTools
+from tuner.evaluation.metrics import REGISTRY, JudgeOutputError, JudgeTools
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM, PromptTooLong
 from tuner.prompts.programs import is_refusal
 
 Model = TypeVar("Model", bound=BaseModel)
-
-class JudgeOutputError(ValueError):
-    """The judge's reply could not be parsed into what RAGAS asked for, even after re-asking."""
-
 
 class EmptyJudgement(JudgeOutputError):
     """The judge kept answering an empty list where items were due, even after re-asking."""

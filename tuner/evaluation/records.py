@@ -247,6 +247,17 @@ class EvalResult:
         return cls(means, retrieval, tuple(questions), cost, dict(cost_by_stage), dict(skipped), failures,
                    dict(models or {}))
 
+    def why_unscored(self, metric: str) -> str:
+        """Why `metric` went unscored, as a line's end: "2 error, e.g. TypeError: …" (the first such question's
+        words); "" when every question was scored."""
+        failed = [q.failures[metric] for q in self.questions
+                  if metric in q.failures and clean(q.scores.get(metric)) is None]
+        if not failed:
+            return ""
+        counts = ", ".join(f"{n} {why}" for why, n in Counter(f.reason for f in failed).items())
+        example = next((f.detail for f in failed if f.detail), "")
+        return counts + (f", e.g. {example.splitlines()[0][:200]}" if example else "")
+
     def value(self, metric: str) -> float | None:
         if metric in COST_METRICS:  # the mean over the questions whose cost is known
             known = [v for q in self.questions if (v := q.value(metric)) is not None]

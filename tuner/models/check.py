@@ -11,7 +11,7 @@ from pathlib import Path
 from tuner.config import LLMConfig
 from tuner.errors import ConfigError
 from tuner.models.embedders import BUNDLED_MODELS, resolve_model_path
-from tuner.models.llms._memory import NotGGUF, available, footprint, gib
+from tuner.models.llms._memory import NotGGUF, available, footprint, gib, room_said
 from tuner.models.registry import NAMED_MODELS, locate
 
 
@@ -36,7 +36,8 @@ def gguf_of(config: LLMConfig, what: str) -> tuple[Path | None, int]:
     else:
         path = Path(config.path or config.model)
     if not path.is_file():
-        raise ConfigError(f"{what} {path}: GGUF file not found")
+        looked = "" if path.is_absolute() else f" (looked for {path.resolve()})"
+        raise ConfigError(f"{what} {path}: GGUF file not found{looked}")
     try:
         return path, footprint(path, config.n_ctx, config.decoding)
     except NotGGUF as exc:
@@ -55,8 +56,7 @@ def check_fit(generators: Sequence[LLMConfig], judge: LLMConfig, where: str) -> 
             beside = f" beside the judge {judge.model} ({gib(judge_size)}), {gib(need)} in all" \
                 if judge_size and path != judge_path else ""
             raise ConfigError(f"{where}: generator {config.model} needs about {gib(size)} loaded"
-                              f"{beside}; this machine has {gib(room)} available: choose smaller models (or set "
-                              f"TUNER_MODEL_MEMORY if more is free than it seems)")
+                              f"{beside}; {room_said(room)}")
 
 
 def check_embedder(name: str, what: str = "embedder") -> None:

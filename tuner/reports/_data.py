@@ -109,9 +109,10 @@ def spend(view: StudyView) -> Spend:
     seconds = 0.0
     builds = [t.result.cost_by_stage["index"] for t in view.trials if t.result and "index" in t.result.cost_by_stage]
     for t in view.trials:
-        if t.result is not None:
-            total.add(t.result.cost)
-            seconds += t.result.cost.seconds
+        cost = t.result.cost if t.result is not None else t.spent  # an interrupted trial paid too
+        if cost is not None:
+            total.add(cost)
+            seconds += cost.seconds
     return Spend(total.llm_calls, total.tokens, total.cache_hits, total.cached_tokens, seconds, total.model_seconds,
                  len(builds), sum(b.seconds for b in builds))
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from tuner.analysis import Analysis, testset
+from tuner.analysis.corrections import none_matched
 from tuner.analysis.stages import STAGES
 from tuner.reports import _data
 from tuner.study.results import StudyView
-from tuner.ui import knobs
+from tuner.ui import duration, knobs
 
 
 def _f(value: float | None, digits: int = 3) -> str:
@@ -23,11 +24,6 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return lines + [""]
-
-
-def _duration(seconds: float) -> str:
-    minutes = seconds / 60
-    return f"{minutes:.1f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
 def render(analysis: Analysis, plots: dict[str, str]) -> str:
@@ -147,7 +143,8 @@ def _labels(verdict) -> list[str]:
     """The held-out faithfulness as the judge scored it and as the human labels correct it."""
     fixed = verdict.corrections
     if fixed is None:
-        return []
+        return ["### Corrected by human labels", "", none_matched(verdict.labels_given), ""] \
+            if verdict.labels_given else []
     out = ["### Corrected by human labels", "",
            f"{fixed.labels} held-out answers carry a human label (`tuner judge label`); "
            + (fixed.agreement.sentence() if fixed.agreement else "the judge scored none of them") + ". "
@@ -205,23 +202,26 @@ def _question(view: StudyView) -> list[str]:
     models = best.result.models if best and best.result else None
     states = ", ".join(f"{n} {s}" for s, n in sorted(view.by_state().items()))
     dataset = str(project.dataset.path) if project.dataset.path else "the bundled demo"
-    questions = len(best.result.questions) if best and best.result else "?"
     held = len(view.split.holdout_ids)
+    recorded = (view.meta.data or {}).get("questions")  # before any trial finished: the study's record of them
+    questions = len(best.result.questions) if best and best.result else \
+        recorded - held if isinstance(recorded, int) else "?"
     rows = [
         ["target", ", ".join(view.targets)],
         ["guards", ", ".join(view.constraints) or "none"],
         ["dataset", f"{dataset} ({questions} search questions" + (f", {held} held out)" if held else ")")],
         ["generator", _model(models, "generator", project.generator.model, "no answer was generated")],
-        ["judge", _model(models, "judge", project.judge_llm.model, "nothing was judged") + _own_answers(view)],
+        ["judge", _model(models, "judge", project.judge_llm.model, "nothing was judged") + _own_answers(view)
+         + (f"; its verdicts were {models['verdicts']}" if models and models.get("verdicts") else "")],
         ["trials", states],
-        ["wall time", f"{_duration(_data.wall_seconds(view))} from the first trial's start to the last's end; "
-                      f"{_duration(spend.trial_seconds)} inside trials"],
+        ["wall time", f"{duration(_data.wall_seconds(view))} from the first trial's start to the last's end; "
+                      f"{duration(spend.trial_seconds)} inside trials"],
         ["LLM calls", f"{spend.calls} paid ({spend.tokens:,} tokens), {spend.cache_hits} served from the cache "
                       f"({spend.cached_tokens:,} tokens)"],
     ]
     if spend.indexes:
         rows.append(["indexes", f"{spend.indexes} built by trials for their index knobs, "
-                                f"{_duration(spend.index_seconds)} in all (chunk embeddings are cached by text, shared "
+                                f"{duration(spend.index_seconds)} in all (chunk embeddings are cached by text, shared "
                                 f"by every index and study)"])
     out = ["## The question answered", "",
            f"Which configuration of the search space "
@@ -316,8 +316,15 @@ def _noise(analysis: Analysis) -> list[str]:
     noise, head = analysis.noise, analysis.headline
     out = ["## Judge noise", ""]
     if noise is None:
-        return out + ["Not measured: `tuner analyze --study NAME --noise 3` re-judges the best trial's answers with "
-                      "three sampled judge seeds (it costs LLM calls) and adds the judge's own spread here.", ""]
+        evaluation = analysis.view.project.evaluation
+        if evaluation.verdicts == "graded" and evaluation.statements == "sentences":
+            return out + ["None to measure: graded verdicts read P(yes) off one token of each of the answer's "
+                          "sentences, a sampled call nowhere, so judging an answer again gives the same score. What "
+                          "remains is the judge's error, which the judge check measures.", ""]
+        sampled = "the judge's statement extraction, its one sampled step under graded verdicts," \
+            if evaluation.verdicts == "graded" else "the judge's verdicts"
+        return out + [f"Not measured: `tuner analyze --study NAME --noise 3` re-judges the best trial's answers with "
+                      f"three sampled judge seeds (it costs LLM calls) and adds the spread of {sampled} here.", ""]
     sd = noise.mean_sd
     spreads = noise.spreads
     unstable = sorted(q for q, s in spreads.items() if s >= 0.5)

@@ -19,6 +19,7 @@ from tuner.study.optimize import StudySettings
 if TYPE_CHECKING:
     from tuner.evaluation.rag_eval import Models
     from tuner.models.embedders import Embedder
+    from tuner.pipeline.index import IndexProgress
 
 #: search questions the baseline answers for the estimate
 SAMPLED = 2
@@ -58,9 +59,11 @@ class Estimate:
 
 def estimate_study(project: ProjectConfig, settings: StudySettings, trials: int, holdout: float | None,
                    split: Split | None = None, dataset: Path | None = None, limit: int | None = None,
-                   models: Models | None = None, embedder: Embedder | None = None) -> Estimate:
+                   models: Models | None = None, embedder: Embedder | None = None,
+                   on_progress: IndexProgress | None = None) -> Estimate:
     """The baseline (the project's pipeline) on the first search questions; `split`: a resumed study's own
-    (`models`, `embedder`: tests pass fakes)."""
+    (`models`, `embedder`: tests pass fakes). `on_progress(step, done, total)` hears of the index build (minutes
+    on a new corpus) and then of the sampled questions."""
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
 
@@ -70,14 +73,18 @@ def estimate_study(project: ProjectConfig, settings: StudySettings, trials: int,
     search = split.search(data.questions)
     if not search:
         raise ConfigError("--estimate: the dataset has no search question")
-    runner = RagRunner(open_workspace(project, dataset=data, embedder=embedder), models=models)
+    runner = RagRunner(open_workspace(project, dataset=data, embedder=embedder, on_progress=on_progress),
+                       models=models)
     metrics = settings.metrics_needed()
-    result = runner.evaluate(project.resolved(), search[:SAMPLED], metrics=metrics, answer=bool(metrics))
+    sampled = search[:SAMPLED]
+    step = f"measuring the baseline on {len(sampled)} search question(s)"
+    result = runner.evaluate(project.resolved(), sampled, metrics=metrics, answer=bool(metrics), on_progress=(
+        lambda index, _, stage: on_progress(step, index + (stage == "done"), len(sampled))) if on_progress else None)
     spent = Cost()  # every stage of every sampled question, the judge's included: the study pays them too
     for question in result.questions:
         for cost in question.cost.values():
             spent.add(cost)
-    sampled = len(result.questions)
-    return Estimate(sampled, spent.cold_calls / sampled, spent.cold_tokens / sampled, spent.cold_seconds / sampled,
+    n = len(result.questions)
+    return Estimate(n, spent.cold_calls / n, spent.cold_tokens / n, spent.cold_seconds / n,
                     len(search), len(split.holdout(data.questions)), trials, spent.unmetered_hits,
                     result.cost.llm_calls)

@@ -72,6 +72,8 @@ class StudyMeta:
                 values[key] = tuple(str(v) for v in values.get(key) or ())
             values["split"] = Split.from_json(data["split"]) if data.get("split") else None
             values["project"] = dict(values.get("project") or {})
+            if not values["targets"]:  # every study has one: a record without any was cut or edited away
+                raise ValueError("it names no target")
             return cls(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{source}: not a tuner study record ({type(exc).__name__}: {exc})") from None

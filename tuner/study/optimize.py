@@ -198,6 +198,7 @@ class Objective:
         self.questions = questions  # the search questions: held-out ones are for the verdict alone
         self.hook = hook or (lambda *args: None)
         self.repeats = 0  # proposals in a row that repeated a tried configuration
+        self._evaluating: tuple[int, float] | None = None  # (trial number, its evaluation's start)
         # what else decides a trial's result (models, data, evaluation): a resume with another --config may change
         # it, and then a configuration tried before is not a repeat
         self.project = project_hash(runner.workspace.config)
@@ -210,8 +211,17 @@ class Objective:
             try:
                 return self._trial(trial)
             except (KeyboardInterrupt, LLMError) as exc:  # not the configuration's fault: a resume runs it again
+                self._keep_spent(trial)
                 unwinding(trial, interruption(exc) if isinstance(exc, KeyboardInterrupt) else str(exc))
                 raise
+
+    def _keep_spent(self, trial: optuna.Trial) -> None:
+        """A trial stopped in its evaluation keeps what it had paid (its cost attribute: it has no trial file),
+        so the report counts the calls and seconds; its re-run reads those calls from the cache."""
+        if self._evaluating is not None and self._evaluating[0] == trial.number:
+            spent = self.runner.meter.total()
+            spent.seconds = time.perf_counter() - self._evaluating[1]
+            trial.set_user_attr(COST, spent.as_dict())
 
     def _trial(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
@@ -245,6 +255,7 @@ class Objective:
                 raise optuna.TrialPruned(f"worse than the best trial after {index + 1} questions")
 
         started = time.perf_counter()
+        self._evaluating = (trial.number, started)
         partial: list[QuestionResult] = []
         metrics = self.settings.metrics_needed()
         answer = bool(metrics)  # a study of retrieval metrics alone generates no answer
@@ -280,7 +291,10 @@ def target_values(result: EvalResult, settings: StudySettings) -> tuple[list[flo
     """The trial's value per target, and why it failed when a target could not be scored on any question."""
     values = [result.value(t) for t in settings.targets]
     missing = [t for t, v in zip(settings.targets, values) if v is None]
-    return values, f"no question could be scored on {', '.join(missing)}" if missing else None
+    if not missing:
+        return values, None
+    causes = "; ".join(f"{t}: {why}" for t in missing if (why := result.why_unscored(t)))
+    return values, f"no question could be scored on {', '.join(missing)}" + (f" ({causes})" if causes else "")
 
 
 def project_hash(project: ProjectConfig) -> str:
@@ -290,6 +304,8 @@ def project_hash(project: ProjectConfig) -> str:
         if dumped[role] is not None:
             dumped[role] = {key: value for key, value in {**FLAT_LLM_DEFAULTS, **dumped[role]}.items()
                             if key not in SPEED_ONLY}
+            # a speed-only setting the flat dumps held is hashed at its default, as every study left at it hashed
+            dumped[role].update({key: FLAT_LLM_DEFAULTS[key] for key in SPEED_ONLY if key in FLAT_LLM_DEFAULTS})
     for key, before in EVALUATION_AS_BEFORE.items():
         if dumped["evaluation"].get(key) == before:
             del dumped["evaluation"][key]

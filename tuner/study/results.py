@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 
 from tuner.cache import is_database
 from tuner.config import ProjectConfig
+from tuner.cost import Cost
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.labels import LABELS_FILE, Label
@@ -23,6 +24,7 @@ from tuner.evaluation.records import Constraint, EvalResult, TrialFile, lower_is
 from tuner.study.attrs import (
     BASELINE,
     CONSTRAINTS,
+    COST,
     DUPLICATE,
     ERROR,
     INTERRUPTED,
@@ -54,6 +56,8 @@ class TrialRecord:
     #: the same configuration scored on the held-out questions by the verdict (None: not scored, or scored
     #: with another configuration or other models than this trial's, e.g. before a resume changed them)
     holdout: TrialFile | None = None
+    #: what a trial stopped in its evaluation (Ctrl-C, an endpoint gone) had paid: it has no trial file
+    spent: Cost | None = None
 
     @property
     def result(self) -> EvalResult | None:
@@ -159,7 +163,8 @@ def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]
         records.append(TrialRecord(
             number=t.number, state=state, params=dict(t.params), values=tuple(t.values) if t.values else None,
             baseline=bool(t.user_attrs.get(BASELINE)), rerun_of=t.user_attrs.get(RERUN_OF), feasible=feasible(t),
-            started=t.datetime_start, finished=t.datetime_complete, file=file, holdout=holdout))
+            started=t.datetime_start, finished=t.datetime_complete, file=file, holdout=holdout,
+            spent=Cost.from_dict(t.user_attrs[COST]) if file is None and COST in t.user_attrs else None))
     return records
 
 

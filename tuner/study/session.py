@@ -25,7 +25,7 @@ from tuner.config import KNOBS, PipelineConfig, ProjectConfig
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.evaluation.rag_eval import Models, RagRunner, held_back
 from tuner.evaluation.records import unscorable
 from tuner.models.embedders import Embedder
 from tuner.study.meta import StudyMeta
@@ -124,6 +124,10 @@ class Session:
         if project is None:
             project = meta.config if meta else ProjectConfig()
         dataset = project.dataset
+        if meta and spec.project is not None:  # resumed with --config: what the command leaves out is the study's
+            recorded = meta.config.dataset
+            dataset = dataset.model_copy(update={key: getattr(recorded, key) for key in ("path", "limit")
+                                                 if key not in dataset.model_fields_set})
         if spec.dataset is not None:
             dataset = dataset.model_copy(update={"path": spec.dataset.resolve()})
         if spec.limit is not None:
@@ -193,6 +197,9 @@ class Session:
         if writing and not self.finished:
             notes.append(f"the space's {', '.join(writing)} call the generator ({self.project.generator.model}), "
                          f"in a retrieval-target study too; the calls are cached")
+        slower = held_back(self.project)
+        if slower and not self.finished:
+            notes.append(slower)
         judge = self.project.judge_llm
         own = [v for v in (self.space.params["generator"].values() if "generator" in self.space.params else [])
                if self.project.generator_named(v) == judge]

@@ -25,7 +25,7 @@ from typing import Any
 import optuna
 
 from tuner.cache import KeyValue, open_store, redact, while_others_create_tables
-from tuner.errors import ConfigError, DataError
+from tuner.errors import ConfigError, DataError, NewerRecord
 from tuner.evaluation.records import TrialFile
 from tuner.files import write_json
 from tuner.study.meta import StudyMeta
@@ -64,6 +64,8 @@ class FolderDocuments(Documents):
     def get(self, name: str) -> Any | None:
         path = self.path(name)
         if not path.is_file():
+            if path.exists():  # a folder (or worse) where the document belongs: not "no such document"
+                raise DataError(f"{path}: is not a file; move it away and run again")
             return None
         try:
             return json.loads(path.read_text(encoding="utf-8"))
@@ -171,16 +173,16 @@ class StudyFolder:
         but the storage holds the study, it is rebuilt from the storage's copy."""
         try:
             data = self.documents.get("meta")
-        except DataError:
-            meta = self._restore_meta("was unreadable")
+            if data is not None:
+                if not isinstance(data, dict):
+                    raise DataError(f"{self.documents.where('meta')}: unreadable (not a JSON object)")
+                return StudyMeta.from_json(data, self.documents.where("meta"))
+        except DataError as exc:  # torn, edited, a folder in its place: the storage's copy, if it has one
+            meta = None if isinstance(exc, NewerRecord) else self._restore_meta("was unreadable")
             if meta is None:
                 raise
             return meta
-        if data is None:
-            return self._restore_meta("was missing")
-        if not isinstance(data, dict):
-            raise DataError(f"{self.documents.where('meta')}: unreadable (not a JSON object)")
-        return StudyMeta.from_json(data, self.documents.where("meta"))
+        return self._restore_meta("was missing")
 
     def _restore_meta(self, why: str) -> StudyMeta | None:
         if self.storage is None and (not self.journal.is_file() or not self.journal.stat().st_size):

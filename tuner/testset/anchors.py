@@ -10,6 +10,7 @@ the file names as `tuner data DATASET` lists them):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from tuner.data._io import read_jsonl
 from tuner.errors import DataError
 from tuner.testset.validity import discriminating, overlaps, rank_agreement
 
+log = logging.getLogger(__name__)
+
 #: fewer anchors cannot rank anything: τ's interval would span every answer
 FEWEST_ANCHORS = 5
 #: a generated set whose τ with the anchors is below this is not trusted to choose (the issue's bar, and the squad2
@@ -31,6 +34,9 @@ TRUSTED_TAU = 0.6
 SAME_BEST = 0.01
 #: the study document the check is saved in, for the report
 ANCHOR_FILE = "anchors.json"
+#: anchors whose words barely meet the documents they name are likely in another language than the corpus (people's
+#: questions on the shared sets overlap their gold documents 0.67-0.77; German ones on an English corpus near 0.1)
+FOREIGN_OVERLAP = 0.3
 
 
 def read_anchors(path: Path, documents: Sequence[Document]) -> list[Question]:
@@ -55,6 +61,11 @@ def read_anchors(path: Path, documents: Sequence[Document]) -> list[Question]:
     if len(anchors) < FEWEST_ANCHORS:
         raise DataError(f"{path}: {len(anchors)} anchor question(s); give at least {FEWEST_ANCHORS} (10 or more "
                         f"narrow the interval)")
+    overlap = float(np.mean(overlaps(anchors, documents)))
+    if overlap < FOREIGN_OVERLAP:  # the generated questions are held to the anchors' overlap: say it now
+        log.warning(f"{path}: the anchor questions share few words with the documents they name (overlap "
+                    f"{overlap:.2f}; people's questions usually 0.6-0.8): are they in the corpus's language? The "
+                    f"generated questions are held to their overlap, and ranked against them")
     return anchors
 
 
@@ -84,8 +95,10 @@ class AnchorCheck:
 
     def sentence(self) -> str:
         if self.tau is None:
-            return (f"The {self.anchors} anchor questions could not be compared with the generated ones: "
-                    f"{len(self.configurations)} configuration(s) scored, and τ needs 3 that differ.")
+            why = f"only {self.generated} generated question(s) with gold documents, and τ needs {FEWEST_ANCHORS}" \
+                if too_few(self.generated) else \
+                f"{len(self.configurations)} configuration(s) scored, and τ needs 3 that differ"
+            return f"The {self.anchors} anchor questions could not be compared with the generated ones: {why}."
         ci = f"[{self.ci[0]:+.2f}, {self.ci[1]:+.2f}]" if self.ci else "[—]"
         ranked = (f"Kendall τ {self.tau:+.2f} {ci} between the rankings of {len(self.configurations)} "
                   f"configurations by the {self.generated} generated questions and by your {self.anchors} anchor "
@@ -103,9 +116,9 @@ class AnchorCheck:
             return (f"{unlike}, though both choose {self.best_by_generated} (or one as good on the anchors): the "
                     f"study's choice holds on your questions, its order of the others does not.{self._ties()} "
                     f"{overlap}")
-        return (f"{unlike}: do not trust this study's choice. The anchors' best is {self.best_by_anchors}, the "
-                f"generated set's {self.best_by_generated} ({cost:.3f} nDCG@10 lower on the anchors).{self._ties()} "
-                f"{overlap}")
+        return (f"{unlike}: do not trust a choice made on the generated questions. The anchors' best is "
+                f"{self.best_by_anchors}, the generated set's {self.best_by_generated} ({cost:.3f} nDCG@10 lower on "
+                f"the anchors).{self._ties()} {overlap}")
 
     def _ties(self) -> str:
         """What the generated questions cannot choose between, when anything: a near-tie named as one."""
@@ -135,6 +148,12 @@ class AnchorCheck:
             return None
 
 
+def too_few(count: int) -> bool:
+    """Fewer generated questions than anchors the check asks for cannot rank configurations (one question's τ has a
+    zero-width interval that means nothing)."""
+    return count < FEWEST_ANCHORS
+
+
 def check_anchors(score: Callable[[Any, Sequence[Question]], np.ndarray], configurations: dict[str, Any],
                   generated: Sequence[Question], anchors: Sequence[Question],
                   documents: Sequence[Document]) -> AnchorCheck:
@@ -147,7 +166,8 @@ def check_anchors(score: Callable[[Any, Sequence[Question]], np.ndarray], config
     ours = np.stack([score(c, generated) for c in configurations.values()], axis=1)
     theirs = np.stack([score(c, anchors) for c in configurations.values()], axis=1)
     share = float(discriminating(ours).mean())
-    if len(labels) < 3 or np.ptp(ours.mean(axis=0)) == 0 or np.ptp(theirs.mean(axis=0)) == 0:
+    if too_few(len(generated)) or len(labels) < 3 or np.ptp(ours.mean(axis=0)) == 0 or \
+            np.ptp(theirs.mean(axis=0)) == 0:
         return AnchorCheck(len(anchors), len(generated), tuple(labels), None, None, overlap, share)
     agreement = rank_agreement(theirs, ours)
     ci = None if np.isnan(agreement.ci[0]) else agreement.ci

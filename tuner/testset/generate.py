@@ -16,6 +16,7 @@ call twice: the candidates are drawn in the same order and the paid ones answer 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 import time
@@ -535,7 +536,8 @@ def _ask(generator: LLM, prompt: str, fields: tuple[str, ...], first: tuple[str,
 
 
 def _p_yes(judge: LLM, prompt: str) -> float:
-    return float(judge.yes_probability([{"role": "user", "content": prompt}]).text)
+    probability = float(judge.yes_probability([{"role": "user", "content": prompt}]).text)
+    return 0.0 if math.isnan(probability) else probability  # a reply saying neither yes nor no is no yes
 
 
 def _yes(judge: LLM, prompt: str) -> bool:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tuner.evaluation.metrics._errors import JudgeOutputError  # noqa: F401  (the scorer catches it from here)
+
 #: what a metric may need besides the question -> the keyword its scorer takes it as (RAGAS's names)
 INPUTS = {"answer": "response", "contexts": "retrieved_contexts", "reference": "reference"}
 

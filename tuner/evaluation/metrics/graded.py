@@ -29,6 +29,7 @@ from ragas.metrics.collections import ContextPrecision, ContextRecall, Faithfuln
 from ragas.metrics.collections.faithfulness.util import NLIStatementOutput, StatementFaithfulnessAnswer
 from ragas.metrics.result import MetricResult
 
+from tuner.evaluation.metrics._errors import JudgeOutputError
 from tuner.text import sentences
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ VERDICT_PROMPT = "Context:\n{context}\n\nStatement: {statement}\n\nDoes the cont
 USEFUL_PROMPT = "Question: {question}\nReference answer: {reference}\n\nPassage: {passage}\n\nIs the passage useful " \
                 "for arriving at the reference answer? Answer yes or no."
 _CITATION = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
-_said_sampled: set[str] = set()
+_said_sampled: set[tuple[str, str]] = set()
 
 
 def verdict_messages(context: str, statement: str) -> list[dict[str, str]]:
@@ -53,13 +54,17 @@ def useful_messages(question: str, reference: str, passage: str) -> list[dict[st
 
 
 def grade(llm: Any, messages: list[dict[str, str]]) -> float:
-    """P(yes) for one verdict, resuming the question's saved prefix; a judge without log-probabilities answers with
-    its sampled yes/no (1 or 0), said once per judge."""
+    """P(yes) for one verdict, resuming the question's saved prefix; a judge whose log-probabilities cannot give it
+    answers with its sampled yes/no (1 or 0), said once per judge and reason. A reply that says neither is no
+    verdict: the sample is unparsable, not unsupported."""
     reply = llm.yes_probability(messages, reuse_prefix=True)
-    if reply.from_text and llm.name not in _said_sampled:
-        _said_sampled.add(llm.name)
-        log.warning(f"the judge {llm.name} gives no log-probabilities: graded verdicts are its sampled yes/no (1 or 0)")
-    return float(reply.text)
+    if reply.from_text and (llm.name, reply.from_text) not in _said_sampled:
+        _said_sampled.add((llm.name, reply.from_text))
+        log.warning(f"the judge {llm.name} {reply.from_text}: graded verdicts are its sampled yes/no (1 or 0)")
+    probability = float(reply.text)
+    if math.isnan(probability):
+        raise JudgeOutputError("the judge's yes/no verdict said neither yes nor no")
+    return probability
 
 
 def mean(values: list[float]) -> MetricResult:

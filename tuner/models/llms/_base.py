@@ -33,8 +33,15 @@ class Completion:
     completion_tokens: int = 0
     #: first generated token's alternatives, token -> logprob (when the backend reports them)
     top_logprobs: dict[str, float] = field(default_factory=dict)
-    #: a yes-probability read off the sampled text (1 or 0): the backend gave no log-probabilities
-    from_text: bool = False
+    #: a yes-probability read off the sampled text (1, 0, or nan when it says neither yes nor no): why the
+    #: log-probabilities could not give it (NO_LOGPROBS, ...); "" when they did
+    from_text: str = ""
+
+
+#: why a yes-probability was read off the sampled text, as a note completes "the judge NAME ..."
+NO_LOGPROBS = "gives no log-probabilities"
+NO_YES_NO = "gives log-probabilities with neither 'yes' nor 'no' among its top tokens"
+NOT_NUMBERS = "gives log-probabilities that are not numbers"
 
 
 def estimate_tokens(text: str) -> int:
@@ -68,17 +75,24 @@ class LLM(ABC):
         ...
 
     def yes_probability(self, messages: Messages, reuse_prefix: bool = False) -> Completion:
-        """P(the answer is yes) as `text`, from one generated token; 1/0 read off the text (`from_text`) when no
-        logprobs are reported. `reuse_prefix`: the prompt may resume a saved prefix (a judge's verdicts on one
-        question's contexts share it); the reranker evaluates each prompt whole, so a confidence never depends on
-        the calls before it."""
+        """P(the answer is yes) as `text`, from one generated token; 1/0 read off the text (`from_text` says why)
+        when the logprobs reported cannot give it, and nan when the text says neither yes nor no. `reuse_prefix`:
+        the prompt may resume a saved prefix (a judge's verdicts on one question's contexts share it); the reranker
+        evaluates each prompt whole, so a confidence never depends on the calls before it."""
         completion = self._chat(messages, max_tokens=1, temperature=0.0, seed=0, json_schema=None)
-        probability = yes_share(completion.top_logprobs)
-        if probability is not None:
+        top = completion.top_logprobs
+        if not top:
+            why = NO_LOGPROBS
+        elif not all(isinstance(lp, (int, float)) and not isinstance(lp, bool) and lp <= 0  # NaN fails it too
+                     for lp in top.values()):
+            why = NOT_NUMBERS
+        elif (probability := yes_share(top)) is None:
+            why = NO_YES_NO
+        else:
             return Completion(repr(probability), completion.prompt_tokens, completion.completion_tokens)
-        said_yes = re.match(r"\s*yes", completion.text, re.I) is not None
-        return Completion(repr(float(said_yes)), completion.prompt_tokens, completion.completion_tokens,
-                          from_text=True)
+        said = re.match(r"\s*(yes|no)\b", completion.text, re.I)
+        probability = float("nan") if said is None else float(said.group(1).lower() == "yes")
+        return Completion(repr(probability), completion.prompt_tokens, completion.completion_tokens, from_text=why)
 
     def unreachable(self) -> str | None:
         """Why this model cannot answer now, told without spending a token (an endpoint nothing listens at); None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from tuner.cache import KeyValue, stable_hash
 from tuner.cost import CostMeter
-from tuner.models.llms._base import LLM, Completion, Messages
+from tuner.models.llms._base import LLM, NO_LOGPROBS, Completion, Messages
 
 
 class CachedLLM(LLM):
@@ -16,6 +17,8 @@ class CachedLLM(LLM):
         self.name = inner.name
         self.cache = cache  # None: every call reaches the model (benchmarks' naive mode)
         self.meter = meter
+        #: why yes-probabilities were read off sampled text (Completion.from_text), each with its count
+        self.read_off_text: Counter[str] = Counter()
 
     @property
     def context_window(self) -> int | None:
@@ -38,8 +41,16 @@ class CachedLLM(LLM):
 
     def yes_probability(self, messages: Messages, reuse_prefix: bool = False) -> Completion:
         # one key either way: a resumed prefix changes the float rounding, not what is asked
-        return self._through_cache(["yes", self.name, messages],
-                                   lambda: self.inner.yes_probability(messages, reuse_prefix))
+        completion = self._through_cache(["yes", self.name, messages],
+                                         lambda: self.inner.yes_probability(messages, reuse_prefix))
+        if completion.from_text:
+            self.read_off_text[completion.from_text] += 1
+        return completion
+
+    @property
+    def why_read_off_text(self) -> str:
+        """The most frequent reason yes-probabilities were read off sampled text so far; "" when none was."""
+        return self.read_off_text.most_common(1)[0][0] if self.read_off_text else ""
 
     def _through_cache(self, key: list[Any], call) -> Completion:
         if self.cache is None:
@@ -55,12 +66,14 @@ class CachedLLM(LLM):
             self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
                                     "completion_tokens": completion.completion_tokens,
                                     "seconds": round(seconds, 4),
-                                    **({"from_text": True} if completion.from_text else {})}, tag=self.name)
+                                    **({"from_text": completion.from_text} if completion.from_text else {})},
+                           tag=self.name)
             return completion
 
     def _hit(self, hit: dict[str, Any]) -> Completion:
+        from_text = hit.get("from_text") or ""
         completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"],
-                                from_text=hit.get("from_text", False))
+                                from_text=NO_LOGPROBS if from_text is True else from_text)  # True: stored before why
         self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True,
                                seconds=hit.get("seconds"))
         return completion

@@ -110,6 +110,15 @@ def available() -> int:
     return int(found.group(1)) * 1024 if found else 1 << 62
 
 
+def room_said(room: int) -> str:
+    """What holds models to `room` bytes, and the way out, as a refusal ends."""
+    budget = os.environ.get(BUDGET_ENV)
+    if budget:
+        return f"{BUDGET_ENV}={budget} allows {gib(room)}: choose smaller models (or raise {BUDGET_ENV})"
+    return (f"this machine has {gib(room)} available: choose smaller models (or set {BUDGET_ENV} if more is free "
+            f"than it seems)")
+
+
 def parse_size(text: str) -> int:
     """`3G`, `2.5GiB`, `800M` or a number of bytes."""
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", text, re.I)

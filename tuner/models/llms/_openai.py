@@ -5,13 +5,17 @@ The API key is read from the environment variable the config names, at call time
 
 from __future__ import annotations
 
+import email.utils
 import os
+import time
 from typing import Any
 
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages
 
 #: how often the client tries again after an outage-like failure, with its exponential backoff (0.5 s, 1 s, 2 s)
 RETRIES = 3
+#: the longest Retry-After the openai client waits out; a server asking for more is not asked again
+MOST_RETRY_AFTER = 120.0
 
 
 class OpenAICompatibleLLM(LLM):
@@ -70,7 +74,11 @@ class OpenAICompatibleLLM(LLM):
         except self._openai.NotFoundError:
             raise LLMError(f"{self.base_url} has no model {self.model!r}") from None
         except self._openai.APIStatusError as exc:
-            tries = f" ({RETRIES + 1} tries)" if exc.status_code >= 500 or exc.status_code == 429 else ""
+            wait = retry_after(exc.response.headers)
+            if wait is not None and wait > MOST_RETRY_AFTER:  # the client gave up at once, as it should
+                tries = f" and asked for a wait of {wait:g} s, beyond the {MOST_RETRY_AFTER:g} s tuner waits (1 try)"
+            else:
+                tries = f" ({RETRIES + 1} tries)" if exc.status_code >= 500 or exc.status_code == 429 else ""
             said = exc.body.get("message") if isinstance(exc.body, dict) else None  # the server's own words
             raise LLMError(f"{self.base_url} answered HTTP {exc.status_code}{tries}: "
                            f"{_first_line(str(said or exc.message))}") from None
@@ -101,6 +109,24 @@ class OpenAICompatibleLLM(LLM):
 
     def close(self) -> None:
         self._client.close()
+
+
+def retry_after(headers) -> float | None:
+    """The seconds a refusal asks the client to wait (Retry-After as seconds or an HTTP date, or retry-after-ms);
+    None when it names none."""
+    try:
+        return float(headers.get("retry-after-ms")) / 1000
+    except (TypeError, ValueError):
+        pass
+    said = headers.get("retry-after")
+    try:
+        return float(said)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return email.utils.mktime_tz(email.utils.parsedate_tz(said)) - time.time()
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _first_line(text: str) -> str:

@@ -37,8 +37,8 @@ class LLMReranker(Reranker):
         return np.concatenate([scored, np.zeros(max(0, len(candidates) - self.top_n))])
 
     def _score(self, question: str, candidates: Sequence[Candidate]) -> np.ndarray:
-        return np.array([
+        return np.nan_to_num(np.array([  # nan: the reply said neither yes nor no, no confidence
             float(self.llm.yes_probability(
                 [{"role": "user", "content": PROMPT.format(question=question, passage=c.chunk.text)}]).text)
             for c in candidates
-        ])
+        ]), nan=0.0)
