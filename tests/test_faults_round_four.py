@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import optuna
 import pytest
+import yaml
 
 from tests.fakes import FakeEndpoint, ScriptedLLM
 from tests.helpers import complete, interruptible, one_line_error, signal_when, tuner
@@ -305,3 +306,38 @@ def test_a_report_written_on_a_stop_in_trial_0_counts_what_it_paid_and_its_quest
     assert re.search(r"; \d+ s inside trials", report) and "; 0 s inside trials" not in report, report
     # graded verdicts on the answer's sentences make no sampled call: no advice to measure their noise
     assert "--noise 3" not in report and "None to measure: graded verdicts" in report
+
+
+def test_a_server_that_takes_the_connection_and_answers_nothing_is_told_before_the_first_question(tmp_path):
+    """Was: each call waited the 120-s timeout four times over, 8 minutes with nothing but progress lines."""
+    import socket
+
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)  # the kernel completes connections; nothing ever reads or answers
+    url = f"http://127.0.0.1:{hung.getsockname()[1]}/v1"
+    (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": {
+        "backend": "openai-compatible", "base_url": url, "model": "m"}}))
+    began = time.monotonic()
+    result = tuner("eval", "--config", "tuner.yaml", "--limit", "2", "--metrics", "faithfulness", cwd=tmp_path)
+    took = time.monotonic() - began
+    hung.close()
+    one_line_error(result, f"the LLM endpoint {url} took the connection but answered nothing within 10 s "
+                           f"(GET /models): is the server hung? (the generator)", started=True)
+    assert took < 40, took
+
+
+def test_an_estimate_shows_the_index_build_before_the_questions_it_measures(tmp_path, fake_embedder):
+    """Was: 12 minutes of "measuring the baseline on 2 search questions (cached)" while 4,290 chunks were embedded."""
+    from tuner.evaluation.rag_eval import Models
+    from tuner.study.estimate import estimate_study
+    from tuner.study.optimize import StudySettings
+
+    steps: list[tuple[str, int, int]] = []
+    llm = ScriptedLLM()
+    told = estimate_study(ProjectConfig(cache_dir=tmp_path / "cache"), StudySettings(["faithfulness"]), 4, 0.0,
+                          limit=4, models=Models(llm, llm), embedder=fake_embedder,
+                          on_progress=lambda step, done, total: steps.append((step, done, total)))
+    names = list(dict.fromkeys(step for step, _, _ in steps))
+    assert names[0].startswith("embedding") and names[-1] == "measuring the baseline on 2 search question(s)"
+    assert steps[-1] == ("measuring the baseline on 2 search question(s)", 2, 2) and told.sampled == 2

@@ -98,6 +98,7 @@ def run_evaluation(workspace, pipeline_config: PipelineConfig, requested: Option
             note(f"skipping {metric}: {why}")
         if slower := held_back(workspace.config, pipeline_config.generator):
             note(slower)
+        runner.require_endpoints()
     questions = workspace.dataset.questions
     with progress() as bar:
         task = bar.add_task(label + ("evaluating" if answer else "retrieving"), total=len(questions))

@@ -72,11 +72,20 @@ class RagRunner:
         return self._models.generators[name]
 
     def require_generator(self, why: str) -> None:
-        """One line now if the generator cannot answer (a GGUF missing, an endpoint down), before work that needs it
-        only later; `why`: what needs it."""
+        """One line now if the generator cannot answer (a GGUF missing, an endpoint down or hung), before work that
+        needs it only later; `why`: what needs it."""
         unreachable = self.generator.unreachable()  # building it names a missing model file
         if unreachable:
             raise LLMError(f"{unreachable} ({why})")
+
+    def require_endpoints(self) -> None:
+        """One line before the first question if an endpoint the run answers or judges with is down or hung (each
+        call to a hung one would wait `timeout` four times over, in silence); in-process models are not loaded
+        for it."""
+        project = self.workspace.config
+        for role, config in (("generator", project.generator), ("judge", project.judge_llm)):
+            if config.backend == "openai-compatible" and (unreachable := getattr(self, role).unreachable()):
+                raise LLMError(f"{unreachable} (the {role})")
 
     def generator_for(self, config: PipelineConfig | None = None) -> CachedLLM:
         """The model `config` answers and rewrites queries with (None: the project's generator), loaded on first

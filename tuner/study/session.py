@@ -242,7 +242,9 @@ class Session:
         """Run until the study holds `trials` finished trials; returns how many ran now (repeats not counted)."""
         if self.finished >= trials:
             return 0  # nothing to run: load no model
-        if self.generator_knobs() and not self.spec.settings.metrics_needed():
+        if self.spec.settings.metrics_needed():  # a hung endpoint is told now, not after minutes of silence
+            self.runner().require_endpoints()
+        elif self.generator_knobs():
             # a retrieval study meets the generator only when a trial draws such a value: check it now, not hours in
             self.runner().require_generator(f"the space's {', '.join(self.generator_knobs())} write with it")
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.models.llms._base import LLM, Completion, LLMError, Messages, PromptTooLong
+from tuner.models.llms._base import LLM, NO_YES_NO, Completion, LLMError, Messages, PromptTooLong
 from tuner.models.llms._llama_decoding import PrefixStates, common_prefix, fast_llama
 from tuner.models.llms._memory import RESIDENT, NotGGUF, footprint
 
@@ -154,6 +154,11 @@ class LlamaCppLLM(LLM):
         top = logits.max()
         p_yes = float(np.exp(logits[[t for t in yes if t is not None]] - top).sum())
         p_no = float(np.exp(logits[[t for t in no if t is not None]] - top).sum())
+        if not np.isfinite(p_yes + p_no):
+            raise LLMError(f"{self.path.name}: the model's next-token scores are not numbers (is the file damaged? "
+                           f"`tuner models verify` checks a named model)")
+        if p_yes + p_no == 0:  # both far below the likeliest token: no yes/no verdict to read
+            return Completion("nan", len(tokens), 0, from_text=NO_YES_NO)
         return Completion(repr(p_yes / (p_yes + p_no)), len(tokens), 0)
 
     def _tokens(self, messages: Messages) -> np.ndarray:

@@ -14,6 +14,8 @@ from tuner.models.llms._base import LLM, Completion, LLMError, Messages
 
 #: how often the client tries again after an outage-like failure, with its exponential backoff (0.5 s, 1 s, 2 s)
 RETRIES = 3
+#: seconds a server has to answer GET /models before the first call: one that answers nothing is hung
+LIVENESS_SECONDS = 10.0
 #: the longest Retry-After the openai client waits out; a server asking for more is not asked again
 MOST_RETRY_AFTER = 120.0
 
@@ -91,7 +93,10 @@ class OpenAICompatibleLLM(LLM):
         choice = reply.choices[0]
         top: dict[str, float] = {}
         if choice.logprobs and choice.logprobs.content:
-            top = {alt.token: alt.logprob for alt in choice.logprobs.content[0].top_logprobs or []}
+            alternatives = getattr(choice.logprobs.content[0], "top_logprobs", None) or []
+            # read as given: yes_probability says what it cannot use (no token, a logprob that is no number)
+            top = {str(alt.token): getattr(alt, "logprob", None) for alt in alternatives
+                   if getattr(alt, "token", None) is not None}
         usage = reply.usage
         return Completion(choice.message.content or "", usage.prompt_tokens if usage else 0,
                           usage.completion_tokens if usage else 0, top)
@@ -102,10 +107,22 @@ class OpenAICompatibleLLM(LLM):
         return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
 
     def unreachable(self) -> str | None:
+        """Nothing listens, or a server takes the connection and answers nothing (hung): each call would wait
+        `timeout` four times over, minutes in silence. GET /models costs no token; any answer to it, an error
+        included, is a server alive."""
         from tuner.models.registry import no_route
 
         why = no_route(self.base_url)
-        return f"cannot reach the LLM endpoint {self.base_url} ({why})" if why else None
+        if why:
+            return f"cannot reach the LLM endpoint {self.base_url} ({why})"
+        try:
+            self._client.with_options(timeout=LIVENESS_SECONDS, max_retries=0).models.list()
+        except self._openai.APITimeoutError:
+            return (f"the LLM endpoint {self.base_url} took the connection but answered nothing within "
+                    f"{LIVENESS_SECONDS:g} s (GET /models): is the server hung?")
+        except Exception:
+            pass
+        return None
 
     def close(self) -> None:
         self._client.close()
