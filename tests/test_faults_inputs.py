@@ -146,8 +146,10 @@ def test_a_study_whose_every_trial_failed_exits_non_zero_and_says_why(tmp_path, 
     result = cli_with(UnparsableJudge())("optimize", "--limit", "2", "--trials", "2", "--study", "bad", "--config",
                                          "tuner.yaml", "--judge-check", "off", "--search-space", "quick")
     assert isinstance(result.exception, TunerError), result.output
-    assert str(result.exception) == ("no trial of study bad finished (2 failed; the last: no question could be "
-                                     "scored on faithfulness): nothing to report as best")
+    assert str(result.exception) == (  # the cause named, the first question's words
+        "no trial of study bad finished (2 failed; the last: no question could be scored on faithfulness "
+        "(faithfulness: 2 unparsable, e.g. StatementGeneratorOutput unparsable after 3 tries: Invalid JSON: expected "
+        "ident at line 1 column 2 in 'I think the answer is mostly fine.')): nothing to report as best")
     assert "Traceback" not in result.output and (tmp_path / "reports" / "bad" / "report.md").is_file()
 
 

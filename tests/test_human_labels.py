@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -328,6 +329,15 @@ def test_labels_that_fit_no_answer_compared_are_said_not_dropped(judged):
     assert "None of the 1 human label(s) given belongs to an answer compared here" in said.sentence()
     report = render(analyze(view), {})
     assert "### Corrected by human labels" in report and "None of the 1 human label(s) given" in report
+    from tuner.cli import compare
+    from tuner.ui import console
+
+    base, new = view.baseline.held_out, view.best.held_out
+    given = read(judged.folder.root / LABELS_FILE)
+    with console.capture() as shown:  # `tuner compare --labels` with labels of other answers
+        compare.show(gate(["faithfulness"], base, new, 0.02, given), Path("base.yaml"), Path("new.yaml"),
+                     len(new.questions), given)
+    assert "None of the 1 human label(s) given belongs to an answer compared here" in shown.get()
 
 
 def test_the_baseline_is_one_row_of_the_labels_table_and_export_leaves_labelled_answers_out(judged, tmp_path):

@@ -164,7 +164,8 @@ def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]
             number=t.number, state=state, params=dict(t.params), values=tuple(t.values) if t.values else None,
             baseline=bool(t.user_attrs.get(BASELINE)), rerun_of=t.user_attrs.get(RERUN_OF), feasible=feasible(t),
             started=t.datetime_start, finished=t.datetime_complete, file=file, holdout=holdout,
-            spent=Cost.from_dict(t.user_attrs[COST]) if file is None and COST in t.user_attrs else None))
+            spent=Cost.from_dict(t.user_attrs[COST]) if file is None and isinstance(t.user_attrs.get(COST), dict)
+            else None))
     return records
 
 
