@@ -94,7 +94,7 @@ class OpenAICompatibleLLM(LLM):
         top: dict[str, float] = {}
         if choice.logprobs and choice.logprobs.content:
             alternatives = getattr(choice.logprobs.content[0], "top_logprobs", None) or []
-            # read as given: yes_probability says what it cannot use (no token, a logprob that is no number)
+            # logprobs kept as given (yes_probability names one that is no number); an entry without a token is none
             top = {str(alt.token): getattr(alt, "logprob", None) for alt in alternatives
                    if getattr(alt, "token", None) is not None}
         usage = reply.usage
