@@ -1,9 +1,9 @@
 import re
 
 import pytest
+from pydantic import ValidationError
 
 from tuner.config import (
-    EVALUATION_AS_BEFORE,
     EndpointConfig,
     LlamaCppConfig,
     PipelineConfig,
@@ -11,6 +11,7 @@ from tuner.config import (
     load_config,
 )
 from tuner.errors import ConfigError
+from tuner.legacy import EVALUATION_AS_BEFORE
 from tuner.study.optimize import project_hash
 
 
@@ -98,7 +99,8 @@ FLAT_ENDPOINT = {**FLAT_LLAMA, "backend": "openai-compatible", "base_url": "http
 
 
 def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
-    project = ProjectConfig.model_validate({"generator": FLAT_ENDPOINT, "judge": FLAT_LLAMA})
+    # a study.json from before the typed configs: a record tuner wrote
+    project = ProjectConfig.model_validate({"generator": FLAT_ENDPOINT, "judge": FLAT_LLAMA}, context={"record": True})
     assert isinstance(project.generator, EndpointConfig) and project.generator.timeout == 30.0
     assert isinstance(project.judge, LlamaCppConfig) and project.judge.n_ctx == 2048
     assert caplog.records == []  # the other backend's keys sat at their defaults: nothing to say
@@ -117,10 +119,14 @@ def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
     for changed in ({"timeout": 120}, {}, {"timeout": 20, "concurrency": 8}):
         assert project_hash(ProjectConfig.model_validate({"generator": {**endpoint, **changed}, **before})) == \
             "390a62c66813e8d41b29cde40877874e744caa0b183be6a82cf98dd73d1f746d"
-    # a setting another backend reads did nothing before either: it is dropped, and said
-    assert ProjectConfig.model_validate({"generator": {**endpoint, "n_ctx": 8192}}).generator == \
-        EndpointConfig.model_validate(endpoint)
+    # in a record, a setting another backend reads did nothing then either: it is dropped, and said
+    assert ProjectConfig.model_validate({"generator": {**endpoint, "n_ctx": 8192}}, context={"record": True}) \
+        .generator == EndpointConfig.model_validate(endpoint)
     assert "n_ctx is not a setting of LLM backend openai-compatible: ignored" in caplog.text
+    # written by the user now, it is a mistake: refused, at any value
+    for n_ctx in (8192, 4096):
+        with pytest.raises(ValidationError, match="n_ctx is a setting of backend llama-cpp only"):
+            ProjectConfig.model_validate({"generator": {**endpoint, "n_ctx": n_ctx}})
 
 
 def test_llm_config_errors_name_the_key_the_user_wrote(tmp_path):

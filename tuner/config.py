@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import (
@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
     model_serializer,
     model_validator,
 )
@@ -29,6 +30,7 @@ from pydantic import (
 from tuner.errors import ConfigError
 from tuner.evaluation.metrics import DEFAULT_METRICS, MetricName
 from tuner.files import refuse_special
+from tuner.legacy import FLAT_LLM_DEFAULTS, UNNAMED_BACKEND
 
 log = logging.getLogger(__name__)
 
@@ -191,22 +193,28 @@ class _LLMSettings(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _other_backends_settings(cls, data: Any) -> Any:
-        """Before the settings were typed by backend, every dump held both backends' keys (study.json keeps such
-        dumps): another backend's key at its old default is dropped; one set to something else did nothing then
-        either, and is dropped with a warning, so old configs load unchanged."""
+    def _other_backends_settings(cls, data: Any, info: ValidationInfo) -> Any:
+        """Another backend's setting is refused in one line. A record tuner wrote (study.json: `record` in the
+        context) may hold a flat dump from before the settings were typed by backend: its other backends' keys did
+        nothing then, and are dropped (with a warning when not at their old default), so old studies load."""
         if not isinstance(data, dict):
             return data
+        record = bool(info.context and info.context.get("record"))
         for key in data:
-            owner = next((other for other in BACKEND_CONFIGS if key in other.model_fields), cls)
-            if key not in cls.model_fields and key not in FLAT_LLM_DEFAULTS and owner is not cls:
-                raise ValueError(f"{key} is a setting of backend {owner.model_fields['backend'].default} only")
-        foreign = {key: value for key, value in data.items()
-                   if key in FLAT_LLM_DEFAULTS and key not in cls.model_fields}
+            owner = next((other for other in LLM_BACKENDS if key in other.model_fields), cls)
+            if key not in cls.model_fields and owner is not cls and not (record and key in FLAT_LLM_DEFAULTS):
+                raise ValueError(f"{key} is a setting of backend {owner.tag()} only")
+        foreign = {key: value for key, value in data.items() if key not in cls.model_fields and record
+                   and key in FLAT_LLM_DEFAULTS}
         for key, value in foreign.items():
             if value != FLAT_LLM_DEFAULTS[key]:
-                log.warning(f"{key} is not a setting of LLM backend {data.get('backend', 'llama-cpp')}: ignored")
+                log.warning(f"{key} is not a setting of LLM backend {data.get('backend', UNNAMED_BACKEND)}: ignored")
         return {key: value for key, value in data.items() if key not in foreign}
+
+    @classmethod
+    def tag(cls) -> str:
+        """The `backend:` value that names this class."""
+        return cls.model_fields["backend"].default
 
     @model_serializer(mode="wrap")
     def _always_name_the_backend(self, handler: Any) -> Any:
@@ -248,23 +256,20 @@ class EndpointConfig(_LLMSettings):
 #: settings that decide how fast a model answers (or how long tuner waits for it), never what: not part of a study's
 #: identity (a study resumed with more in flight, or a shorter timeout, is the same study)
 SPEED_ONLY = ("concurrency", "timeout")
-#: every backend's settings at their defaults: what a dump from before the typed configs holds (and what the
-#: project hash of a study hashes, so a resumed study still knows the configurations it ran)
-BACKEND_CONFIGS = (LlamaCppConfig, EndpointConfig)
-FLAT_LLM_DEFAULTS = {name: field.default for cls in BACKEND_CONFIGS
-                  for name, field in cls.model_fields.items() if name not in _LLMSettings.model_fields
-                  and name not in ("backend", "concurrency")}  # concurrency came after the flat dumps
+#: every LLM backend's config class; the union below, its tags and the backend refusal all read this
+LLM_BACKENDS: tuple[type[_LLMSettings], ...] = (LlamaCppConfig, EndpointConfig)
 
 
 def _backend(data: Any) -> str:
-    return data.get("backend", "llama-cpp") if isinstance(data, dict) else getattr(data, "backend", "llama-cpp")
+    return data.get("backend", UNNAMED_BACKEND) if isinstance(data, dict) else getattr(data, "backend",
+                                                                                         UNNAMED_BACKEND)
 
 
 #: one language model, typed by its `backend` (in-process llama.cpp when none is given)
-LLMConfig = Annotated[Annotated[LlamaCppConfig, Tag("llama-cpp")] | Annotated[EndpointConfig, Tag("openai-compatible")],
+LLMConfig = Annotated[Union[tuple(Annotated[c, Tag(c.tag())] for c in LLM_BACKENDS)],  # noqa: UP007
                       Discriminator(_backend)]
 #: the tags the union puts in an error's key path: not keys the user wrote
-_TAGS = ("llama-cpp", "openai-compatible")
+_TAGS = tuple(c.tag() for c in LLM_BACKENDS)
 
 
 #: the answer programs tuner ships (tuner/prompts/programs.py holds them); any other program is a saved .json file
@@ -313,12 +318,6 @@ class EvaluationConfig(_Strict):
             raise ValueError("statements: sentences needs verdicts: graded (RAGAS's sampled verdicts check the "
                              "judge's own statements)")
         return self
-
-
-#: evaluation settings added after studies existed, at the value every earlier study ran with: left out of a
-#: study's identity at that value, and read into a recorded project that lacks them, so an earlier study resumes as
-#: itself (the defaults became graded verdicts on sentences later: `tuner judge check --settings` chose them)
-EVALUATION_AS_BEFORE = {"verdicts": "sampled", "statements": "judge"}
 
 
 class PipelineConfig(_Strict):

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from tuner.config import EVALUATION_AS_BEFORE, ProjectConfig
+from tuner.config import ProjectConfig
+from tuner.legacy import recorded_project
 from tuner.data.split import Split
 from tuner.errors import DataError
 from tuner.versioned import check_schema, known_fields
@@ -45,9 +46,7 @@ class StudyMeta:
 
     @property
     def config(self) -> ProjectConfig:
-        project = dict(self.project)  # a study recorded before a setting existed ran with its value of then
-        project["evaluation"] = {**EVALUATION_AS_BEFORE, **project.get("evaluation", {})}
-        return ProjectConfig.model_validate(project)
+        return ProjectConfig.model_validate(recorded_project(self.project), context={"record": True})
 
     @property
     def held_out(self) -> Split:

@@ -21,11 +21,12 @@ from optuna.trial import TrialState
 from pydantic import ValidationError
 
 from tuner.cache import redact, stable_hash
-from tuner.config import EVALUATION_AS_BEFORE, FLAT_LLM_DEFAULTS, SPEED_ONLY, PipelineConfig, ProjectConfig
+from tuner.config import SPEED_ONLY, PipelineConfig, ProjectConfig
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError, interruption
 from tuner.evaluation.metrics import ALL_METRICS
+from tuner.legacy import hashed_project
 from tuner.evaluation.records import (
     RETRIEVAL_METRICS,
     TARGETS,
@@ -299,19 +300,8 @@ def target_values(result: EvalResult, settings: StudySettings) -> tuple[list[flo
 
 def project_hash(project: ProjectConfig) -> str:
     """What else decides a trial's result besides its pipeline (models, data, evaluation)."""
-    dumped = project.model_dump(mode="json", exclude={"pipeline", "cache_dir"})
-    for role in ("generator", "judge"):  # hashed as dumped before the typed LLM configs: resumed studies know theirs
-        if dumped[role] is not None:
-            dumped[role] = {key: value for key, value in {**FLAT_LLM_DEFAULTS, **dumped[role]}.items()
-                            if key not in SPEED_ONLY}
-            # a speed-only setting the flat dumps held is hashed at its default, as every study left at it hashed
-            dumped[role].update({key: FLAT_LLM_DEFAULTS[key] for key in SPEED_ONLY if key in FLAT_LLM_DEFAULTS})
-    for key, before in EVALUATION_AS_BEFORE.items():
-        if dumped["evaluation"].get(key) == before:
-            del dumped["evaluation"][key]
-    if not dumped["generators"]:  # added later: a project naming none hashes as before
-        del dumped["generators"]
-    return stable_hash(dumped)
+    return stable_hash(hashed_project(project.model_dump(mode="json", exclude={"pipeline", "cache_dir"}),
+                                      SPEED_ONLY))
 
 
 def trial_record(config: PipelineConfig, result: EvalResult, settings: StudySettings, project: str,

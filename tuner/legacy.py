@@ -1,0 +1,43 @@
+"""What records written by an older tuner hold, in one place: literals, never derived from today's classes, so
+adding a setting, a backend or a default can never change how an old study reads or hashes.
+
+A record's own missing fields load at their defaults through its `schema` (`versioned.py`); what lives here is
+the rest: how a study's identity was hashed, and settings that existed under another shape."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: every LLM setting that was not common to all backends, at its default, as one flat dump held them before the
+#: settings were typed by backend (study.json keeps such dumps, and a study's project hash hashes them)
+FLAT_LLM_DEFAULTS: Mapping[str, Any] = {
+    "path": None, "n_ctx": 4096, "n_threads": None, "decoding": "fast",
+    "base_url": None, "api_key_env": None, "timeout": 120.0,
+}
+#: the backend a dump that names none ran on
+UNNAMED_BACKEND = "llama-cpp"
+#: evaluation settings added later, at the value every study ran with before they existed (a study recorded
+#: before them resumes with these, and its project hash leaves them out)
+EVALUATION_AS_BEFORE: Mapping[str, Any] = {"verdicts": "sampled", "statements": "judge"}
+
+
+def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[str, Any]:
+    """A project dump as study identities hash it: each LLM as a flat dump (speed-only settings at their old
+    default), settings added later left out when at their old value, so a resumed study knows its trials."""
+    for role in ("generator", "judge"):
+        if dumped.get(role) is not None:
+            flat = {key: value for key, value in {**FLAT_LLM_DEFAULTS, **dumped[role]}.items() if key not in speed_only}
+            flat.update({key: FLAT_LLM_DEFAULTS[key] for key in speed_only if key in FLAT_LLM_DEFAULTS})
+            dumped[role] = flat
+    for key, before in EVALUATION_AS_BEFORE.items():
+        if dumped["evaluation"].get(key) == before:
+            del dumped["evaluation"][key]
+    if not dumped.get("generators", True):  # added later: a project naming none hashes as before
+        del dumped["generators"]
+    return dumped
+
+
+def recorded_project(project: Mapping[str, Any]) -> dict[str, Any]:
+    """A study.json project as it ran: a setting added since is at its value of then."""
+    return {**project, "evaluation": {**EVALUATION_AS_BEFORE, **project.get("evaluation", {})}}
