@@ -26,7 +26,7 @@ from rich.table import Table
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import ProjectConfig
 from tuner.cost import Cost
-from tuner.evaluation.metrics import ALL_METRICS
+from tuner.evaluation.metrics import SCORED_METRICS
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult, TrialFile
 from tuner.evaluation.retrieval_eval import passage, trace
 from tuner.study.meta import StudyMeta
@@ -55,22 +55,22 @@ def build(root: Path, trials: int, seed: int) -> Path:
         questions = []
         for q in workspace.dataset.questions:
             found = workspace.pipeline.run(q.text, config)
-            scores = {m: rng.choice([None, 0.0, 0.5, 0.75, 1.0, 1.0, 1.0]) for m in ALL_METRICS}
+            scores = {m: rng.choice([None, 0.0, 0.5, 0.75, 1.0, 1.0, 1.0]) for m in SCORED_METRICS}
             questions.append(QuestionResult(
                 id=q.id, question=q.text, reference=q.reference, answer="An answer citing [1] and [2].",
                 contexts=tuple(c.chunk.text for c in found.selected),
                 selected=tuple(passage(c) for c in found.selected),
                 retrieval=trace(found, q.relevant_ids, config.top_k),
                 scores=scores, failures={m: Failure("nan") for m, v in scores.items() if v is None},
-                cost={s: Cost(llm_calls=2, prompt_tokens=900, seconds=20.0) for s in ("generate", *ALL_METRICS)},
+                cost={s: Cost(llm_calls=2, prompt_tokens=900, seconds=20.0) for s in ("generate", *SCORED_METRICS)},
                 refusal=rng.random() < 0.05))
-        result = EvalResult.summarise(questions, list(ALL_METRICS), {}, Cost(llm_calls=60, seconds=1200.0),
-                                      {s: Cost(seconds=240.0) for s in ("generate", *ALL_METRICS)},
+        result = EvalResult.summarise(questions, list(SCORED_METRICS), {}, Cost(llm_calls=60, seconds=1200.0),
+                                      {s: Cost(seconds=240.0) for s in ("generate", *SCORED_METRICS)},
                                       {"generator": "bench", "judge": "bench"})
         trial.set_user_attr("baseline", number == 0)
         folder.write_trial(TrialFile(trial.number, trial.params, config.model_dump(), False, result))
         study.tell(trial, result.value("faithfulness"))
-    folder.write_meta(StudyMeta(("faithfulness",), metrics=tuple(ALL_METRICS), search_space="default.yaml",
+    folder.write_meta(StudyMeta(("faithfulness",), metrics=tuple(SCORED_METRICS), search_space="default.yaml",
                                 space=space.model_dump(mode="json"), project=project.model_dump(mode="json")))
     return folder.root
 

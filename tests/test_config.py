@@ -3,13 +3,7 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from tuner.config import (
-    EndpointConfig,
-    LlamaCppConfig,
-    PipelineConfig,
-    ProjectConfig,
-    load_config,
-)
+from tuner.config import EndpointConfig, LlamaCppConfig, PipelineConfig, ProjectConfig, load_config
 from tuner.errors import ConfigError
 from tuner.legacy import EVALUATION_AS_BEFORE
 from tuner.study.optimize import project_hash

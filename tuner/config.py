@@ -266,7 +266,7 @@ def _backend(data: Any) -> str:
 
 
 #: one language model, typed by its `backend` (in-process llama.cpp when none is given)
-LLMConfig = Annotated[Union[tuple(Annotated[c, Tag(c.tag())] for c in LLM_BACKENDS)],  # noqa: UP007
+LLMConfig = Annotated[Union[tuple(Annotated[c, Tag(c.tag())] for c in LLM_BACKENDS)],
                       Discriminator(_backend)]
 #: the tags the union puts in an error's key path: not keys the user wrote
 _TAGS = tuple(c.tag() for c in LLM_BACKENDS)

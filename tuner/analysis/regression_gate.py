@@ -14,7 +14,8 @@ from tuner.analysis.corrections import Corrections, corrections, reading
 from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, per_question
 from tuner.evaluation.labels import LABELLED_METRIC, Label
-from tuner.evaluation.records import EvalResult, lower_is_better
+from tuner.evaluation.metrics import lower_is_better
+from tuner.evaluation.records import EvalResult
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,11 @@ failures, and optionally the judge's spread across re-judgings):
 * judge      — the question was not scored (unparsable / NaN verdict), or re-judging showed the verdict unstable;
 * unknown    — no gold ids and no context recall: retrieval and generation cannot be told apart here.
 
-Retrieval targets (recall@k, nDCG, …) are only lost to retrieval or selection.
+Retrieval targets (recall@k, nDCG, …) are only lost to retrieval or selection. A question's loss is how far it
+falls short of the target's best value, in the target's units (its `MetricSpec` says the range and direction; an
+unscored question loses the whole range). A target with no best value, and a cost target (spent by stages of the
+pipeline, not lost by them: the trial table's cost per stage says where), is not attributed, and the reason is
+said.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.evaluation.records import RETRIEVAL_METRICS, QuestionResult
+from tuner.evaluation.metrics import REGISTRY, RETRIEVAL_METRICS
+from tuner.evaluation.records import QuestionResult
 
 STAGES = ("retrieval", "selection", "generation", "judge", "unknown")
 #: a verdict whose re-judged scores span at least this much is the judge's, not the pipeline's
@@ -31,7 +36,7 @@ class QuestionLoss:
     question_id: str
     question: str
     score: float | None
-    loss: float  # target points lost (1 - score; a whole point when unscored)
+    loss: float  # target points lost (the best value - score; the whole range when unscored)
     stage: str
     why: str
 
@@ -40,6 +45,8 @@ class QuestionLoss:
 class StageShares:
     target: str
     losses: tuple[QuestionLoss, ...]  # questions that lost points, worst first
+    #: why the target's losses are not attributed to stages ("" when they are)
+    unattributed: str = ""
 
     @property
     def total(self) -> float:
@@ -52,6 +59,13 @@ class StageShares:
         return [q for q in self.losses if q.stage == stage]
 
     @property
+    def caption(self) -> str:
+        """One line on the whole: the limiting stage, nothing lost, or why nothing is attributed."""
+        if self.unattributed:
+            return f"not attributed to stages: {self.unattributed}"
+        return f"limiting stage: {self.limiting}" if self.limiting else "nothing lost"
+
+    @property
     def limiting(self) -> str | None:
         """The stage that loses the most target points (None when nothing is lost)."""
         if not self.total:
@@ -62,12 +76,21 @@ class StageShares:
 def attribute(questions: Sequence[QuestionResult], target: str,
               judge_spread: Mapping[str, float] | None = None) -> StageShares:
     """Attribute each question's lost target points to one stage (see the module docstring)."""
+    spec = REGISTRY[target]
+    if spec.kind == "cost":
+        return StageShares(target, (), f"{target} is a cost: every stage spends it (the trial's cost per stage "
+                                       f"says where), none loses it")
+    if spec.best is None or spec.high is None:
+        return StageShares(target, (), f"{target} has no {'best' if spec.best is None else 'worst'} value "
+                                       f"({spec.low:g} to {'∞' if spec.high is None else f'{spec.high:g}'}, "
+                                       f"{'lower' if spec.lower_is_better else 'higher'} is better): no question's "
+                                       f"shortfall can be measured")
     losses = []
     for q in questions:
         score = q.value(target)
         if score is None and target in RETRIEVAL_METRICS:
             continue  # no gold ids: the question is not in the target's mean, so it loses nothing
-        loss = 1.0 if score is None else max(0.0, 1.0 - score)
+        loss = spec.high - spec.low if score is None else spec.shortfall(score)
         if loss <= 1e-9:
             continue
         stage, why = _stage(q, target, score, (judge_spread or {}).get(q.id))

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.evaluation.records import RETRIEVAL_METRICS, EvalResult, lower_is_better
+from tuner.evaluation.metrics import RETRIEVAL_METRICS, lower_is_better
+from tuner.evaluation.records import EvalResult
 
 RESAMPLES = 10_000
 LEVEL = 0.95

@@ -40,8 +40,8 @@ def compare_command(
     from tuner.analysis.regression_gate import gate
     from tuner.cli.evaluate import open_split, run_evaluation
     from tuner.evaluation.labels import read as read_labels
-    from tuner.evaluation.metrics import ALL_METRICS
-    from tuner.evaluation.records import TARGETS, unscorable
+    from tuner.evaluation.metrics import SCORED_METRICS, TARGETS
+    from tuner.evaluation.records import unscorable
 
     if labels is not None and not labels.is_file():
         raise ConfigError(f"--labels {labels}: no such file")
@@ -50,7 +50,7 @@ def compare_command(
     for name in metrics:
         if name not in TARGETS:
             raise ConfigError(f"--metric {name!r}: choose from {', '.join(TARGETS)}")
-    judged = [m for m in metrics if m in ALL_METRICS]
+    judged = [m for m in metrics if m in SCORED_METRICS]
     results = []
     for label, path in (("BASE", base), ("NEW", new)):
         project = load_config(path)

@@ -334,7 +334,7 @@ def analyze_command(study: StudyOption = "default",
         if shares.questions(stage):
             table.add_row(stage, f"{shares.share(stage):.0%}",
                           ", ".join(q.question_id for q in shares.questions(stage)))
-    table.caption = f"limiting stage: {shares.limiting}" if shares.limiting else "nothing lost"
+    table.caption = shares.caption
     console.print(table)
     if analysis.effects:
         knobs_table = Table(title="knobs that matter")
@@ -357,7 +357,7 @@ def analyze_command(study: StudyOption = "default",
 
 def measure_judge_noise(view, repeats: int) -> None:
     from tuner.analysis.noise import rejudge, save_noise
-    from tuner.evaluation.records import RETRIEVAL_METRICS
+    from tuner.evaluation.metrics import RETRIEVAL_METRICS
     from tuner.study.results import study_runner
 
     best = view.best

@@ -21,7 +21,7 @@ from tuner.cost import CostMeter
 from tuner.data import Question
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.in_order import in_order
-from tuner.evaluation.metrics import ALL_METRICS, REGISTRY
+from tuner.evaluation.metrics import REGISTRY, SCORED_METRICS
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult
 from tuner.evaluation.retrieval_eval import passage, trace
@@ -142,9 +142,9 @@ class RagRunner:
     def metrics_for(self, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:
         """The metrics this dataset can score, and a note for each one skipped."""
         requested = list(self.workspace.config.evaluation.metrics if requested is None else requested)
-        unknown = [m for m in requested if m not in ALL_METRICS]
+        unknown = [m for m in requested if m not in SCORED_METRICS]
         if unknown:
-            raise ConfigError(f"unknown metric {unknown[0]!r}: choose from {', '.join(ALL_METRICS)}")
+            raise ConfigError(f"unknown metric {unknown[0]!r}: choose from {', '.join(SCORED_METRICS)}")
         skipped = {}
         if not self.workspace.dataset.has_references:
             for metric in requested:
@@ -296,16 +296,21 @@ def held_back(project: ProjectConfig, generator: str | None = None) -> str | Non
 
 def score_refusal(outcomes: dict[str, Outcome], rule: str, answerable: bool) -> dict[str, Outcome]:
     """A refusal is not an answer to judge: a judge may even call "the contexts do not say" faithful, and a refusal
-    left unscored lets a program win by declining the hard questions. Under the rule it scores 0 on the answer
-    metrics ("zero"; "zero_if_answerable" when a gold context was selected, else the judge's word stands: declining
-    was right) or is left out of the mean ("exclude"); it is always recorded as a refusal."""
+    left unscored lets a program win by declining the hard questions. Under the rule it scores each answer metric's
+    worst value, 0 for a share ("zero"; "zero_if_answerable" when a gold context was selected, else the judge's word
+    stands: declining was right) or is left out of the mean ("exclude"); it is always recorded as a refusal."""
     if rule == "zero_if_answerable" and not answerable:
         return outcomes
-    value = None if rule == "exclude" else 0.0
-    why = {"exclude": "declined to answer: left out by evaluation.refusal",
-           "zero": "declined to answer: 0 by evaluation.refusal"}.get(
-        rule, "declined to answer although a gold context was selected: 0 by evaluation.refusal")
-    return {m: Outcome(value, "refusal", why) if REGISTRY[m].answer_metric else o for m, o in outcomes.items()}
+
+    def refused(metric: str) -> Outcome:
+        worst = None if rule == "exclude" else REGISTRY[metric].worst  # 0 for a share; a metric's own worst
+        why = ("declined to answer: left out by evaluation.refusal" if rule == "exclude" else
+               f"declined to answer{' although a gold context was selected' if rule != 'zero' else ''}: "
+               + ("left out, as the metric has no worst value" if worst is None else f"{worst:g}")
+               + " by evaluation.refusal")
+        return Outcome(worst, "refusal", why)
+
+    return {m: refused(m) if REGISTRY[m].answer_metric else o for m, o in outcomes.items()}
 
 
 def root_tuner_error(exc: BaseException) -> TunerError | None:

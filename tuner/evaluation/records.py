@@ -17,22 +17,10 @@ from typing import Any
 from tuner.cost import Cost
 from tuner.data import Dataset
 from tuner.errors import ConfigError, DataError
-from tuner.evaluation.metrics import ALL_METRICS, REGISTRY
+from tuner.evaluation.metrics import COST_METRICS, REGISTRY, RETRIEVAL_METRICS, SCORED_METRICS, TARGETS
 from tuner.versioned import check_schema
 
 SCHEMA_VERSION = 2
-
-RETRIEVAL_METRICS = ("recall@k", "recall@1", "recall@5", "recall@10", "precision", "ndcg@10", "mrr")
-#: what a configuration costs per question, lower is better: the pipeline's own seconds and LLM tokens (query
-#: rewriting, LLM reranking, the answer; never the judge's), as on a cold cache, and the tokens of the contexts the
-#: generator reads
-COST_METRICS = ("seconds_per_question", "tokens_per_question", "context_tokens")
-#: what a study may optimise or guard
-TARGETS = ALL_METRICS + RETRIEVAL_METRICS + COST_METRICS
-
-
-def lower_is_better(metric: str) -> bool:
-    return metric in COST_METRICS
 
 
 def unscorable(metric: str, dataset: Dataset) -> str | None:
@@ -163,7 +151,7 @@ class QuestionResult:
         """The pipeline's cost of this question (the judge's stages left out); None: not known."""
         if metric == "context_tokens":
             return None if self.context_tokens is None else float(self.context_tokens)
-        spent = [c for stage, c in self.cost.items() if stage not in ALL_METRICS]
+        spent = [c for stage, c in self.cost.items() if stage not in SCORED_METRICS]
         if metric == "tokens_per_question":
             return float(sum(c.cold_tokens for c in spent))
         if not spent or any(c.unmetered_hits for c in spent):

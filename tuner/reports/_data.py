@@ -10,10 +10,10 @@ from tuner.analysis import Analysis
 from tuner.compile.saved import Sidecar, read_sidecar
 from tuner.cost import Cost
 from tuner.errors import TunerError
-from tuner.evaluation.metrics import ALL_METRICS
+from tuner.evaluation.metrics import SCORED_METRICS
 from tuner.study.results import StudyView
 
-STAGE_ORDER = ("index", "query", "retrieve", "generate", *ALL_METRICS)
+STAGE_ORDER = ("index", "query", "retrieve", "generate", *SCORED_METRICS)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Any
 from tuner.analysis import Analysis, testset
 from tuner.analysis.corrections import none_matched
 from tuner.analysis.stages import STAGES
+from tuner.evaluation.metrics import REGISTRY, lower_is_better
 from tuner.reports import _data
 from tuner.study.results import StudyView
 from tuner.ui import duration, knobs
@@ -260,7 +261,7 @@ def _comparison(analysis: Analysis, plots: dict[str, str]) -> list[str]:
     if analysis.corrections is not None:
         out += [analysis.corrections.sentence(f"trial {best.number}", "the baseline"), ""]
     for c in analysis.comparisons[1:]:
-        if c.metric.split("@")[0] in ("recall", "precision", "ndcg", "mrr"):
+        if REGISTRY[c.metric].kind == "retrieval":
             continue
         if c.distinguishable:
             out += [f"- {c.sentence(f'Trial {best.number}', 'the baseline')}"]
@@ -298,9 +299,13 @@ def _bottleneck(analysis: Analysis) -> list[str]:
     if shares is None:
         return []
     out = ["## Where the target is lost", ""]
+    if shares.unattributed:
+        return out + [f"Not attributed to stages: {shares.unattributed}.", ""]
     if not shares.losses:
         return out + [f"The best trial loses no {shares.target} point on any question.", ""]
-    out += [f"Each question of the best trial that scores below 1 on {shares.target} is attributed to one stage: "
+    best = REGISTRY[shares.target].best
+    out += [f"Each question of the best trial that scores {'above' if lower_is_better(shares.target) else 'below'} "
+            f"{best:g} on {shares.target} is attributed to one stage: "
             "retrieval (a gold document never reached the reranker's pool), selection (it reached the pool but "
             "was not selected), generation (the gold context was selected, yet the answer lost points), judge "
             "(unscored or unstable verdict), unknown (no gold ids or context recall to tell).", ""]

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tuner.config import ProjectConfig
-from tuner.legacy import recorded_project
 from tuner.data.split import Split
 from tuner.errors import DataError
+from tuner.legacy import recorded_project
 from tuner.versioned import check_schema, known_fields
 
 META_SCHEMA = 1

@@ -25,17 +25,9 @@ from tuner.config import SPEED_ONLY, PipelineConfig, ProjectConfig
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError, interruption
-from tuner.evaluation.metrics import ALL_METRICS
+from tuner.evaluation.metrics import RETRIEVAL_METRICS, SCORED_METRICS, TARGETS, lower_is_better
+from tuner.evaluation.records import Constraint, EvalResult, QuestionResult, TrialFile
 from tuner.legacy import hashed_project
-from tuner.evaluation.records import (
-    RETRIEVAL_METRICS,
-    TARGETS,
-    Constraint,
-    EvalResult,
-    QuestionResult,
-    TrialFile,
-    lower_is_better,
-)
 from tuner.models.llms._base import LLMError
 from tuner.study.attrs import (
     BASELINE,
@@ -126,7 +118,7 @@ class StudySettings:
     def metrics_needed(self) -> list[str]:
         """The RAGAS metrics a trial must score: the targets and guards that are RAGAS metrics."""
         wanted = set(self.targets) | {c.metric for c in self.constraints}
-        return [m for m in ALL_METRICS if m in wanted]
+        return [m for m in SCORED_METRICS if m in wanted]
 
 
 def make_sampler(settings: StudySettings, space: SearchSpace, trials_so_far: int = 0) -> optuna.samplers.BaseSampler:

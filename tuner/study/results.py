@@ -20,7 +20,8 @@ from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.labels import LABELS_FILE, Label
 from tuner.evaluation.labels import read as read_labels
-from tuner.evaluation.records import Constraint, EvalResult, TrialFile, lower_is_better
+from tuner.evaluation.metrics import lower_is_better
+from tuner.evaluation.records import Constraint, EvalResult, TrialFile
 from tuner.study.attrs import (
     BASELINE,
     CONSTRAINTS,

@@ -1,9 +1,12 @@
-"""The metric registry: every fact about an answer metric in one `MetricSpec`, every table derived from it.
+"""The metric registry: every fact about every metric tuner reports in one `MetricSpec`, every table derived from it.
 
-A metric scores one question from its answer, contexts and reference. A judged metric asks the judge LLM (the
-RAGAS metrics); a computed one is plain code and costs no call. To add one, write its spec here (and, for a
-computed metric, its function in a module of this package): config validation, the scorer, the judge check,
-compile's budget, the refusal rule and the report's stage order all read this table.
+Four kinds. A *judged* metric asks the judge LLM (the RAGAS metrics) and a *computed* one is plain code; both score
+one question from its answer, contexts and reference (the *scored* metrics `evaluation.metrics` names). A
+*retrieval* metric reads document ids against the qrels (`retrieval_metrics.py`), a *cost* metric the trial's meter.
+Each spec carries its range and direction. To add a scored metric, write its spec here (and, for a computed metric,
+its function in a module of this package): config validation, the scorer, the judge check, compile's budget, the
+refusal rule, the study's targets, the comparisons, the report's grouping and stage order and the stage analysis
+all read this table.
 
 This package is a leaf (config imports it to validate `evaluation.metrics`): facts, factories and computed
 metrics' functions of text only. RAGAS is imported when a scorer is built, never at import.
@@ -40,16 +43,24 @@ class Computed:
         return self.function(**inputs)
 
 
+Kind = Literal["judged", "computed", "retrieval", "cost"]
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     name: str
     #: inputs besides the question, from INPUTS; a metric needing the answer is one a prompt changes
     needs: tuple[str, ...]
-    #: builds the scorer: an object with `async ascore(user_input=..., <INPUTS of needs>)` returning a float or a
-    #: result with `.value`
-    build: Callable[[JudgeTools], Any]
+    #: builds a scored metric's scorer: an object with `async ascore(user_input=..., <INPUTS of needs>)` returning
+    #: a float or a result with `.value` (None for retrieval and cost metrics, which tuner computes itself)
+    build: Callable[[JudgeTools], Any] | None
     description: str
-    judged: bool = True  # False: computed, no judge call, nothing for the judge check to check
+    #: judged: a judge call, checked by the judge check; computed: plain code, no call
+    kind: Kind = "judged"
+    #: the values it can take (high None: no upper bound); a share is 0 to 1
+    low: float = 0.0
+    high: float | None = 1.0
+    lower_is_better: bool = False
     #: judge calls one score costs, roughly (compile's budget)
     calls: int = 1
     #: tokens the judge's largest prompt holds besides the case's own texts (instructions, few-shot examples)
@@ -62,8 +73,32 @@ class MetricSpec:
     default: bool = True
 
     @property
+    def judged(self) -> bool:
+        return self.kind == "judged"
+
+    @property
+    def scored(self) -> bool:
+        """Scored per question from its texts (judged or computed): what `evaluation.metrics` may name."""
+        return self.kind in ("judged", "computed")
+
+    @property
     def answer_metric(self) -> bool:
         return "answer" in self.needs
+
+    @property
+    def best(self) -> float | None:
+        """Its best possible value; None when it has none (no bound in the better direction)."""
+        return self.low if self.lower_is_better else self.high
+
+    @property
+    def worst(self) -> float | None:
+        """Its worst possible value (what a refusal scores); None when it has none."""
+        return self.high if self.lower_is_better else self.low
+
+    def shortfall(self, value: float) -> float:
+        """How far `value` falls short of the best, in the metric's own units (never negative)."""
+        assert self.best is not None, f"{self.name} has no best value"
+        return max(0.0, value - self.best if self.lower_is_better else self.best - value)
 
     def inputs(self, question: str, answer: str, contexts: list[str], reference: str | None) -> dict[str, Any]:
         given = {"answer": answer, "contexts": contexts, "reference": reference}
@@ -99,6 +134,15 @@ def _context_recall(tools: JudgeTools) -> Any:
     return ContextRecall(llm=tools.llm)
 
 
+def _retrieval(name: str, description: str) -> MetricSpec:
+    return MetricSpec(name, (), None, description, kind="retrieval", calls=0, default=False)
+
+
+def _cost(name: str, description: str) -> MetricSpec:
+    return MetricSpec(name, (), None, description, kind="cost", high=None, lower_is_better=True, calls=0,
+                      default=False)
+
+
 #: template_tokens: a RAGAS 0.4.3 prompt measured with the Qwen2.5 tokenizer on a five-token case (faithfulness'
 #: largest call is its NLI step), rounded up
 REGISTRY: dict[str, MetricSpec] = {spec.name: spec for spec in (
@@ -116,11 +160,37 @@ REGISTRY: dict[str, MetricSpec] = {spec.name: spec for spec in (
     MetricSpec("context_recall", ("reference", "contexts"), _context_recall,
                "share of the reference's claims the contexts hold", template_tokens=1350,
                check_kinds=("own_contexts", "other_contexts")),
+    # by document id against the qrels, each document once at its best chunk (retrieval_metrics.py)
+    _retrieval("recall@k", "share of the gold documents among the top_k ranked"),
+    _retrieval("recall@1", "share of the gold documents ranked first"),
+    _retrieval("recall@5", "share of the gold documents among the first 5 ranked"),
+    _retrieval("recall@10", "share of the gold documents among the first 10 ranked"),
+    _retrieval("precision", "share of the selected documents that are gold"),
+    _retrieval("ndcg@10", "nDCG of the first 10 ranked documents"),
+    _retrieval("mrr", "1 / rank of the first gold document"),
+    # the pipeline's own cost (query rewriting, LLM reranking, the answer; never the judge's), as on a cold cache
+    _cost("seconds_per_question", "seconds the pipeline spends on a question"),
+    _cost("tokens_per_question", "LLM tokens the pipeline spends on a question"),
+    _cost("context_tokens", "tokens of the contexts the generator reads"),
 )}
 
-ALL_METRICS: tuple[str, ...] = tuple(REGISTRY)
-MetricName = Literal[ALL_METRICS]  # type: ignore[valid-type]  # config validates names against the registry
+
+def _of(*kinds: str) -> tuple[str, ...]:
+    return tuple(name for name, spec in REGISTRY.items() if spec.kind in kinds)
+
+
+#: what a study may optimise or guard: every metric
+TARGETS: tuple[str, ...] = tuple(REGISTRY)
+#: what `evaluation.metrics` may name: scored per question from its texts
+SCORED_METRICS: tuple[str, ...] = _of("judged", "computed")
+RETRIEVAL_METRICS: tuple[str, ...] = _of("retrieval")
+COST_METRICS: tuple[str, ...] = _of("cost")
+JUDGED_METRICS: tuple[str, ...] = _of("judged")
+MetricName = Literal[SCORED_METRICS]  # type: ignore[valid-type]  # config validates names against the registry
 #: metrics a prompt changes (the others depend on retrieval alone)
-ANSWER_METRICS: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if spec.answer_metric)
-JUDGED_METRICS: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if spec.judged)
-DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if spec.default)
+ANSWER_METRICS: tuple[str, ...] = tuple(name for name in SCORED_METRICS if REGISTRY[name].answer_metric)
+DEFAULT_METRICS: tuple[str, ...] = tuple(name for name in SCORED_METRICS if REGISTRY[name].default)
+
+
+def lower_is_better(metric: str) -> bool:
+    return REGISTRY[metric].lower_is_better
