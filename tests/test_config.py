@@ -3,7 +3,17 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from tuner.config import EndpointConfig, LlamaCppConfig, PipelineConfig, ProjectConfig, load_config
+from tuner.config import (
+    INDEX_KNOBS,
+    KNOBS,
+    EndpointConfig,
+    IndexSettings,
+    LlamaCppConfig,
+    PipelineConfig,
+    ProjectConfig,
+    load_config,
+    setting_at,
+)
 from tuner.errors import ConfigError
 from tuner.legacy import EVALUATION_AS_BEFORE
 from tuner.study.optimize import project_hash
@@ -143,3 +153,16 @@ def test_a_config_dumped_without_defaults_loads_back_as_the_same_backend():
         dumped = project.model_dump(mode="json", exclude_defaults=True)
         assert dumped["generator"]["backend"] == generator.backend
         assert ProjectConfig.model_validate(dumped) == project
+
+
+def test_every_index_knob_names_the_project_setting_its_index_reads():
+    project = ProjectConfig()
+    assert set(INDEX_KNOBS) == set(IndexSettings.model_fields) == {n for n, k in KNOBS.items() if k.index}
+    own = project.index_settings()
+    for name, path in INDEX_KNOBS.items():  # each path resolves, and the project's index reads it
+        assert getattr(own, name) == setting_at(project, path), name
+        assert str(getattr(own, name)) in own.describe(), f"{name} is missing from what the index is described as"
+    changed = ProjectConfig.model_validate({"chunking": {"size": 90}, "backend": {"bm25": {"stemmer": "english"}}})
+    assert (changed.index_settings().chunk_size, changed.index_settings().stemmer) == (90, "english")
+    # a pipeline's index knob wins over the project's setting
+    assert changed.index_settings(PipelineConfig(chunk_size=60)).chunk_size == 60

@@ -397,8 +397,9 @@ class Knob:
     #: values at which it calls the generator, and how often
     generator: frozenset[str] = frozenset()
     generator_calls: str = ""
-    #: an index knob: another value retrieves from another index (built once); `explore`: values a next round tries
-    index: bool = False
+    #: an index knob: the project setting it overrides ("chunking.size"); another value retrieves from another
+    #: index (built once). `IndexSettings` has a field per index knob, and the project's index reads these paths
+    index: str = ""
     explore: tuple[Any, ...] = ()
     #: a model knob: rounds settle these before the rest of the pipeline (Greedy-M)
     model: bool = False
@@ -436,23 +437,35 @@ KNOBS: dict[str, Knob] = {
     "query": Knob(lost="query {value} (rewrite the question with your generator before searching, as tuner's query "
                        "strategy does)", generator=frozenset({"hyde", "decomposition", "multi_query"}),
                   generator_calls="once per question"),
-    "chunk_size": Knob(carried=_INGESTED, index=True, explore=(100, 150, 250, 400)),
-    "chunk_overlap": Knob(carried=_INGESTED, index=True),
-    "chunker": Knob(carried=_INGESTED, index=True, explore=("words", "sentences", "sections"),
+    "chunk_size": Knob(carried=_INGESTED, index="chunking.size", explore=(100, 150, 250, 400)),
+    "chunk_overlap": Knob(carried=_INGESTED, index="chunking.overlap"),
+    "chunker": Knob(carried=_INGESTED, index="chunking.chunker", explore=("words", "sentences", "sections"),
                     generator=frozenset({"raptor"}), generator_calls="once per cluster of chunks"),
     "stemmer": Knob(lost="stemmer {value} (Weaviate's BM25 does not stem; alpha was tuned against stemmed BM25)",
                     active=lambda p, project: p.stemmer == "english" and project.backend.type != "weaviate",
-                    index=True, explore=("none", "english")),
-    "contextual": Knob(carried=_INGESTED, index=True, generator=frozenset({"llm"}),
+                    index="backend.bm25.stemmer", explore=("none", "english")),
+    "contextual": Knob(carried=_INGESTED, index="chunking.contextual", generator=frozenset({"llm"}),
                        generator_calls="once per chunk"),
     "generator": Knob(carried="your application's generator model", model=True),
-    "embedder": Knob(carried="the vectors you ingest and search with (this embedding model)", index=True,
+    "embedder": Knob(carried="the vectors you ingest and search with (this embedding model)", index="embedder.model",
                      model=True),
     "reranker_model": Knob(lost="reranker model {value} (rerank with it in your application)",
                            active=lambda p, _: p.reranker_model is not None and p.reranker != "none", model=True),
 }
 #: the knobs that choose a model
 MODEL_KNOBS = tuple(name for name, knob in KNOBS.items() if knob.model)
+#: the knobs that choose an index, each with its project setting
+INDEX_KNOBS = {name: knob.index for name, knob in KNOBS.items() if knob.index}
+if set(INDEX_KNOBS) != set(IndexSettings.model_fields):  # an index knob is a field of the index it builds
+    raise TypeError(f"IndexSettings fields {sorted(IndexSettings.model_fields)} are not the index knobs "
+                    f"{sorted(INDEX_KNOBS)}")
+
+
+def setting_at(config: BaseModel, path: str) -> Any:
+    """The value of a dotted setting ("backend.bm25.stemmer")."""
+    for part in path.split("."):
+        config = getattr(config, part)
+    return config
 
 
 class ProjectConfig(_Strict):
@@ -474,10 +487,8 @@ class ProjectConfig(_Strict):
 
     def index_settings(self, pipeline: PipelineConfig | None = None) -> IndexSettings:
         """The index `pipeline` retrieves from: the project's settings, overridden by the pipeline's index knobs."""
-        chunking, pipeline = self.chunking, pipeline or self.pipeline
-        settings = {"chunk_size": chunking.size, "chunk_overlap": chunking.overlap, "chunker": chunking.chunker,
-                    "stemmer": self.backend.bm25.stemmer, "contextual": chunking.contextual,
-                    "embedder": self.embedder.model}
+        pipeline = pipeline or self.pipeline
+        settings = {name: setting_at(self, path) for name, path in INDEX_KNOBS.items()}
         settings.update({k: v for k, v in pipeline.model_dump(include=set(settings)).items() if v is not None})
         if self.backend.type == "weaviate" and settings["stemmer"] != "none":
             raise ConfigError(f"stemmer {settings['stemmer']}: Weaviate does not stem; use the embedded backend")

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
+from pydantic import BaseModel
 
 from tuner.cache import is_database
 from tuner.compile.saved import Sidecar, compiled_programs, read_sidecar
-from tuner.config import KNOBS, PipelineConfig, ProjectConfig
+from tuner.config import INDEX_KNOBS, KNOBS, PipelineConfig, ProjectConfig, setting_at
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
@@ -252,11 +253,12 @@ class Session:
         return run_study(self.study, objective, trials, timeout)
 
 
-#: index settings every trial of a study retrieved with: a resume with others would compare other indexes
-INDEX_SETTINGS = {"chunking": None, "embedder": ("model", "backend", "precision"),
-                  "backend": ("type", "candidates", "bm25"), "graph": None}
+#: project settings every trial of a study retrieved with: a resume with others would compare other indexes. The
+#: index knobs' own settings (`INDEX_KNOBS`), and what else decides what an index returns
+INDEX_SETTINGS = (*INDEX_KNOBS.values(), "chunking", "embedder.backend", "embedder.precision", "backend.type",
+                  "backend.candidates", "backend.bm25", "graph")
 #: how every trial of a study was judged: a resume judging otherwise would rank scores of two scales together
-JUDGE_SETTINGS = {"evaluation": ("verdicts", "statements")}
+JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.statements")
 
 
 def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], project: ProjectConfig) -> None:
@@ -274,15 +276,26 @@ def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], p
             f"{data['questions']} questions over {data['documents']} documents"
         raise ConfigError(f"study {name} was measured on {recorded.get('questions')} questions over "
                           f"{recorded.get('documents')} documents, this run has {said}; {again}")
-    before = meta.config.model_dump(mode="json")
-    now = project.model_dump(mode="json")
+    before = meta.config
     for settings, done, why in ((INDEX_SETTINGS, "indexed", "its trials retrieved from that index"),
                                 (JUDGE_SETTINGS, "judged", "its trials' scores are that judge's")):
-        for section, keys in settings.items():
-            for key in keys or before[section]:
-                if before[section].get(key) != now[section].get(key):
-                    raise ConfigError(f"study {name} {done} with {section}.{key} = {before[section].get(key)!r}, "
-                                      f"not {now[section].get(key)!r}: {why}; {again}")
+        for path in settings:
+            for key in _leaves(setting_at(before, path), path):
+                was, now = setting_at(before, key), setting_at(project, key)
+                if was != now:
+                    raise ConfigError(f"study {name} {done} with {key} = {_dumped(was)!r}, not {_dumped(now)!r}: "
+                                      f"{why}; {again}")
+
+
+def _leaves(value: Any, path: str) -> list[str]:
+    """The dotted paths of every setting at or under `path` (a section names each of its keys)."""
+    if isinstance(value, BaseModel):
+        return [leaf for key in type(value).model_fields for leaf in _leaves(getattr(value, key), f"{path}.{key}")]
+    return [path]
+
+
+def _dumped(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else getattr(value, "value", value)
 
 
 def refuse_unscorable(settings: StudySettings, data: Dataset) -> None:
