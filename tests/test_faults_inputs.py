@@ -365,3 +365,26 @@ def test_the_real_model_says_prompt_too_long_and_counts_tokens(small_llm):
     assert 5 <= small_llm.count_tokens("Who built the Sorrel Bridge in 1850?") <= 15
     with pytest.raises(PromptTooLong, match="raise generator/judge n_ctx"):
         small_llm.chat([{"role": "user", "content": "bridge " * 5000}], max_tokens=8)
+
+
+def test_an_error_with_an_empty_message_is_said_by_its_type_not_an_index_error():
+    from tuner.errors import described, first_line
+
+    assert first_line(ValueError("")) == "ValueError" and described(ValueError("")) == "ValueError"
+    assert first_line(ValueError("  \n")) == "ValueError" and first_line("") == "(no message)"
+    assert described(OSError("disk full\nmore")) == "OSError: disk full"
+    assert first_line("x" * 300) == "x" * 200
+
+
+def test_the_json_object_of_a_reply_is_found_the_same_way_by_the_judge_and_the_question_writer():
+    from pydantic import BaseModel
+
+    from tuner.evaluation.ragas_judge import parse_reply as judge_reply
+    from tuner.testset.gates import parse_reply as writer_reply
+
+    class Reply(BaseModel):
+        question: str
+
+    for reply in ('{"question": "Who?"}', 'Sure! ```json\n{"question": "Who?"}\n```'):
+        assert judge_reply(reply, Reply).question == "Who?"
+        assert writer_reply(reply, ("question",)) == {"question": "Who?"}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import ConfigError, DataError
+from tuner.errors import ConfigError, DataError, described
 
 log = logging.getLogger(__name__)
 
@@ -313,7 +313,7 @@ class DatabaseStore(KeyValue):
                                       f"{', '.join(sorted(found))}, not tuner's {', '.join(created.c.keys())}): "
                                       f"give tuner a database of its own")
         except (sa.exc.SQLAlchemyError, ImportError) as exc:  # a bad URL, no driver, an unreachable server
-            raise ConfigError(f"{self.where}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+            raise ConfigError(f"{self.where}: {described(exc)}") from None
         if self.engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         elif self.engine.dialect.name == "sqlite":

@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, first_line
 from tuner.evaluation.metrics import DEFAULT_METRICS, MetricName
 from tuner.files import refuse_special
 from tuner.legacy import FLAT_LLM_DEFAULTS, UNNAMED_BACKEND
@@ -572,7 +572,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = getattr(exc, "problem", None) or first_line(exc)
         raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a UTF-8 text file") from None

@@ -37,3 +37,20 @@ class Stopped(KeyboardInterrupt):
 def interruption(exc: KeyboardInterrupt) -> str:
     """What stopped a trial, as its `interrupted` mark says it: Ctrl-C, SIGTERM or SIGHUP."""
     return exc.name if isinstance(exc, Stopped) else "Ctrl-C"
+
+
+def first_line(what: BaseException | str, limit: int = 200) -> str:
+    """The first line of an error's message (or of a text), cut at `limit`, for a one-line error; an error that
+    says nothing gives its type's name, an empty text "(no message)"."""
+    if isinstance(what, BaseException) and callable(getattr(what, "errors", None)):
+        what = "; ".join(str(error.get("msg", error)) for error in what.errors())  # pydantic: its first line counts
+    text = str(what).strip()
+    if text:
+        return text.splitlines()[0][:limit]
+    return type(what).__name__ if isinstance(what, BaseException) else "(no message)"
+
+
+def described(exc: BaseException, limit: int = 200) -> str:
+    """'TypeName: first line of its message', or the type's name alone when the message is empty."""
+    text = first_line(exc, limit)
+    return text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"

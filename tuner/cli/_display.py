@@ -13,7 +13,7 @@ from rich.table import Table
 
 from tuner.cache import redact
 from tuner.config import PipelineConfig
-from tuner.errors import TunerError
+from tuner.errors import TunerError, first_line
 from tuner.files import write_json
 from tuner.ui import console, err_console, knobs, note, progress, warning
 
@@ -128,7 +128,7 @@ def track(tracker, folder, report_dir: Path | None = None) -> None:
         tracker.sync(read_study(folder), report_dir)
     except Exception as exc:  # MLflow's client raises many types; none may stop an overnight study
         note(f"not tracked in MLflow this time ({type(exc).__name__}: "
-             f"{redact(str(exc).splitlines()[0])[:200] if str(exc) else ''}); the next trial or a rerun logs it")
+             f"{redact(first_line(exc))}); the next trial or a rerun logs it")
 
 
 def write_study_report(folder, reports_dir: Path):

@@ -19,7 +19,7 @@ from tuner.cache import open_store
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
-from tuner.errors import ConfigError, TunerError
+from tuner.errors import ConfigError, TunerError, described
 from tuner.evaluation.in_order import in_order
 from tuner.evaluation.metrics import REGISTRY, SCORED_METRICS
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
@@ -272,7 +272,7 @@ class RagRunner:
                 raise cause from None
             if not isinstance(exc, (dspy.utils.exceptions.AdapterParseError, ValueError)):
                 raise
-            return "", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            return "", described(exc)
 
 
 def concurrency(project: ProjectConfig, generator: str | None = None) -> dict[str, int]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -30,6 +29,7 @@ from tuner.evaluation.metrics import REGISTRY, JudgeOutputError, JudgeTools
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM, PromptTooLong
 from tuner.prompts.programs import is_refusal
+from tuner.text import json_candidates
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -103,12 +103,8 @@ class JudgeLLM(InstructorBaseRagasLLM):
 
 def parse_reply(text: str, response_model: type[Model]) -> Model:
     """The reply as `response_model`, tolerating prose or code fences around one JSON object."""
-    candidates = [text.strip()]
-    match = re.search(r"\{.*\}", text, re.S)
-    if match:
-        candidates.append(match.group(0))
     problem = "empty reply" if not text.strip() else "no JSON object"
-    for candidate in candidates:
+    for candidate in json_candidates(text):
         try:
             return response_model.model_validate_json(candidate)
         except ValidationError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 
 from tuner.cost import Cost
 from tuner.data import Dataset
-from tuner.errors import ConfigError, DataError
+from tuner.errors import ConfigError, DataError, first_line
 from tuner.evaluation.metrics import COST_METRICS, REGISTRY, RETRIEVAL_METRICS, SCORED_METRICS, TARGETS
 from tuner.versioned import check_schema
 
@@ -244,7 +244,7 @@ class EvalResult:
             return ""
         counts = ", ".join(f"{n} {why}" for why, n in Counter(f.reason for f in failed).items())
         example = next((f.detail for f in failed if f.detail), "")
-        return counts + (f", e.g. {example.splitlines()[0][:200]}" if example else "")
+        return counts + (f", e.g. {first_line(example)}" if example.strip() else "")
 
     def value(self, metric: str) -> float | None:
         if metric in COST_METRICS:  # the mean over the questions whose cost is known

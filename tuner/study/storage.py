@@ -25,7 +25,7 @@ from typing import Any
 import optuna
 
 from tuner.cache import KeyValue, open_store, redact, while_others_create_tables
-from tuner.errors import ConfigError, DataError, NewerRecord
+from tuner.errors import ConfigError, DataError, NewerRecord, described, first_line
 from tuner.evaluation.records import TrialFile
 from tuner.files import write_json
 from tuner.study.meta import StudyMeta
@@ -263,7 +263,7 @@ def make_storage(folder: StudyFolder, heartbeat: int = HEARTBEAT) -> optuna.stor
                                                                      journal_lock(folder.journal)))
         except (ValueError, KeyError, IndexError) as exc:  # entries Optuna cannot replay: report, never rewrite
             raise DataError(f"{folder.journal}: Optuna cannot replay this journal ({type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})") from None
+                            f"{first_line(exc)})") from None
     import warnings
 
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
@@ -277,7 +277,7 @@ def make_storage(folder: StudyFolder, heartbeat: int = HEARTBEAT) -> optuna.stor
     try:
         return while_others_create_tables(connect)
     except Exception as exc:  # sqlalchemy raises many kinds for a bad URL or an unreachable server
-        raise ConfigError(f"--storage {redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"--storage {redact(url)}: {described(exc)}") from None
 
 
 #: a writer holds the journal lock for the milliseconds of one append: one held this long with no write was left by a

@@ -9,6 +9,8 @@ import re
 
 import numpy as np
 
+from tuner.text import json_candidates
+
 #: the scorecard's names of the gates, in the order a candidate meets them
 GATES = ("unparsable", "preamble or list", "not standalone", "length", "copies its source", "near-duplicate",
          "unsupported by its source", "one document suffices", "answered by the corpus")
@@ -57,15 +59,18 @@ class Rejected(Exception):
         self.gate = gate
 
 
+def _loads(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def parse_reply(text: str, fields: tuple[str, ...]) -> dict[str, str]:
     """The JSON object a generator was asked for (the first {...} in the reply when it wrapped it in prose), with
     each of `fields` a non-empty string."""
-    found = re.search(r"\{.*\}", text, flags=re.S)
-    try:
-        data = json.loads(found.group(0) if found else text)
-    except ValueError:
-        raise Rejected("unparsable", text[:60]) from None
-    if not isinstance(data, dict):
+    data = next((found for candidate in json_candidates(text) if isinstance(found := _loads(candidate), dict)), None)
+    if data is None:
         raise Rejected("unparsable", text[:60])
     values = {f: " ".join(str(data.get(f) or "").split()) for f in fields}
     if not all(values.values()):

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.errors import first_line
 from tuner.models.llms._base import LLM, NO_YES_NO, Completion, LLMError, Messages, PromptTooLong
 from tuner.models.llms._llama_decoding import PrefixStates, common_prefix, fast_llama
 from tuner.models.llms._memory import RESIDENT, NotGGUF, footprint
@@ -78,7 +79,7 @@ class LlamaCppLLM(LLM):
             self._llama = model_class(model_path=str(self.path), n_ctx=self._settings["n_ctx"],
                                       n_threads=self._settings["n_threads"], verbose=False)
         except (ValueError, RuntimeError) as exc:
-            raise LLMError(f"{self.path}: cannot load as a GGUF model ({_first_line(exc)}); "
+            raise LLMError(f"{self.path}: cannot load as a GGUF model ({first_line(exc)}); "
                            "is the file complete? `tuner models verify` checks named models") from None
         template = self._llama.metadata.get("tokenizer.chat_template")
         self._formatter = None
@@ -114,7 +115,7 @@ class LlamaCppLLM(LLM):
                 response_format=response_format,
             )
         except ValueError as exc:  # prompt longer than n_ctx
-            raise PromptTooLong(f"{self.path.name}: {_first_line(exc)} (raise generator/judge n_ctx)") from None
+            raise PromptTooLong(f"{self.path.name}: {first_line(exc)} (raise generator/judge n_ctx)") from None
         self._remember()
         usage = reply.get("usage") or {}
         if self.profile is not None:
@@ -198,7 +199,3 @@ def fingerprint(path: Path, span: int = 1 << 20) -> str:
         digest.update(handle.read(span))
     return digest.hexdigest()[:16]
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

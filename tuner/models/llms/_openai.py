@@ -10,6 +10,7 @@ import os
 import time
 from typing import Any
 
+from tuner.errors import first_line
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages
 
 #: how often the client tries again after an outage-like failure, with its exponential backoff (0.5 s, 1 s, 2 s)
@@ -83,13 +84,13 @@ class OpenAICompatibleLLM(LLM):
                 tries = f" ({RETRIES + 1} tries)" if exc.status_code >= 500 or exc.status_code == 429 else ""
             said = exc.body.get("message") if isinstance(exc.body, dict) else None  # the server's own words
             raise LLMError(f"{self.base_url} answered HTTP {exc.status_code}{tries}: "
-                           f"{_first_line(str(said or exc.message))}") from None
+                           f"{first_line(str(said or exc.message))}") from None
         except (self._openai.APIResponseValidationError, ValueError) as exc:  # ValueError: JSON cut short
             raise LLMError(f"{self.base_url} answered something that is not a chat completion "
-                           f"({_first_line(str(exc))})") from None
+                           f"({first_line(str(exc))})") from None
         if not getattr(reply, "choices", None):  # a non-JSON body comes back as text, not as an error
             raise LLMError(f"{self.base_url} answered something that is not a chat completion "
-                           f"({_first_line(str(reply))[:80]!r})")
+                           f"({first_line(str(reply))[:80]!r})")
         choice = reply.choices[0]
         top: dict[str, float] = {}
         if choice.logprobs and choice.logprobs.content:
@@ -145,6 +146,3 @@ def retry_after(headers) -> float | None:
     except (TypeError, ValueError, OverflowError):
         return None
 
-
-def _first_line(text: str) -> str:
-    return (text or "").strip().splitlines()[0][:200] if text and text.strip() else "(no message)"

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from tuner.config import WEAVIATE_FUSIONS, Bm25Config, WeaviateConfig
-from tuner.errors import ConfigError, DataError
+from tuner.errors import ConfigError, DataError, first_line
 from tuner.pipeline.backends._base import Hits, RetrievalBackend
 
 #: objects per insert request
@@ -128,7 +128,7 @@ class WeaviateBackend(RetrievalBackend):
         try:
             self.client = weaviate.connect_to_custom(**arguments)
         except (WeaviateBaseError, ValueError) as exc:  # ValueError: settings the client refuses (pydantic)
-            raise ConfigError(f"{self.where}: cannot connect ({_first_line(exc)})") from None
+            raise ConfigError(f"{self.where}: cannot connect ({first_line(exc)})") from None
         weakref.finalize(self, self.client.close)
         self.collection = None
         self.name = ""
@@ -196,7 +196,7 @@ class WeaviateBackend(RetrievalBackend):
         try:
             yield
         except self._errors as exc:
-            raise ConfigError(f"{self.where}: cannot {what} ({_first_line(exc)})") from None
+            raise ConfigError(f"{self.where}: cannot {what} ({first_line(exc)})") from None
 
 
 def collection_schema(bm25: Bm25Config) -> dict[str, object]:
@@ -226,9 +226,3 @@ def result_hits(objects, search: str) -> Hits:
         scores = np.array([o.metadata.score for o in objects], dtype=np.float64)
     return Hits(ids, scores)
 
-
-def _first_line(exc: BaseException) -> str:
-    if callable(getattr(exc, "errors", None)):  # pydantic's ValidationError: its first line only counts errors
-        return "; ".join(error["msg"] for error in exc.errors())
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
