@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -19,15 +19,25 @@ DatasetOption = Annotated[
 ]
 LimitOption = Annotated[Optional[int], typer.Option("--limit", min=1, help="use only the first N questions")]
 
-StudyOption = Annotated[str, typer.Option("--study", "-s", help="study name (a folder under --studies-dir)")]
+#: where studies and reports live unless --studies-dir / --reports-dir say otherwise
+STUDIES = Path("studies")
+REPORTS = Path("reports")
+
+
+def study_option(help_text: str) -> Any:
+    """The --study/-s option, with what it means to this command."""
+    return typer.Option("--study", "-s", help=help_text)
+
+
+StudyOption = Annotated[str, study_option("study name (a folder under --studies-dir)")]
 StudiesDirOption = Annotated[Path, typer.Option("--studies-dir", help="where studies live")]
 ReportsDirOption = Annotated[Path, typer.Option("--reports-dir", help="where experiment reports are written")]
 StorageOption = Annotated[
     Optional[str], typer.Option("--storage", help="RDB URL (postgresql://…, sqlite:///…) instead of the journal file")
 ]
 
-CacheStudyOption = Annotated[Optional[str], typer.Option(
-    "--study", "-s", help="the cache this study uses (its own with --own-cache) instead of the config's")]
+CacheStudyOption = Annotated[Optional[str], study_option(
+    "the cache this study uses (its own with --own-cache) instead of the config's")]
 
 
 

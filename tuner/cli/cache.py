@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -10,7 +9,7 @@ from rich.table import Table
 
 from tuner.cache import redact
 from tuner.cli._app import app
-from tuner.cli._options import CacheStudyOption, ConfigOption, StorageOption, StudiesDirOption
+from tuner.cli._options import STUDIES, CacheStudyOption, ConfigOption, StorageOption, StudiesDirOption
 from tuner.errors import ConfigError
 from tuner.ui import console
 
@@ -20,7 +19,7 @@ app.add_typer(cache_app, name="cache")
 
 @cache_app.command("info")
 def cache_info(config: ConfigOption = None, study: CacheStudyOption = None, storage: StorageOption = None,
-               studies_dir: StudiesDirOption = Path("studies")) -> None:
+               studies_dir: StudiesDirOption = STUDIES) -> None:
     """What the cache holds per model: LLM calls and embedded texts, their size and when they were last used."""
     import datetime
 
@@ -54,7 +53,7 @@ def cache_prune(
     model: Annotated[Optional[str], typer.Option(
         "--model", help="drop what a model produced: LLM calls and embeddings whose model name contains this")] = None,
     config: ConfigOption = None, study: CacheStudyOption = None, storage: StorageOption = None,
-    studies_dir: StudiesDirOption = Path("studies"),
+    studies_dir: StudiesDirOption = STUDIES,
 ) -> None:
     """Trim the cache (what is dropped is paid again if needed) and compact its files. Run it while no study uses
     the cache."""

@@ -10,7 +10,15 @@ from rich.table import Table
 
 from tuner.cli._app import app
 from tuner.cli._display import index_progress
-from tuner.cli._options import ConfigOption, DatasetOption, LimitOption, StorageOption, StudiesDirOption
+from tuner.cli._options import (
+    STUDIES,
+    ConfigOption,
+    DatasetOption,
+    LimitOption,
+    StorageOption,
+    StudiesDirOption,
+    study_option,
+)
 from tuner.config import PipelineConfig, load_config
 from tuner.ui import console, err_console, progress, terminal_kept
 
@@ -30,15 +38,15 @@ def compile_command(
                                                  "out); default: --split")] = None,
     split: Annotated[float, typer.Option("--split", min=0, max=0.95, help="share of questions held out to judge "
                                          "the compiled program")] = 0.5,
-    study: Annotated[Optional[str], typer.Option(
-        "--study", "-s", help="compile for a study: its project, its best trial's retrieval, its search questions "
+    study: Annotated[Optional[str], study_option(
+        "compile for a study: its project, its best trial's retrieval, its search questions "
         "(never its held-out ones); saved in its programs/, which its search space then offers")] = None,
     config: ConfigOption = None,
     dataset: DatasetOption = None,
     limit: LimitOption = None,
     seed: Annotated[int, typer.Option(help="optimizer seed")] = 0,
     storage: StorageOption = None,
-    studies_dir: StudiesDirOption = Path("studies"),
+    studies_dir: StudiesDirOption = STUDIES,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="folder for the program and its sidecar "
                                                 "(default: the study's programs/, else studies/programs)")] = None,
 ) -> None:
@@ -76,7 +84,7 @@ def compile_command(
         task = bar.add_task(f"compiling ({optimizer})", total=budget)
         paid = runner.meter.paid
         compiled = compile_program(runner, pipeline, train_questions, held_out, settings,
-                                   out or Path("studies") / "programs",
+                                   out or STUDIES / "programs",
                                    on_score=lambda _: bar.update(task, completed=runner.meter.paid - paid))
     sidecar = compiled.sidecar
     console.print(f"saved {compiled.path} (program_id {sidecar.program_id}, {sidecar.demos} demo(s)); "

@@ -13,7 +13,16 @@ from rich.markup import escape
 
 from tuner.cli._app import app
 from tuner.cli._display import index_progress, print_judge_checks
-from tuner.cli._options import DatasetOption, LimitOption, StorageOption, StudiesDirOption, StudyOption, metric_list
+from tuner.cli._options import (
+    STUDIES,
+    DatasetOption,
+    LimitOption,
+    StorageOption,
+    StudiesDirOption,
+    StudyOption,
+    metric_list,
+    study_option,
+)
 from tuner.config import load_config
 from tuner.errors import ConfigError
 from tuner.ui import console, err_console, progress, status
@@ -36,11 +45,11 @@ def judge_check_command(
         "--agreement", min=0, help="cases per metric also judged under two sampled seeds (agreement)")] = 5,
     paraphrase: Annotated[bool, typer.Option(help="add the generator's paraphrase of each reference as a "
                                              "supported case")] = True,
-    study: Annotated[Optional[str], typer.Option(
-        "--study", "-s", help="check on a study's search questions with its project; saved in the study, shown in "
+    study: Annotated[Optional[str], study_option(
+        "check on a study's search questions with its project; saved in the study, shown in "
         "its report")] = None,
     storage: StorageOption = None,
-    studies_dir: StudiesDirOption = Path("studies"),
+    studies_dir: StudiesDirOption = STUDIES,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="where the results JSON goes (default: "
                                                 "reports/judge-check.json, or the study's folder)")] = None,
     labels: Annotated[Optional[Path], typer.Option(
@@ -136,7 +145,7 @@ def judge_label_command(
     export: Annotated[Optional[Path], typer.Option(
         "--export", help="write the answers to label as CSV (fill its supported column, then --import it)")] = None,
     storage: StorageOption = None,
-    studies_dir: StudiesDirOption = Path("studies"),
+    studies_dir: StudiesDirOption = STUDIES,
 ) -> None:
     """Say whether answers of a study are supported by their contexts (single keys): the verdict corrects the judge
     with them."""

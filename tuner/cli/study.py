@@ -22,6 +22,8 @@ from tuner.cli._display import (
 )
 from tuner.cli._interrupt import before_forced_exit, cleaning_up
 from tuner.cli._options import (
+    REPORTS,
+    STUDIES,
     ConfigOption,
     DatasetOption,
     LimitOption,
@@ -67,7 +69,7 @@ def optimize_command(
         min=1, help="questions answered before a trial may be pruned (the test needs 4 at least) \\[default: 4; no "
         "pruning when every target is a retrieval metric: its questions cost about a millisecond]")] = None,
     storage: StorageOption = None,
-    studies_dir: StudiesDirOption = Path("studies"),
+    studies_dir: StudiesDirOption = STUDIES,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="rounds of optimise -> analyse -> next space; "
                                         "round r runs as study NAME.rR")] = 1,
     holdout: Annotated[Optional[float], typer.Option(
@@ -82,7 +84,7 @@ def optimize_command(
     heartbeat: Annotated[int, typer.Option(
         "--heartbeat", min=1, help="with --storage: seconds between a running trial's heartbeats; a worker silent "
         "for three has its trial failed and retried by another")] = 60,
-    reports_dir: ReportsDirOption = Path("reports"),
+    reports_dir: ReportsDirOption = REPORTS,
     track_to: Annotated[Optional[str], typer.Option(
         "--track", help="mirror the study to MLflow: mlflow (MLflow's default store) or mlflow:URI, e.g. "
         "mlflow:http://mlflow:5000 or mlflow:sqlite:///mlflow.db; a parent run per study, a child run per trial "
@@ -286,8 +288,8 @@ def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, repor
 @app.command("report")
 def report_command(study: StudyOption = "default", out: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="folder for report.md and its plots (default: REPORTS_DIR/STUDY)")] = None,
-                   storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies"),
-                   reports_dir: ReportsDirOption = Path("reports")) -> None:
+                   storage: StorageOption = None, studies_dir: StudiesDirOption = STUDIES,
+                   reports_dir: ReportsDirOption = REPORTS) -> None:
     """Write a study's experiment report (Markdown + PNG plots + next_space.yaml); no LLM call."""
     from tuner.reports import write_report
     from tuner.study.results import read_study
@@ -306,8 +308,8 @@ def report_command(study: StudyOption = "default", out: Annotated[Optional[Path]
 def analyze_command(study: StudyOption = "default",
                     noise: Annotated[int, typer.Option("--noise", min=0, help="re-judge the best trial's answers "
                                                        "N times with sampled judge seeds (costs LLM calls)")] = 0,
-                    storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies"),
-                    reports_dir: ReportsDirOption = Path("reports")) -> None:
+                    storage: StorageOption = None, studies_dir: StudiesDirOption = STUDIES,
+                    reports_dir: ReportsDirOption = REPORTS) -> None:
     """Bottleneck analysis: which stage loses the target, which knobs matter, what to try next."""
     from tuner.study.results import read_study
     from tuner.study.storage import study_folder
@@ -376,7 +378,7 @@ def measure_judge_noise(view, repeats: int) -> None:
 
 
 @app.command("studies")
-def studies_command(storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies")) -> None:
+def studies_command(storage: StorageOption = None, studies_dir: StudiesDirOption = STUDIES) -> None:
     """List studies: targets, trials by state, best value."""
     from tuner.study.results import best_trials, list_studies, load_study, trial_states
 
@@ -408,8 +410,8 @@ def best_command(study: StudyOption = "default", out: Annotated[Optional[Path], 
         "--out", "-o", help="write the best configuration as a config file")] = None,
                  verdict: Annotated[bool, typer.Option("--verdict", help="judge the best vs the baseline on the "
                                                        "study's held-out questions (scores what is missing)")] = False,
-                 storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies"),
-                 reports_dir: ReportsDirOption = Path("reports")) -> None:
+                 storage: StorageOption = None, studies_dir: StudiesDirOption = STUDIES,
+                 reports_dir: ReportsDirOption = REPORTS) -> None:
     """The best configuration of a study, as a project config that `tuner eval --config` accepts."""
     import yaml
 
@@ -447,7 +449,7 @@ def export_command(
     collection: Annotated[str, typer.Option("--collection", help="the Weaviate collection holding the chunks")]
     = "Chunk",
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="also write the snippet to this .py file")] = None,
-    storage: StorageOption = None, studies_dir: StudiesDirOption = Path("studies"),
+    storage: StorageOption = None, studies_dir: StudiesDirOption = STUDIES,
 ) -> None:
     """The winning retrieval as a Weaviate hybrid query: alpha, fusion, limit, autocut, and a runnable snippet."""
     from tuner.config import PipelineConfig
@@ -485,7 +487,7 @@ def export_command(
 
 @app.command("trials")
 def trials_command(study: StudyOption = "default", storage: StorageOption = None,
-                   studies_dir: StudiesDirOption = Path("studies")) -> None:
+                   studies_dir: StudiesDirOption = STUDIES) -> None:
     """Every trial of a study: state, values, parameters, cost."""
     from tuner.study.results import load_study
     from tuner.study.storage import study_folder
