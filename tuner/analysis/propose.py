@@ -7,8 +7,10 @@ Rules, from the study's own evidence:
 * add     — knobs the bottleneck calls for: reranker + dynamic K when selection loses points, more top_k when
             gold documents sit just below the cut, hops when multi-hop questions miss a document, the answer
             program when generation loses points;
-* advice  — what a trial cannot change (a new index: chunk size, embedder, BM25 stemming; a stronger judge;
-            prompt compilation) is listed, never pretended into the space.
+* add     — index knobs (chunk size, chunker, stemmer…) when questions find no gold document among the candidates:
+            each value is an index built once;
+* advice  — what no trial can change (a stronger judge, prompt compilation, another embedder once every index
+            knob is searched) is listed, never put into the space.
 
 `next_space` applies the in-space proposals to the study's space; None means nothing is left to search.
 """

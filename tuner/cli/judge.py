@@ -1,4 +1,5 @@
-"""`tuner judge check`: the RAGAS judge scored on labelled cases built from your own data."""
+"""`tuner judge check` (the RAGAS judge scored on labelled cases built from your own data, or on your labels) and
+`tuner judge label` (people's labels of a study's answers, read by the report's PPI++ correction)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """The Optuna study that tunes the pipeline: one trial = one pipeline configuration scored by `RagRunner`.
 
 Resumable by construction: results live in the study's storage and folder, every LLM call in its disk cache.
-At start-up, trials left RUNNING by a killed process are marked FAIL and their parameters re-enqueued, so
-the interrupted configuration runs again — its completed LLM calls come back from the cache for free.
+At start-up, trials stopped by Ctrl-C, and (in a journal, which one process owns) trials left RUNNING by a killed
+process, are marked FAIL and their parameters re-enqueued, so the interrupted configuration runs again — its
+completed LLM calls come back from the cache for free. Under --storage a RUNNING trial may be another worker's:
+Optuna's heartbeat fails a dead worker's and retries it (`recover_interrupted`).
 """
 
 from __future__ import annotations

@@ -39,7 +39,9 @@ META_ATTR = "tuner"
 
 class Documents(ABC):
     """Where a study keeps its JSON documents by name ("meta", "trials/0003", "judge_check.json"): files in its
-    folder, or records in its database. One contract for both (tests/test_storage.py runs it over each)."""
+    folder, or records in its database. One contract for both
+    (`test_the_documents_contract_holds_in_a_folder_and_in_a_database` in tests/test_faults_storage.py runs it over
+    each)."""
 
     @abstractmethod
     def get(self, name: str) -> Any | None:
