@@ -9,7 +9,17 @@ from typing import Any
 import pytest
 
 from tests.fakes import HashingEmbedder
-from tests.helpers import SPACE, open_session
+from tests.helpers import require_real
+
+#: fixtures that load a real model (weights from a registry package, or a tiny random transformer): a test using one
+#: is a slow test whatever it says, so `-m "not slow"` leaves out every test that loads a model through them
+REAL_MODEL_FIXTURES = {"real_embedder", "small_llm", "tiny_cross_encoder", "tiny_embedder"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -107,13 +117,6 @@ def tiny_embedder(tmp_path_factory) -> Path:
     return folder / "model"
 
 
-def require_real(reason: str) -> None:
-    """Skip when a real model is unavailable — except in CI, where it must be there (TUNER_REQUIRE_REAL_MODELS)."""
-    if os.environ.get("TUNER_REQUIRE_REAL_MODELS"):
-        pytest.fail(f"real model required in CI: {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture
 def scripted_llm():
     from tests.fakes import ScriptedLLM
@@ -187,6 +190,8 @@ def fake_weaviate():
 @pytest.fixture
 def study_of_two(tmp_path, fake_embedder):
     """A finished two-trial study on the demo (scripted LLM), as a kill leaves it on disk."""
+    from tests.helpers import SPACE, open_session
+
     session = open_session(tmp_path, fake_embedder, SPACE, limit=2)
     session.run(2)
     return session.folder

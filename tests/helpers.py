@@ -12,18 +12,20 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
 from tests.fakes import ScriptedLLM
 from tuner.config import ProjectConfig
-from tuner.evaluation.rag_eval import Models
 from tuner.evaluation.records import Constraint, Failure, Passage, QuestionResult, RetrievalTrace
 from tuner.models.llms import Completion
 from tuner.study.optimize import StudySettings
 from tuner.study.results import load_study, trial_states
-from tuner.study.session import Session, StudySpec
+
+if TYPE_CHECKING:  # the session and runner load RAGAS and DSPy: imported where a test opens one
+    from tuner.study.session import Session
 
 DATASETS = Path(os.environ.get("TUNER_DATASETS", Path(__file__).resolve().parents[1].parent / "shared" / "datasets"))
 
@@ -83,6 +85,9 @@ def verdict_statement(messages) -> str | None:
 def open_session(tmp_path, fake_embedder, space: dict, name="s", targets=("faithfulness",), limit=6,
                  constraints=(), sampler="tpe", llm=None, storage=None, baseline=None, project=None) -> Session:
     """A study on the demo with a scripted LLM, opened through the same session `tuner optimize` uses."""
+    from tuner.evaluation.rag_eval import Models
+    from tuner.study.session import Session, StudySpec
+
     llm = llm or StrictIsUnfaithful()
     space_file = tmp_path / f"{name}-space.yaml"
     space_file.write_text(yaml.safe_dump(space, sort_keys=False))
@@ -150,6 +155,9 @@ class CoinFlipJudge(ScriptedLLM):
 
 
 def noise_study(tmp_path, fake_embedder, llm, trials=12, name="noise") -> Session:
+    from tuner.evaluation.rag_eval import Models
+    from tuner.study.session import Session, StudySpec
+
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(NOISE_SPACE))
     session = Session.open(StudySpec(name, StudySettings(["faithfulness"], sampler="random", seed=4), space,
@@ -257,3 +265,57 @@ def signal_when(process: subprocess.Popen, ready, number: int, wait: float = 300
 
 def complete(folder) -> int:
     return trial_states(load_study(folder).get_trials(deepcopy=False)).count("complete")
+
+
+def endpoint_project(folder, url: str, concurrency: int) -> None:
+    folder.mkdir(exist_ok=True)
+    model = {"backend": "openai-compatible", "base_url": url, "model": "m", "concurrency": concurrency}
+    (folder / "tuner.yaml").write_text(yaml.safe_dump({"generator": model, "judge": model}))
+
+
+IN_FLIGHT_STUDY = ("optimize", "--config", "tuner.yaml", "--study", "s", "--search-space", "quick", "--limit", "16",
+         "--holdout", "0", "--judge-check", "off", "--target", "faithfulness", "--trials", "1", "--own-cache")
+
+
+#: the graded judge's tests: one supported sentence, one the contexts do not hold
+CONTEXTS = ["The Sorrel Bridge crosses the Vell river at Dunmore. It opened in 1892."]
+ANSWER = "The Sorrel Bridge crosses the Vell river [1]. Gustave Eiffel painted the Sorrel arches purple."
+
+
+def scorer(llm, **evaluation):
+    """The judge's scorer over `llm` with these evaluation settings (RAGAS is imported here, not with helpers)."""
+    from tuner.config import EvaluationConfig
+    from tuner.evaluation.ragas_judge import RagasScorer
+
+    return RagasScorer(llm, None, EvaluationConfig(**evaluation), max_tokens=64)
+
+
+def answer(qid: str, text: str, contexts=("ctx",)) -> QuestionResult:
+    return QuestionResult(qid, f"question {qid}?", None, text, tuple(contexts), (), RetrievalTrace(), {})
+
+
+def require_real(reason: str) -> None:
+    """Skip when a real model is unavailable — except in CI, where it must be there (TUNER_REQUIRE_REAL_MODELS)."""
+    if os.environ.get("TUNER_REQUIRE_REAL_MODELS"):
+        pytest.fail(f"real model required in CI: {reason}")
+    pytest.skip(reason)
+
+
+#: what every signal test's child gets: the default handlers a terminal session has (a shell's background job
+#: ignores SIGINT, `nohup` SIGHUP, and tuner keeps a signal its parent ignored ignored)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_tuner(*args, cwd, env=None, timeout=120) -> subprocess.CompletedProcess:
+    """`tuner ARGS` with a deadline: a hang fails the test in minutes, not at the suite's end."""
+    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def started(command: list[str], cwd, ignore=()) -> subprocess.Popen:
+    def handlers() -> None:
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN if number in ignore else signal.SIG_DFL)
+
+    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=handlers)

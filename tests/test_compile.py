@@ -178,6 +178,7 @@ def test_a_sidecar_from_an_older_tuner_loads_and_one_from_a_newer_fails_in_one_l
         read_sidecar(program)
 
 
+@pytest.mark.slow
 def test_real_compile_killed_and_run_again_pays_no_call_twice(tmp_path, small_gguf):
     """A real 0.5B compile on 2 training questions (bootstrap, small budget) is killed with SIGKILL once calls are
     cached; run again, it pays exactly the calls that were not cached, and the program is judged on held-out."""

@@ -10,10 +10,9 @@ import threading
 import time
 
 import pytest
-import yaml
 
 from tests.fakes import FakeEndpoint
-from tests.helpers import interruptible, signal_when, tuner
+from tests.helpers import IN_FLIGHT_STUDY, endpoint_project, interruptible, signal_when, tuner
 from tuner.evaluation.in_order import in_order
 from tuner.models.llms._openai import OpenAICompatibleLLM
 from tuner.study.results import load_study
@@ -76,16 +75,6 @@ def test_a_429_with_retry_after_is_waited_out():
     assert 2 <= waited < 10  # the server's Retry-After, not the client's own sub-second backoff
 
 
-def endpoint_project(folder, url: str, concurrency: int) -> None:
-    folder.mkdir(exist_ok=True)
-    model = {"backend": "openai-compatible", "base_url": url, "model": "m", "concurrency": concurrency}
-    (folder / "tuner.yaml").write_text(yaml.safe_dump({"generator": model, "judge": model}))
-
-
-STUDY = ("optimize", "--config", "tuner.yaml", "--study", "s", "--search-space", "quick", "--limit", "16",
-         "--holdout", "0", "--judge-check", "off", "--target", "faithfulness", "--trials", "1", "--own-cache")
-
-
 def answered(folder) -> list[tuple]:
     """What the study recorded of each question of its finished trial, in order (everything but the time taken)."""
     where = study_folder(folder / "studies", "s")
@@ -94,19 +83,16 @@ def answered(folder) -> list[tuple]:
     return [(q.id, q.answer, q.contexts, dict(q.scores), q.citations) for q in trial.result.questions]
 
 
-def test_eight_in_flight_answer_five_times_the_questions_an_hour_with_the_same_results_and_journal(tmp_path):
+def test_eight_in_flight_give_the_same_results_and_journal_as_one_at_a_time(tmp_path):
+    # how many more questions an hour: bench/concurrency.py (a wall-clock ratio is not a test on 2 shared cores)
     with FakeEndpoint("scripted", delay=1.0) as server:  # a model's pace: the index and retrieval, a few seconds,
         runs = {}                                         # are paid once either way
         for width in (1, 8):
             folder = tmp_path / f"in_flight_{width}"
             endpoint_project(folder, server.url, width)
-            result = tuner(*STUDY, cwd=folder)
+            result = tuner(*IN_FLIGHT_STUDY, cwd=folder)
             assert result.returncode == 0, result.stderr
             runs[width] = folder
-    seconds = {width: study_folder(folder / "studies", "s").read_trial(0).result.cost.seconds
-               for width, folder in runs.items()}
-    print(f"16 questions: {seconds[1]:.1f} s one at a time, {seconds[8]:.1f} s with 8 in flight")
-    assert seconds[1] / seconds[8] >= 5, seconds  # questions an hour: 16 / seconds
     assert server.most_at_once == 8
     assert answered(runs[1]) == answered(runs[8])
     journals = [[(t.number, t.state, t.params, t.values) for t in load_study(study_folder(f / "studies", "s")).trials]
@@ -117,8 +103,8 @@ def test_eight_in_flight_answer_five_times_the_questions_an_hour_with_the_same_r
 def test_kill_9_with_calls_in_flight_then_resume_pays_no_finished_call_again(tmp_path):
     with FakeEndpoint("scripted", delay=1.0) as server:
         endpoint_project(tmp_path, server.url, 8)
-        process = subprocess.Popen([sys.executable, "-m", "tuner", *STUDY], cwd=tmp_path, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
+        process = subprocess.Popen([sys.executable, "-m", "tuner", *IN_FLIGHT_STUDY], cwd=tmp_path,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
         while len(server.answered) < 12 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -129,7 +115,7 @@ def test_kill_9_with_calls_in_flight_then_resume_pays_no_finished_call_again(tmp
         # store it; a call still in flight at the kill was never received, and is asked again
         finished = {body for body, at in server.answered if at < killed - 0.5}
         asked_before = len(server.bodies)
-        resumed = tuner(*STUDY, cwd=tmp_path)
+        resumed = tuner(*IN_FLIGHT_STUDY, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert len(finished) >= 8
     asked_again = server.bodies[asked_before:]
@@ -142,7 +128,7 @@ def test_sigterm_with_eight_calls_in_flight_stops_at_once_and_marks_the_trial(tm
     written (daemon threads die with the process)."""
     with FakeEndpoint("slow", delay=120) as server:
         endpoint_project(tmp_path, server.url, 8)
-        process = interruptible([sys.executable, "-m", "tuner", *STUDY], tmp_path)
+        process = interruptible([sys.executable, "-m", "tuner", *IN_FLIGHT_STUDY], tmp_path)
         # eight questions' first calls, all waiting on the server
         stderr, took = signal_when(process, lambda: len(server.bodies) >= 8, signal.SIGTERM)
     assert process.returncode == 143 and took < 5 and "Traceback" not in stderr, (took, stderr)

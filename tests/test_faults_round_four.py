@@ -20,9 +20,18 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint, ScriptedLLM
-from tests.helpers import complete, interruptible, one_line_error, signal_when, tuner
-from tests.test_concurrency import STUDY, endpoint_project
-from tests.test_graded import ANSWER, CONTEXTS, scorer
+from tests.helpers import (
+    ANSWER,
+    CONTEXTS,
+    IN_FLIGHT_STUDY,
+    complete,
+    endpoint_project,
+    interruptible,
+    one_line_error,
+    scorer,
+    signal_when,
+    tuner,
+)
 from tuner.cli._live import StudyDisplay
 from tuner.config import EvaluationConfig, ProjectConfig
 from tuner.evaluation.judge_check import check_judge, choose, quick_cases, setting_name
@@ -101,8 +110,8 @@ def test_a_reply_that_arrives_while_tuner_stops_is_cached_and_not_paid_again(tmp
     request arrives, so the replies reach tuner while it stops. Each answered before tuner left is cached: the
     command run again asks the server for none of them (counted by request body)."""
     limit = ("--limit", "10")  # eight in flight at the stop, and a few more for the run again
-    args = (*STUDY, *limit) if command == "optimize" else ("eval", "--config", "tuner.yaml", *limit, "--metrics",
-                                                            "faithfulness")
+    args = (*IN_FLIGHT_STUDY, *limit) if command == "optimize" else (
+        "eval", "--config", "tuner.yaml", *limit, "--metrics", "faithfulness")
     with FakeEndpoint("scripted", delay=0.5) as server:
         endpoint_project(tmp_path, server.url, 8)
         process = interruptible([sys.executable, "-m", "tuner", *args], tmp_path)

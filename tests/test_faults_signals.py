@@ -1,9 +1,13 @@
-"""Signals: Ctrl-C (and a kill) during evaluation, an endpoint call, an in-process model call and a round of a
-study stop at once, mark the trial interrupted and leave a study that resumes."""
+"""Signals: Ctrl-C, SIGTERM and SIGHUP (and a kill, and a closed terminal) during evaluation, an endpoint call, an
+in-process model call and a round of a study stop at once, mark the trial interrupted, write the report and leave a
+study that resumes."""
 
 from __future__ import annotations
 
+import io
+import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -12,7 +16,7 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint
-from tests.helpers import SPACE, interruptible, open_session, signal_when
+from tests.helpers import SPACE, interruptible, open_session, signal_when, started
 from tuner.study.optimize import recover_interrupted
 from tuner.study.results import load_study, trial_states
 from tuner.study.storage import study_folder
@@ -128,3 +132,204 @@ def test_ctrl_c_outside_the_evaluation_still_marks_the_trial_interrupted(tmp_pat
     assert trial_states(session.study.trials) == ["interrupted"]
     resumed = open_session(tmp_path, fake_embedder, SPACE, limit=2)
     assert resumed.recovered == [0] and resumed.run(2) == 2
+
+
+# --- SIGTERM and SIGHUP stop as Ctrl-C does ----------------------------------------------------------------------
+
+class HungUpTerminal(io.StringIO):
+    """What a terminal is after its ssh session closed: still a tty, every write fails."""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(5, "Input/output error")
+
+
+def cached_calls(path) -> int:
+    """Calls stored in an LLM cache (not the leases of calls in flight)."""
+    with sqlite3.connect(path) as db:
+        try:
+            return db.execute("select count(*) from entries").fetchone()[0]
+        except sqlite3.OperationalError:  # not created yet
+            return 0
+
+
+@pytest.mark.parametrize("stop, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_mark_the_trial_write_the_report_and_exit_128_plus_the_signal(tmp_path, stop, code):
+    with FakeEndpoint("slow", delay=120) as server:
+        (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": {
+            "backend": "openai-compatible", "base_url": server.url, "model": "m", "timeout": 300}}))
+        process = started([sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--trials", "2",
+                           "--limit", "2", "--study", "night", "--judge-check", "off", "--search-space", "quick"],
+                          tmp_path)
+        deadline = time.time() + 300
+        while not server.requests:  # the first trial waits for its first answer
+            assert process.poll() is None and time.time() < deadline, process.communicate()
+            time.sleep(0.2)
+        sent = time.monotonic()
+        process.send_signal(stop)
+        _, stderr = process.communicate(timeout=60)
+        took = time.monotonic() - sent
+    name = signal.Signals(stop).name
+    assert process.returncode == code and took < 5, (took, stderr)
+    assert "Traceback" not in stderr, stderr
+    assert [line for line in stderr.splitlines() if "interrupted" in line] == [
+        f"interrupted by {name}: stopping; run the same command again to resume (the trial in progress runs again)"]
+    assert (tmp_path / "reports" / "night" / "report.md").is_file()
+    study = load_study(study_folder(tmp_path / "studies", "night"))
+    assert trial_states(study.trials) == ["interrupted"] and study.trials[0].user_attrs["interrupted"] == name
+
+
+def test_a_closed_terminal_stops_the_study_and_its_report_is_written(tmp_path):
+    """A real terminal that goes away (tmux's session killed, as a closed ssh session): the study hears SIGHUP, its
+    writes to the dead terminal must not stop the clean-up, and the report is written."""
+    import shutil
+
+    if shutil.which("tmux") is None:
+        pytest.skip("needs tmux (.ci/run installs it)")
+    server_name = f"tuner-test-{os.getpid()}"
+    with FakeEndpoint("slow", delay=120) as server:
+        (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": {
+            "backend": "openai-compatible", "base_url": server.url, "model": "m", "timeout": 300}}))
+        command = (f"{sys.executable} -m tuner optimize --config tuner.yaml --trials 2 --limit 2 --study ssh "
+                   f"--judge-check off --search-space quick")
+        subprocess.run(["tmux", "-L", server_name, "new-session", "-d", "-s", "ssh", "-c", str(tmp_path), command],
+                       check=True)
+        pid = int(subprocess.run(["tmux", "-L", server_name, "list-panes", "-t", "ssh", "-F", "#{pane_pid}"],
+                                 capture_output=True, text=True, check=True).stdout.split()[0])
+        try:
+            deadline = time.time() + 300
+            while not server.requests:
+                assert time.time() < deadline, "the study never asked the model"
+                time.sleep(0.2)
+            subprocess.run(["tmux", "-L", server_name, "kill-server"], check=True)  # the terminal goes away
+            deadline = time.time() + 60
+            while os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z":
+                assert time.time() < deadline, "still running a minute after its terminal closed"
+                time.sleep(0.2)
+        finally:
+            subprocess.run(["tmux", "-L", server_name, "kill-server"], capture_output=True)
+    assert (tmp_path / "reports" / "ssh" / "report.md").is_file()
+    study = load_study(study_folder(tmp_path / "studies", "ssh"))
+    assert trial_states(study.trials) == ["interrupted"] and study.trials[0].user_attrs["interrupted"] == "SIGHUP"
+
+
+def test_after_sighup_a_dead_terminal_does_not_stop_the_clean_up(monkeypatch):
+    from tuner import ui
+    from tuner.cli._interrupt import _quiet_a_hung_up_terminal
+
+    monkeypatch.setattr(sys, "stderr", HungUpTerminal())
+    # the consoles' own slot (None: follow sys), so that undoing the patch does not pin them to this test's streams
+    monkeypatch.setattr(ui.err_console, "_file", HungUpTerminal())
+    piped = io.StringIO()
+    monkeypatch.setattr(ui.console, "_file", piped)
+    with pytest.raises(OSError):
+        ui.err_console.print("report: reports/night/report.md")
+    _quiet_a_hung_up_terminal()
+    ui.err_console.print("report: reports/night/report.md")  # dropped, not raised
+    sys.stderr.write("a library's warning\n")
+    ui.console.print("a table")
+    assert piped.getvalue() == "a table\n"  # a pipe or file is left as it was
+
+
+def test_a_sighup_that_nohup_ignores_stays_ignored(tmp_path):
+    """`nohup tuner optimize …` must survive the closed session it was started for."""
+    with FakeEndpoint("slow", delay=120) as server:
+        (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": {
+            "backend": "openai-compatible", "base_url": server.url, "model": "m", "timeout": 300}}))
+        process = started([sys.executable, "-m", "tuner", "eval", "--config", "tuner.yaml", "--limit", "1",
+                           "--metrics", "faithfulness"], tmp_path, ignore=(signal.SIGHUP,))
+        deadline = time.time() + 300
+        while not server.requests:
+            assert process.poll() is None and time.time() < deadline, process.communicate()
+            time.sleep(0.2)
+        process.send_signal(signal.SIGHUP)
+        time.sleep(3)
+        assert process.poll() is None  # still running
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143 and "interrupted by SIGTERM: stopping" in stderr, stderr
+
+
+@pytest.mark.slow
+def test_a_real_sigterm_during_a_0_5b_trial_writes_the_report_and_the_resume_pays_no_call_twice(tmp_path,
+                                                                                                  small_gguf):
+    model = {"model": "qwen2.5-0.5b", "path": str(small_gguf)}
+    (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({"generator": model, "judge": model}))
+    command = [sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--trials", "1", "--limit", "2",
+               "--study", "local", "--judge-check", "off", "--search-space", "quick"]
+    process = started(command, tmp_path)
+    cache = tmp_path / "studies" / ".cache" / "llm_calls.sqlite"
+    deadline = time.time() + 600
+    while not (cache.exists() and cached_calls(cache) >= 2):  # calls paid and stored, the trial going on
+        assert process.poll() is None and time.time() < deadline, process.communicate()
+        time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143 and "Traceback" not in stderr, stderr
+    assert (tmp_path / "reports" / "local" / "report.md").is_file()
+    paid = cached_calls(cache)
+    study = load_study(study_folder(tmp_path / "studies", "local"))
+    assert trial_states(study.trials) == ["interrupted"] and study.trials[0].user_attrs["interrupted"] == "SIGTERM"
+
+    resumed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming: trial(s) 0 were interrupted and run again" in resumed.stderr
+    rerun = [t for t in load_study(study_folder(tmp_path / "studies", "local")).trials if t.state.name == "COMPLETE"]
+    cost = rerun[0].user_attrs["cost"]
+    assert cost["cache_hits"] >= paid  # every call paid before the kill came from the cache
+    assert cached_calls(cache) == paid + cost["llm_calls"]  # and each new call was paid once
+
+
+def test_a_stop_marked_by_both_the_watcher_and_the_unwinding_trial_is_told_to_optuna_once(monkeypatch):
+    """A native call returning just as the watcher gives up waiting: whichever marks the trial first keeps it."""
+    import threading
+
+    import optuna
+
+    from tuner.study import running as registry
+    from tuner.study.attrs import INTERRUPTED
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    monkeypatch.setattr(registry, "_leaving", threading.Event())
+    study = optuna.create_study()
+    # the trial unwinds first: the watcher leaves it alone, and Optuna is told it failed without "Cannot tell"
+    trial = study.ask()
+    with registry.running(trial):
+        registry.unwinding(trial, "SIGTERM")
+        registry.mark_interrupted("SIGTERM")
+        assert study.trials[0].state == optuna.trial.TrialState.RUNNING
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    assert study.trials[0].user_attrs[INTERRUPTED] == "SIGTERM"
+
+    # the watcher marks first: the unwinding trial waits for the watcher's exit instead of telling Optuna again
+    monkeypatch.setattr(registry, "_leaving", threading.Event())
+    marked, told = threading.Event(), []
+
+    def objective(trial):
+        with registry.running(trial):
+            marked.wait()
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                registry.unwinding(trial, "SIGTERM")
+                raise
+
+    def optimize_once():
+        try:
+            study.optimize(objective, n_trials=1)
+        finally:
+            told.append(True)
+
+    # left waiting, as the watcher's os._exit would end it
+    unwinder = threading.Thread(target=optimize_once, daemon=True)
+    unwinder.start()
+    while not registry.any_running():
+        time.sleep(0.01)
+    registry.mark_interrupted("SIGTERM")
+    marked.set()
+    unwinder.join(1)
+    assert unwinder.is_alive() and not told
+    second = study.trials[1]
+    assert second.state == optuna.trial.TrialState.FAIL and second.user_attrs[INTERRUPTED] == "SIGTERM"

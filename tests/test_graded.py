@@ -10,21 +10,13 @@ import re
 import pytest
 
 from tests.fakes import FakeEndpoint, ScriptedLLM
-from tests.helpers import tuner
+from tests.helpers import ANSWER, CONTEXTS, scorer, tuner
 from tuner.config import EvaluationConfig
 from tuner.cost import CostMeter
 from tuner.evaluation.judge_check import JudgeCheck, MetricCheck, choose, load_checks
 from tuner.evaluation.metrics.graded import answer_sentences
-from tuner.evaluation.ragas_judge import RagasScorer
 from tuner.models.llms import CachedLLM
 from tuner.models.llms._openai import OpenAICompatibleLLM
-
-CONTEXTS = ["The Sorrel Bridge crosses the Vell river at Dunmore. It opened in 1892."]
-ANSWER = "The Sorrel Bridge crosses the Vell river [1]. Gustave Eiffel painted the Sorrel arches purple."
-
-
-def scorer(llm, **evaluation) -> RagasScorer:
-    return RagasScorer(llm, None, EvaluationConfig(**evaluation), max_tokens=64)
 
 
 def test_graded_faithfulness_is_the_mean_probability_over_the_answer_s_sentences():

@@ -320,7 +320,7 @@ def test_a_study_without_held_out_questions_is_labelled_and_corrected_in_sample(
 
 def test_labels_that_fit_no_answer_compared_are_said_not_dropped(judged):
     """Labels given to other answers (a study run again since): the verdict and the report say none applies."""
-    from tests.test_labels import answer
+    from tests.helpers import answer
 
     append(judged.folder.root / LABELS_FILE, Label.of(answer("q-elsewhere", "Another answer."), True, 0))
     view = read_study(judged.folder)

@@ -7,13 +7,9 @@ import json
 
 import pytest
 
+from tests.helpers import answer
 from tuner.errors import DataError
 from tuner.evaluation.labels import Label, append, fingerprint, import_labels, read
-from tuner.evaluation.records import QuestionResult, RetrievalTrace
-
-
-def answer(qid: str, text: str, contexts=("ctx",)) -> QuestionResult:
-    return QuestionResult(qid, f"question {qid}?", None, text, tuple(contexts), (), RetrievalTrace(), {})
 
 
 def test_an_answer_is_named_by_its_question_words_and_contexts():

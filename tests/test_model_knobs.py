@@ -211,7 +211,7 @@ def chunks(result) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def large_gguf() -> Path:
     """The 1.5B model's GGUF (`tuner models install qwen2.5-1.5b`; `make test` installs it)."""
-    from tests.conftest import require_real
+    from tests.helpers import require_real
     from tuner.models.registry import NAMED_MODELS, locate
 
     located = locate(NAMED_MODELS["qwen2.5-1.5b"])
@@ -220,6 +220,7 @@ def large_gguf() -> Path:
     return located.path
 
 
+@pytest.mark.slow
 def test_a_model_that_does_not_fit_beside_another_unloads_it_and_it_loads_again_when_asked(
         tmp_path, small_gguf, large_gguf, monkeypatch):
     from tuner.models.llms._llama_cpp import LlamaCppLLM
