@@ -79,7 +79,7 @@ def measure(name: str, limit: int | None) -> list[list[str]]:
         for label, knobs in VARIANTS.items():
             config = PipelineConfig(**knobs)
             result = runner.evaluate(config, answer=False)
-            index = workspace.pipeline.index_for(config)
+            index = runner.pipeline.index_for(config)
             built = index.seconds  # the defaults' index was built by open_workspace, the others by evaluate
             calls = result.cost.llm_calls / max(1, len(result.questions))
             r = result.retrieval
@@ -110,7 +110,7 @@ def written(name: str, limit: int | None, model: str, only: list[str] | None = N
                 continue
             config = PipelineConfig(**knobs)
             result = runner.evaluate(config, answer=False)
-            index = workspace.pipeline.index_for(config)
+            index = runner.pipeline.index_for(config)
             stage = result.cost_by_stage.get("index")
             r = result.retrieval
             summaries = sum(c.level > 0 for c in index.chunks)

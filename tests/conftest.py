@@ -37,7 +37,7 @@ def cli_with(tmp_path, fake_embedder, monkeypatch):
     from tuner.cli import app
 
     def use(llm):
-        monkeypatch.setattr("tuner.evaluation.rag_eval.make_llm", lambda config: llm)
+        monkeypatch.setattr("tuner.models.provider.make_llm", lambda config: llm)
         monkeypatch.setattr("tuner.workspace.make_embedder", lambda *args, **kwargs: fake_embedder)
         monkeypatch.chdir(tmp_path)
         return lambda *args: CliRunner().invoke(app, list(args))
@@ -51,7 +51,8 @@ def runner_factory(tmp_path, fake_embedder):
     scripted LLM (or `llm`) generating and judging, the fake embedder."""
     from tests.fakes import ScriptedLLM
     from tuner.config import ProjectConfig
-    from tuner.evaluation.rag_eval import Models, RagRunner
+    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.models.provider import Models
     from tuner.workspace import open_workspace
 
     def make(llm=None, limit=3, use_cache=True, dataset=None):

@@ -85,7 +85,7 @@ def verdict_statement(messages) -> str | None:
 def open_session(tmp_path, fake_embedder, space: dict, name="s", targets=("faithfulness",), limit=6,
                  constraints=(), sampler="tpe", llm=None, storage=None, baseline=None, project=None) -> Session:
     """A study on the demo with a scripted LLM, opened through the same session `tuner optimize` uses."""
-    from tuner.evaluation.rag_eval import Models
+    from tuner.models.provider import Models
     from tuner.study.session import Session, StudySpec
 
     llm = llm or StrictIsUnfaithful()
@@ -155,7 +155,7 @@ class CoinFlipJudge(ScriptedLLM):
 
 
 def noise_study(tmp_path, fake_embedder, llm, trials=12, name="noise") -> Session:
-    from tuner.evaluation.rag_eval import Models
+    from tuner.models.provider import Models
     from tuner.study.session import Session, StudySpec
 
     space = tmp_path / "space.yaml"

@@ -22,9 +22,10 @@ from tuner.compile.run import CompileSettings, compile_program, examples
 from tuner.compile.saved import SIDECAR_SCHEMA, Sidecar, read_sidecar, sidecar_path
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError, DataError, TunerError
-from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.evaluation.rag_eval import RagRunner
 from tuner.evaluation.records import Constraint
 from tuner.models.llms import Completion
+from tuner.models.provider import Models
 from tuner.prompts.programs import AnswerFromContexts, RAGAnswer, load_program, program_id
 from tuner.workspace import open_workspace
 

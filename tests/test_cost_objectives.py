@@ -12,8 +12,8 @@ from tests.fakes import ScriptedLLM
 from tests.helpers import open_session
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import Models
 from tuner.evaluation.records import QuestionResult
+from tuner.models.provider import Models
 from tuner.reports import write_report
 from tuner.study.estimate import estimate_study
 from tuner.study.optimize import StudySettings

@@ -14,7 +14,7 @@ import yaml
 from tests.fakes import FakeEndpoint, ScriptedLLM
 from tests.helpers import SAMPLED, RefusesHardQuestions, one_line_error, open_session, tuner
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import Models
+from tuner.models.provider import Models
 from tuner.study.results import load_study, trial_states
 
 

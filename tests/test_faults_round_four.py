@@ -338,7 +338,7 @@ def test_a_server_that_takes_the_connection_and_answers_nothing_is_told_before_t
 
 def test_an_estimate_shows_the_index_build_before_the_questions_it_measures(tmp_path, fake_embedder):
     """Was: 12 minutes of "measuring the baseline on 2 search questions (cached)" while 4,290 chunks were embedded."""
-    from tuner.evaluation.rag_eval import Models
+    from tuner.models.provider import Models
     from tuner.study.estimate import estimate_study
     from tuner.study.optimize import StudySettings
 

@@ -26,7 +26,7 @@ from tuner.analysis.verdict import give_verdict, verdict
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
 from tuner.evaluation.labels import LABELS_FILE, Label, append, fingerprint, read
-from tuner.evaluation.rag_eval import Models
+from tuner.models.provider import Models
 from tuner.reports.markdown import render
 from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study

@@ -26,10 +26,11 @@ from tuner.evaluation.judge_check import (
     partner,
     sources,
 )
-from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.evaluation.rag_eval import RagRunner
 from tuner.evaluation.ragas_judge import RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult, RetrievalTrace
 from tuner.models.llms import Completion
+from tuner.models.provider import Models
 from tuner.workspace import open_workspace
 
 #: the kinds built from the data (paraphrase needs a model; the labelled kinds come from people)

@@ -18,8 +18,9 @@ from tests.fakes import ScriptedLLM
 from tests.helpers import one_line_error, tuner
 from tuner.agent import run_rounds
 from tuner.config import PipelineConfig, ProjectConfig
-from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.evaluation.rag_eval import RagRunner
 from tuner.models.llms._memory import BUDGET_ENV, NotGGUF, footprint, parse_size, read_header
+from tuner.models.provider import Models
 from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study
 from tuner.study.session import Session, StudySpec
@@ -189,7 +190,7 @@ def test_each_embedder_retrieves_from_its_own_index_with_its_vectors_cached(tmp_
     first = runner.evaluate(mini.model_copy(update={"alpha": 1.0}), answer=False)
     second = runner.evaluate(other, answer=False)
     assert chunks(first) != chunks(second)
-    pipeline = runner.workspace.pipeline
+    pipeline = runner.pipeline
     assert [s.embedder for s, _ in pipeline.indexes.built] == [tiny]
     # the embedding reranker takes the trial's embedder, or the model reranker_model names
     question = runner.workspace.dataset.questions[0].text
@@ -199,7 +200,7 @@ def test_each_embedder_retrieves_from_its_own_index_with_its_vectors_cached(tmp_
 
     again = RagRunner(open_workspace(project, embedder=real_embedder, cache=tmp_path / "cache"))
     repeat = again.evaluate(other, answer=False)
-    assert again.workspace.pipeline.embedders(tiny).misses == 0  # chunks and questions: the cache's
+    assert again.pipeline.embedders(tiny).misses == 0  # chunks and questions: the cache's
     assert chunks(repeat) == chunks(second)
 
 

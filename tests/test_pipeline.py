@@ -143,14 +143,14 @@ def test_index_knobs_retrieve_from_their_own_index_built_once(demo, knobs):
 
 def test_llm_written_contexts_are_one_cached_call_per_chunk_counted_as_the_index_cost(fake_embedder, tmp_path):
     from tests.fakes import ScriptedLLM
-    from tuner.evaluation.rag_eval import Models
+    from tuner.models.provider import Models
 
     llm = ScriptedLLM()
     runner = RagRunner(open_workspace(ProjectConfig(cache_dir=tmp_path), limit=2, embedder=fake_embedder),
                        models=Models(llm, llm))
     config = PipelineConfig(contextual="llm")
     first = runner.evaluate(config, answer=False)
-    index = runner.workspace.pipeline.index_for(config)
+    index = runner.pipeline.index_for(config)
     assert first.cost_by_stage["index"].llm_calls == len(index.chunks) == len(llm.calls) == 35
     written = llm.calls[0]["messages"][0]["content"]
     assert "<document>" in written and "<chunk>" in written  # the model read the chunk inside its document
@@ -161,3 +161,24 @@ def test_llm_written_contexts_are_one_cached_call_per_chunk_counted_as_the_index
     with pytest.raises(ConfigError, match="is written with the generator LLM: this command has none"):
         build_index(runner.workspace.dataset, ProjectConfig(), fake_embedder, settings=ProjectConfig().index_settings(
             config))
+
+
+def test_two_runners_on_one_workspace_count_only_their_own_calls_and_models_are_swapped_in_one_place(
+        fake_embedder, tmp_path, monkeypatch):
+    from tests.fakes import ScriptedLLM
+
+    loaded = []
+    # the provider is the one place that turns a model config into a model: swapping it swaps every run's
+    monkeypatch.setattr("tuner.models.provider.make_llm", lambda config: loaded.append(config.model) or llm)
+    llm = ScriptedLLM()
+    workspace = open_workspace(ProjectConfig(cache_dir=tmp_path), limit=2, embedder=fake_embedder)
+    first, second = RagRunner(workspace, use_cache=False), RagRunner(workspace, use_cache=False)
+    assert first.meter is not second.meter and first.pipeline is not second.pipeline
+    assert first.pipeline.indexes is second.pipeline.indexes  # the indexes are the workspace's, built once
+    rewritten = PipelineConfig(query="multi_query", reranker="llm")
+    first.evaluate(rewritten, answer=False)
+    assert first.meter.total().llm_calls > 0 and second.meter.total().llm_calls == 0
+    assert loaded  # the rewrite and the LLM reranker went through the provider
+    # a command without models refuses LLM work in one line instead of reaching for a model
+    with pytest.raises(ConfigError, match="no generator LLM to write with"):
+        workspace.pipeline.rewrite("Who?", PipelineConfig(query="hyde"))

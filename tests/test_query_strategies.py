@@ -8,7 +8,8 @@ import pytest
 from tests.fakes import ScriptedLLM
 from tests.helpers import DOCS, llm_calls_cached, written_index_twice
 from tuner.config import LlamaCppConfig, PipelineConfig, ProjectConfig
-from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.evaluation.rag_eval import RagRunner
+from tuner.models.provider import Models
 from tuner.pipeline.query import QUERY_STRATEGIES, parse_questions, rewrite
 from tuner.workspace import open_workspace
 

@@ -12,10 +12,11 @@ import pytest
 
 from tests.fakes import HashingEmbedder, ScriptedLLM
 from tuner.config import PipelineConfig, ProjectConfig
-from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.evaluation.rag_eval import RagRunner
 from tuner.evaluation.retrieval_eval import docs
 from tuner.evaluation.retrieval_metrics import question_metrics
 from tuner.models.embedders import CachedEmbedder
+from tuner.models.provider import Models
 from tuner.pipeline.candidate import Candidate
 from tuner.pipeline.chunking import Chunk
 from tuner.pipeline.raptor import CLUSTER_SIZE, clusters, summaries
@@ -101,7 +102,7 @@ def test_a_worker_needing_an_index_another_is_building_waits_and_pays_nothing(ru
 
     def build(worker):
         try:
-            worker.workspace.pipeline.index_for(sentences)
+            worker.pipeline.index_for(sentences)
         except BaseException as exc:  # re-raised by the assert below
             errors.append(exc)
 
@@ -111,7 +112,7 @@ def test_a_worker_needing_an_index_another_is_building_waits_and_pays_nothing(ru
     for thread in threads:
         thread.join(60)
     assert not errors
-    built = [w.workspace.pipeline.indexes.get(w.workspace.config.index_settings(sentences)) for w in workers]
+    built = [w.pipeline.indexes.get(w.workspace.config.index_settings(sentences)) for w in workers]
     waited, paid = sorted(i.embedded for i in built)
     assert waited == 0 < paid  # one of them embedded (without the lease, both do), the other waited for it
     assert [c.text for c in built[0].chunks] == [c.text for c in built[1].chunks]

@@ -19,7 +19,7 @@ from tuner.agent import run_rounds
 from tuner.agent.rounds import round_name
 from tuner.cache import SqliteStore
 from tuner.config import ProjectConfig
-from tuner.evaluation.rag_eval import Models
+from tuner.models.provider import Models
 from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study
 from tuner.study.session import StudySpec

@@ -18,8 +18,9 @@ from tuner.config import ProjectConfig
 from tuner.data import DEMO_PATH, Question, load_dataset
 from tuner.data.beir import write_questions
 from tuner.errors import DataError
-from tuner.evaluation.rag_eval import Models, RagRunner
+from tuner.evaluation.rag_eval import RagRunner
 from tuner.models.llms import LLM, Completion
+from tuner.models.provider import Models
 from tuner.pipeline.chunking import Chunk
 from tuner.testset import generate_testset, read_scorecards
 from tuner.testset.anchors import AnchorCheck, check_anchors, read_anchors
@@ -248,7 +249,7 @@ def test_questions_a_kinds_gates_reject_are_written_as_single_hop_ones_and_said(
 
 def test_generate_writes_a_dataset_the_loader_reads_and_refuses_to_overwrite_questions(demo_copy, tmp_path,
                                                                                       fake_embedder, monkeypatch):
-    monkeypatch.setattr("tuner.evaluation.rag_eval.make_llm", lambda config: WriterLLM())
+    monkeypatch.setattr("tuner.models.provider.make_llm", lambda config: WriterLLM())
     monkeypatch.setattr("tuner.workspace.make_embedder", lambda *args, **kwargs: fake_embedder)
     config = ProjectConfig(cache_dir=tmp_path / "cache")
     made = generate_testset(config, demo_copy, 5)
@@ -640,13 +641,13 @@ class PoolingLLM(WriterLLM):
 def test_a_questions_gold_is_completed_by_pooling_keyword_and_vector_search(demo_copy, tmp_path, fake_embedder):
     llm = PoolingLLM(leaning="")
     writer = writer_on(demo_copy, llm, tmp_path / "cache", fake_embedder)
-    pipeline, searched = writer.runner.workspace.pipeline, []
+    pipeline, searched = writer.runner.pipeline, []
     run = pipeline.run
     pipeline.run = lambda question, config, *a, **k: searched.append((config.alpha, config.fusion)) or run(
         question, config, *a, **k)
     questions, card = writer.write(6, {"single-hop": 1})
     # keyword search pooled plain and stemmed: the index a stemmed configuration searches is judged from too
-    built = {settings.stemmer for settings, _ in writer.runner.workspace.pipeline.indexes.built}
+    built = {settings.stemmer for settings, _ in writer.runner.pipeline.indexes.built}
     assert "english" in built
     # and hybrid search under both fusions: a document only a hybrid ranks high is judged, not counted a miss
     assert {(0.0, "relative_score"), (1.0, "relative_score"), (0.5, "relative_score"), (0.5, "ranked")} <= set(searched)

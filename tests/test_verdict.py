@@ -17,7 +17,7 @@ from tuner.config import ProjectConfig
 from tuner.data import load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import Models
+from tuner.models.provider import Models
 from tuner.reports import write_report
 from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study
@@ -61,8 +61,8 @@ def test_no_trial_touches_a_held_out_question_before_the_verdict(tmp_path, fake_
                                      studies_dir=tmp_path / "studies"))
     runner = session.runner(models=Models(llm, llm), embedder=fake_embedder)
     asked: list[str] = []
-    pipeline_run = runner.workspace.pipeline.run
-    runner.workspace.pipeline.run = lambda text, config, *rewritten: (asked.append(text),
+    pipeline_run = runner.pipeline.run
+    runner.pipeline.run = lambda text, config, *rewritten: (asked.append(text),
                                                                        pipeline_run(text, config, *rewritten))[1]
     session.run(5)
 

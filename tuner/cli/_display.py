@@ -110,7 +110,7 @@ def run_with_display(session, trials: int, timeout: float | None, tracker=None) 
         err_console.print(f"note: no pruning: a trial is only stopped early after {patience}+ paired questions "
                           f"(--prune-after) and before its last, and this study searches {questions}",
                           highlight=False)
-    with StudyDisplay(session.study, trials, questions, targets, runner.workspace.pipeline.indexes) as display:
+    with StudyDisplay(session.study, trials, questions, targets, runner.pipeline.indexes) as display:
         def hook(event: str, *args) -> None:
             display(event, *args)
             if event == "done" and tracker is not None:

@@ -74,7 +74,7 @@ def examples(runner: RagRunner, questions: Sequence[Question], pipeline: Pipelin
     pipeline reranks with one). `answerable`: a gold document is among the contexts (True without gold ids)."""
     found = []
     for question in questions:
-        retrieval = runner.workspace.pipeline.run(question.text, pipeline)
+        retrieval = runner.pipeline.run(question.text, pipeline)
         contexts = [c.chunk.text for c in retrieval.selected]
         gold = question.relevant_ids
         answerable = not gold or any(set(c.chunk.doc_ids) & set(gold) for c in retrieval.selected)

@@ -10,8 +10,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
 
 import dspy
 
@@ -25,7 +23,8 @@ from tuner.evaluation.metrics import REGISTRY, SCORED_METRICS
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult
 from tuner.evaluation.retrieval_eval import passage, trace
-from tuner.models.llms import LLM, CachedLLM, LLMError, estimate_tokens, make_llm
+from tuner.models.llms import CachedLLM, LLMError, estimate_tokens
+from tuner.models.provider import ModelProvider, Models
 from tuner.prompts.lm import dspy_lm
 from tuner.prompts.programs import RAGAnswer, is_refusal, load_program, program_id
 from tuner.workspace import Workspace
@@ -34,42 +33,23 @@ from tuner.workspace import Workspace
 ProgressHook = Callable[[int, str, str], None]
 
 
-@dataclass
-class Models:
-    generator: LLM
-    judge: LLM
-    #: the generator knob's values, by name (tests hand in fakes)
-    generators: dict[str, LLM] = field(default_factory=dict)
-
-
 class RagRunner:
     """Models load on first use: a study that scores retrieval alone (no RAGAS metric, no LLM reranker) never
     loads one. The generator is a trial's (its `generator` knob); the judge is the project's, whatever a trial
-    answers with."""
+    answers with. The runner has its own meter, and its own pipeline over the workspace's indexes whose LLM work
+    that meter counts."""
 
     def __init__(self, workspace: Workspace, use_cache: bool = True, models: Models | None = None):
+        """`models`: language models handed in instead of the workspace's (tests hand in fakes)."""
         self.workspace = workspace
         self.meter = CostMeter()
         self.cache = open_store(workspace.cache, "llm_calls") if use_cache else None
-        self._models = models
-        workspace.pipeline.attach_llm(lambda: self.judge, workspace.config.evaluation.llm_rerank_top_n)
-        workspace.pipeline.attach_generator(self.generator_for)
+        provider = workspace.models if models is None else ModelProvider(workspace.config, models)
+        self.models = provider.metered(self.cache, self.meter)
+        self.pipeline = workspace.pipeline_with(self.models)
         self._programs: dict[str, RAGAnswer] = {}
-        self._generators: dict[str | None, CachedLLM] = {}
         self._lms: dict[str | None, dspy.LM] = {}
         self._per_thread = threading.local()
-
-    def _load(self, name: str | None) -> LLM:
-        """The generator knob's model `name` (None: the project's generator)."""
-        project = self.workspace.config
-        config = project.generator_named(name)
-        if self._models is None:
-            return make_llm(config)
-        if name is None or config == project.generator:
-            return self._models.generator
-        if name not in self._models.generators:
-            raise ConfigError(f"generator {name!r}: not among the models handed to this run")
-        return self._models.generators[name]
 
     def require_generator(self, why: str) -> None:
         """One line now if the generator cannot answer (a GGUF missing, an endpoint down or hung), before work that
@@ -90,20 +70,16 @@ class RagRunner:
     def generator_for(self, config: PipelineConfig | None = None) -> CachedLLM:
         """The model `config` answers and rewrites queries with (None: the project's generator), loaded on first
         use; its calls are cached under its own name."""
-        name = None if config is None else config.generator
-        if name not in self._generators:
-            self._generators[name] = CachedLLM(self._load(name), self.cache, self.meter)
-        return self._generators[name]
+        return self.models.generator(None if config is None else config.generator)
 
     @property
     def generator(self) -> CachedLLM:
         """The project's generator."""
-        return self.generator_for(None)
+        return self.models.generator()
 
-    @cached_property
+    @property
     def judge(self) -> CachedLLM:
-        llm = self._models.judge if self._models is not None else make_llm(self.workspace.config.judge_llm)
-        return CachedLLM(llm, self.cache, self.meter)
+        return self.models.judge
 
     def lm_for(self, config: PipelineConfig | None = None) -> dspy.LM:
         """`config`'s generator as the DSPy LM its answer program runs on."""
@@ -130,7 +106,7 @@ class RagRunner:
     def in_flight(self, config: PipelineConfig) -> int:
         """Questions evaluated at once: as many as both models allow (an endpoint's `concurrency`; llama.cpp in
         process answers one call at a time, and models handed in by a caller are not known to take more)."""
-        if self._models is not None:
+        if self.models.provider.given is not None:
             return 1
         return min(concurrency(self.workspace.config, config.generator).values())
 
@@ -166,7 +142,7 @@ class RagRunner:
         self.meter.records.clear()  # each evaluation reports its own cost
         self.index_for(config)
         with self.meter.stage("", "retrieve"):
-            self.workspace.pipeline.prefetch([q.text for q in questions], config)
+            self.pipeline.prefetch([q.text for q in questions], config)
         self.meter.stopping = False
         try:
             per_question = in_order(lambda index, question: self._one(index, question, config, program, scored,
@@ -180,10 +156,10 @@ class RagRunner:
     def index_for(self, config: PipelineConfig) -> None:
         """Build the index `config` retrieves from if no earlier evaluation did: its seconds (and any LLM call)
         are this evaluation's `index` cost."""
-        indexes = self.workspace.pipeline.indexes
+        indexes = self.pipeline.indexes
         before = len(indexes.built)
         with self.meter.stage("", "index"):
-            self.workspace.pipeline.index_for(config)
+            self.pipeline.index_for(config)
         if len(indexes.built) == before:
             self.meter.records.pop(("", "index"))
 
@@ -209,7 +185,7 @@ class RagRunner:
             if on_progress:
                 on_progress(index, question.id, stage)
 
-        pipeline = self.workspace.pipeline
+        pipeline = self.pipeline
         rewritten = None
         if config.query != "none":
             step("query")

@@ -128,7 +128,7 @@ class Indexes:
     its fingerprint (`identity` + settings): a worker needing an index another is building waits for it, then finds
     everything it would pay for cached."""
 
-    def __init__(self, first: Index, build: Callable[[IndexSettings], Index], keep: int = 4,
+    def __init__(self, first: Index, build: Callable[[IndexSettings, LLM | None], Index], keep: int = 4,
                  builds: KeyValue | None = None, identity: str = ""):
         self.first = first
         self._build = build
@@ -138,12 +138,14 @@ class Indexes:
         #: every index built after the first, in order, with its build seconds: what index knobs cost
         self.built: list[tuple[IndexSettings, float]] = []
 
-    def get(self, settings: IndexSettings) -> Index:
+    def get(self, settings: IndexSettings, writer: LLM | None = None) -> Index:
+        """The index built with `settings`; `writer` writes what they ask an LLM for (the asking run's
+        generator, so a trial's index is cached and counted in its cost)."""
         if settings == self.first.settings:
             return self.first
         index = self._recent.pop(settings, None)
         if index is None:
-            index = self._leased(settings)
+            index = self._leased(settings, writer)
             self.built.append((settings, index.seconds))
             log.info(f"index {settings.describe()}: {len(index.chunks)} chunks ({index.embedded} embedded now) in "
                      f"{index.seconds:.1f} s")
@@ -152,11 +154,11 @@ class Indexes:
             self._recent.pop(next(iter(self._recent)))
         return index
 
-    def _leased(self, settings: IndexSettings) -> Index:
+    def _leased(self, settings: IndexSettings, writer: LLM | None) -> Index:
         log.info(f"building the index {settings.describe()}")
         if self._builds is None:
-            return self._build(settings)
-        return leased(self._builds, self._identity, settings, self._build)
+            return self._build(settings, writer)
+        return leased(self._builds, self._identity, settings, lambda settings: self._build(settings, writer))
 
 
 def leased(builds: KeyValue, identity: str, settings: IndexSettings,

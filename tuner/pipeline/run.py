@@ -9,6 +9,7 @@ from tuner.config import IndexSettings, PipelineConfig, RerankerConfig
 from tuner.errors import ConfigError
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM
+from tuner.models.provider import RunModels
 from tuner.pipeline.candidate import Candidate
 from tuner.pipeline.fusion import fuse
 from tuner.pipeline.index import Index, Indexes
@@ -47,36 +48,29 @@ class RetrievalResult:
 
 class RetrievalPipeline:
     def __init__(self, indexes: Indexes, embedders: Callable[[str], Embedder], rerankers: RerankerConfig,
-                 settings_of: Callable[[PipelineConfig], IndexSettings], window: int = 100):
+                 settings_of: Callable[[PipelineConfig], IndexSettings], window: int = 100,
+                 models: RunModels | None = None, llm_top_n: int = 5,
+                 shared_rerankers: dict[tuple, Reranker] | None = None):
         """`settings_of(config)`: the index a pipeline configuration retrieves from (its embedder's name among
-        them); `embedders(name)`: that model, loaded once."""
+        them); `embedders(name)`: that model, loaded once; `models`: the run's LLMs, which query strategies, the
+        LLM reranker and LLM-written index contexts use (None: a command without models, which refuses them).
+        `shared_rerankers`: the model-free rerankers of the workspace's pipelines, each model loaded once."""
         self.indexes = indexes
         self.settings_of = settings_of
         self.window = window
         self.embedders = embedders
         self.reranker_settings = rerankers
-        self._rerankers: dict[tuple, Reranker] = {}
-        self._llm: Callable[[], LLM] | None = None
-        self._llm_top_n = 5
-        self._generator: Callable[[PipelineConfig | None], LLM] | None = None
-
-    def attach_llm(self, llm: Callable[[], LLM], top_n: int) -> None:
-        """Make the LLM reranker available (full evaluation has a model; --retrieval-only has none). `llm()`
-        loads the model when the LLM reranker is first asked for, so configurations without it never do."""
-        self._llm, self._llm_top_n = llm, top_n
-        self._rerankers = {key: r for key, r in self._rerankers.items() if key[0] != "llm"}
-
-    def attach_generator(self, llm: Callable[[PipelineConfig | None], LLM]) -> None:
-        """The model query strategies and LLM-written chunk contexts write with; `llm(config)` loads `config`'s
-        generator (None: the project's) when first needed, so configurations without them never do."""
-        self._generator = llm
+        self.models = models
+        self._llm_top_n = llm_top_n
+        self._rerankers: dict[tuple, Reranker] = {} if shared_rerankers is None else shared_rerankers
+        self._llm_reranker: Reranker | None = None  # the run's own: it judges with the run's metered judge
 
     def generator(self, config: PipelineConfig | None = None) -> LLM:
         """The model `config`'s query strategy writes with; None: the project's generator, which writes every
         index's LLM-written contexts and summaries (an index is built once, whichever trial answers from it)."""
-        if self._generator is None:
+        if self.models is None:
             raise ConfigError("this command has no generator LLM to write with")
-        return self._generator(config)
+        return self.models.generator(None if config is None else config.generator)
 
     def rewrite(self, question: str, config: PipelineConfig) -> Rewrite:
         """What `question` is searched as under `config.query` (calls the generator unless the query is none)."""
@@ -88,16 +82,20 @@ class RetrievalPipeline:
         """`config`'s reranker with its model: reranker_model, else the project's cross-encoder, or for the
         embedding reranker the trial's embedder."""
         name, model = config.reranker, config.reranker_model
+        if name == "llm":
+            if self._llm_reranker is None:
+                judge = self.models.judge if self.models is not None else None
+                self._llm_reranker = make_reranker(name, self.reranker_settings, None, judge, self._llm_top_n)
+            return self._llm_reranker
         if name == "embedding":
             model = model or self.settings_of(config).embedder
         key = (name, model if name in ("embedding", "cross-encoder") else None)
         if key not in self._rerankers:
-            llm = self._llm() if name == "llm" and self._llm is not None else None
             settings = self.reranker_settings
             if name == "cross-encoder" and model:
                 settings = settings.model_copy(update={"cross_encoder_model": model})
             embedder = self.embedders(model) if name == "embedding" else None
-            self._rerankers[key] = make_reranker(name, settings, embedder, llm, self._llm_top_n)
+            self._rerankers[key] = make_reranker(name, settings, embedder, None, self._llm_top_n)
         return self._rerankers[key]
 
     @property
@@ -117,7 +115,8 @@ class RetrievalPipeline:
 
     def index_for(self, config: PipelineConfig) -> Index:
         """The index `config` retrieves from, built now if it is the first to need it."""
-        return self.indexes.get(self.settings_of(config))
+        settings = self.settings_of(config)
+        return self.indexes.get(settings, self.generator() if settings.writes else None)
 
     def prefetch(self, questions: Sequence[str], config: PipelineConfig) -> None:
         """Fetch the candidates of `questions` for `config`'s index at once (their vectors embedded in batches);

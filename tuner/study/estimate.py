@@ -17,8 +17,8 @@ from tuner.errors import ConfigError
 from tuner.study.optimize import StudySettings
 
 if TYPE_CHECKING:
-    from tuner.evaluation.rag_eval import Models
     from tuner.models.embedders import Embedder
+    from tuner.models.provider import Models
     from tuner.pipeline.index import IndexProgress
 
 #: search questions the baseline answers for the estimate

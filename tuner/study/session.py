@@ -26,9 +26,10 @@ from tuner.config import INDEX_KNOBS, KNOBS, PipelineConfig, ProjectConfig, sett
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
-from tuner.evaluation.rag_eval import Models, RagRunner, held_back
+from tuner.evaluation.rag_eval import RagRunner, held_back
 from tuner.evaluation.records import unscorable
 from tuner.models.embedders import Embedder
+from tuner.models.provider import Models
 from tuner.study.meta import StudyMeta
 from tuner.study.optimize import (
     Objective,

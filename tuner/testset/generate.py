@@ -418,7 +418,7 @@ class QuestionWriter:
         vector = self.runner.workspace.embedder.encode([question])[0]
         check_new(vector, self.kept_vectors)
         if source.kind == "unanswerable":
-            found = self.runner.workspace.pipeline.run(question, PipelineConfig(top_k=UNANSWERED_TOP)).selected
+            found = self.runner.pipeline.run(question, PipelineConfig(top_k=UNANSWERED_TOP)).selected
             if _yes(judge, _ANSWERED.format(passages=_numbered([c.chunk.text for c in found]), question=question)):
                 raise Rejected("answered by the corpus")
             answer, gold = UNANSWERABLE, ()
@@ -470,7 +470,7 @@ class QuestionWriter:
         finds answer the question alone (`judged`: _ALONE), or serve the topic search (_ABOUT), nearly as surely as
         its `source` passage does (NEAR_SOURCE)."""
         pool: dict[str, list[str]] = defaultdict(list)
-        found = [scored.chunk for search in POOL for scored in self.runner.workspace.pipeline.run(
+        found = [scored.chunk for search in POOL for scored in self.runner.pipeline.run(
             question, PipelineConfig(top_k=POOL_DEPTH, **search)).selected]
         for chunk in (*found, *also):
             if chunk.doc_id not in gold and chunk.text not in pool[chunk.doc_id]:
@@ -487,7 +487,7 @@ class QuestionWriter:
     def _neighbours(self, chunk: Chunk) -> tuple[Chunk, ...]:
         """The chunks of the documents nearest `chunk` by the default search (one each, other documents than its
         own), as many as a broad search is written from besides it."""
-        found = self.runner.workspace.pipeline.run(_cut(chunk.text), PipelineConfig(top_k=NEIGHBOURS_TOP)).selected
+        found = self.runner.pipeline.run(_cut(chunk.text), PipelineConfig(top_k=NEIGHBOURS_TOP)).selected
         nearest: dict[str, Chunk] = {}
         for scored in found:
             if scored.chunk.doc_id != chunk.doc_id:
