@@ -30,8 +30,9 @@ from rich.table import Table
 import tuner  # noqa: F401  (offline env first)
 from tuner.cache import SqliteStore
 from tuner.config import LlamaCppConfig, ProjectConfig
-from tuner.study.attrs import COST, DUPLICATE
-from tuner.study.optimize import StudySettings
+from tuner.cost import Cost
+from tuner.study.attrs import DUPLICATE
+from tuner.study.optimize import StudySettings, TrialDone
 from tuner.study.session import Session, StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,8 @@ def run(root: Path, name: str, questions: int, trials: int, sampler: str, use_ca
     session = Session.open(StudySpec(name, StudySettings(["faithfulness"], sampler=sampler, seed=0), QUICK, project,
                                      limit=questions, studies_dir=root))
     session.runner(use_cache=use_cache)
-    session.run(trials)
+    session.run(trials, hook=lambda event: isinstance(event, TrialDone) and COSTS.__setitem__(
+        (name, event.trial.number), event.cost))
     return session.study
 
 
@@ -54,19 +56,23 @@ def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
             and DUPLICATE not in t.user_attrs]
 
 
-def calls(trial: optuna.trial.FrozenTrial) -> int:
-    return int(trial.user_attrs.get(COST, {}).get("llm_calls", 0))
+#: (study, trial number) -> what the trial spent, as the study's TrialDone events said
+COSTS: dict[tuple[str, int], Cost] = {}
 
 
-def hits(trial: optuna.trial.FrozenTrial) -> int:
-    return int(trial.user_attrs.get(COST, {}).get("cache_hits", 0))
+def calls(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> int:
+    return COSTS[study.study_name, trial.number].llm_calls
+
+
+def hits(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> int:
+    return COSTS[study.study_name, trial.number].cache_hits
 
 
 def own_fraction(study: optuna.Study) -> float:
     wall = model = 0.0
     for trial in finished(study):
         wall += (trial.datetime_complete - trial.datetime_start).total_seconds()
-        model += trial.user_attrs.get(COST, {}).get("model_seconds", 0.0)
+        model += COSTS[study.study_name, trial.number].model_seconds
     return (wall - model) / wall
 
 
@@ -116,9 +122,9 @@ def main() -> int:
 
 def print_cache_table(cached: optuna.Study, naive: optuna.Study, questions: int) -> None:
     trials = finished(cached)
-    paid = [calls(t) for t in trials]
-    without = [calls(t) + hits(t) for t in trials]
-    really = [calls(t) for t in finished(naive)]
+    paid = [calls(cached, t) for t in trials]
+    without = [calls(cached, t) + hits(cached, t) for t in trials]
+    really = [calls(naive, t) for t in finished(naive)]
     table = Table(title=f"caches vs naive: {len(trials)} TPE trials (seed 0), {questions} demo questions, "
                         f"target faithfulness, 0.5B")
     for column in ("", "LLM calls per trial", "total", "tuner's own time / trial wall"):
@@ -145,7 +151,7 @@ def print_sampler_table(studies: dict[str, optuna.Study], trials: int) -> None:
     for name, study in studies.items():
         spent, reached = 0, None
         for trial in finished(study):
-            spent += calls(trial)
+            spent += calls(study, trial)
             if reached is None and trial.value is not None and trial.value >= target - 0.02:
                 reached = (spent, trial.number + 1)
         best = max(t.value for t in study.trials if t.value is not None)

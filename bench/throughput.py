@@ -31,7 +31,7 @@ from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import ProjectConfig
-from tuner.study.attrs import DUPLICATE, QUESTIONS
+from tuner.study.attrs import DUPLICATE
 from tuner.study.optimize import StudySettings
 from tuner.study.session import Session, StudySpec
 
@@ -85,7 +85,7 @@ def measure(name: str, limit: int | None, trials: int, studies: Path, prune_afte
         return [name, pruning, str(questions), f"{build:.0f}", "no trial ran (the study already held them: use a "
                 "fresh --studies folder)", "", "", ""], session
     first, later = seconds[0], seconds[1:]
-    evaluated = sum(t.user_attrs.get(QUESTIONS, questions) for t in ran)
+    evaluated = sum(len(session.folder.read_trial(t.number).result.questions) for t in ran)
     rate = evaluated / sum(seconds)  # a pruned trial counts the questions it evaluated
     return [name, pruning, f"{questions} × {len(seconds)}", f"{build:.0f}", f"{first:.2f} s = {questions / first:.0f}",
             f"{statistics.median(later):.2f} s" if later else "—", f"{rate:.0f}", f"{rate / PEER:.1f}×"], session

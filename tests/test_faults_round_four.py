@@ -39,6 +39,7 @@ from tuner.evaluation.rag_eval import held_back
 from tuner.models.llms import LLM, LLMError
 from tuner.models.llms._base import NO_LOGPROBS, NO_YES_NO, NOT_NUMBERS, Completion
 from tuner.models.llms._openai import OpenAICompatibleLLM
+from tuner.study.optimize import QuestionMoved, TrialStarted
 from tuner.study.storage import study_folder
 
 # --- the main job's log hears from every trial ----------------------------------------------------------------------
@@ -51,12 +52,12 @@ def test_a_log_hears_from_the_second_trial_as_from_the_first_and_times_each_from
     monkeypatch.setattr(ui.err_console, "_file", log)
     study = optuna.create_study()
     with StudyDisplay(study, total_trials=2, questions=3, targets=["faithfulness"]) as display:
-        display("trial", 0, {"top_k": 3})
+        display(TrialStarted(0, {"top_k": 3}))
         for index in range(3):
-            display("question", index, "done")
+            display(QuestionMoved(index, "done"))
         time.sleep(2.0)  # trial 1 starts two seconds after the study
-        display("trial", 1, {"top_k": 5})
-        display("question", 0, "done")
+        display(TrialStarted(1, {"top_k": 5}))
+        display(QuestionMoved(0, "done"))
         time.sleep(0.35)
     lines = log.getvalue().splitlines()
     assert any(re.fullmatch(r"trial 1: top_k=5: 1/3 .*so far", line) for line in lines), lines

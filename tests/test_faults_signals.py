@@ -17,7 +17,7 @@ import yaml
 
 from tests.fakes import FakeEndpoint
 from tests.helpers import SPACE, interruptible, open_session, signal_when, started
-from tuner.study.optimize import recover_interrupted
+from tuner.study.optimize import TrialStarted, recover_interrupted
 from tuner.study.results import load_study, trial_states
 from tuner.study.storage import study_folder
 
@@ -123,8 +123,8 @@ def test_ctrl_c_outside_the_evaluation_still_marks_the_trial_interrupted(tmp_pat
     plain FAIL that no resume ran again (round 2 of a rounds run). Anywhere in the trial, it is interrupted."""
     session = open_session(tmp_path, fake_embedder, SPACE, limit=2)
 
-    def ctrl_c_as_the_trial_starts(event, *args):
-        if event == "trial":  # before the first question: the trial is drawn and announced
+    def ctrl_c_as_the_trial_starts(event):
+        if isinstance(event, TrialStarted):  # before the first question: the trial is drawn and announced
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -276,10 +276,11 @@ def test_a_real_sigterm_during_a_0_5b_trial_writes_the_report_and_the_resume_pay
     resumed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=1200)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming: trial(s) 0 were interrupted and run again" in resumed.stderr
-    rerun = [t for t in load_study(study_folder(tmp_path / "studies", "local")).trials if t.state.name == "COMPLETE"]
-    cost = rerun[0].user_attrs["cost"]
-    assert cost["cache_hits"] >= paid  # every call paid before the kill came from the cache
-    assert cached_calls(cache) == paid + cost["llm_calls"]  # and each new call was paid once
+    folder = study_folder(tmp_path / "studies", "local")
+    rerun = [t for t in load_study(folder).trials if t.state.name == "COMPLETE"]
+    cost = folder.read_trial(rerun[0].number).result.cost
+    assert cost.cache_hits >= paid  # every call paid before the kill came from the cache
+    assert cached_calls(cache) == paid + cost.llm_calls  # and each new call was paid once
 
 
 def test_a_stop_marked_by_both_the_watcher_and_the_unwinding_trial_is_told_to_optuna_once(monkeypatch):

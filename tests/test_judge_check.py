@@ -219,7 +219,7 @@ def test_an_empty_judge_shows_in_the_check_as_empty_not_unscored(demo, runner_fo
 
 
 def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedder):
-    from tuner.study.judge_precheck import judge_precheck
+    from tuner.cli.study import judge_display
     from tuner.study.optimize import StudySettings
     from tuner.study.session import Session, StudySpec
 
@@ -230,7 +230,7 @@ def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedd
     def guarded(mode):
         def check(session):
             session.runner(models=Models(judge, judge), embedder=fake_embedder)
-            judge_precheck(session, mode, {"config": tmp_path / "tuner.yaml", "dataset": tmp_path / "data"})
+            judge_display(mode, tmp_path / "tuner.yaml", tmp_path / "data")(session)
         return check
 
     spec = StudySpec("s", StudySettings(["faithfulness"], sampler="random"), space, ProjectConfig(evaluation=SAMPLED),
@@ -242,7 +242,7 @@ def test_strict_guard_refuses_to_start_and_leaves_no_study(tmp_path, fake_embedd
     assert not (folder / "study.json").exists() and not (folder / "journal.log").exists()
     assert not (folder / "judge_check.json").exists()
     # the advice names a check that works without the study it refused to create: the same config, data, questions
-    # and cases (tests/test_faults_stops_and_inputs.py runs it)
+    # and cases (tests/test_messages.py runs it)
     advice = re.search(r"see `(tuner judge check[^`]*)`", str(refused.value)).group(1)
     assert "--study" not in advice and re.fullmatch(
         rf"tuner judge check --quick --config {tmp_path / 'tuner.yaml'} --dataset {tmp_path / 'data'}"

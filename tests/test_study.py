@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import optuna
@@ -13,7 +14,7 @@ from tests.helpers import PROGRAMS, StrictIsUnfaithful, open_session
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError
-from tuner.evaluation.records import Constraint
+from tuner.evaluation.records import Constraint, EvalResult
 from tuner.study.attrs import DUPLICATE
 from tuner.study.optimize import (
     REPEATS_TO_STOP,
@@ -75,8 +76,11 @@ def test_baseline_first_and_results_recorded(setup):
     first = study.trials[0]
     assert first.user_attrs["baseline"] and first.params == {"program": "default"}
     assert first.value == 1.0
-    assert set(first.user_attrs) >= {"metrics", "retrieval", "cost", "failures", "pipeline", "constraints"}
-    assert folder.trial_file(0).is_file()
+    # Optuna keeps what its samplers and the repeat protocol read; the results have one record, the trial file
+    assert set(first.user_attrs) == {"baseline", "pipeline", "project_hash", "runs_configuration"}
+    assert set(first.constraints) == {"faithfulness scored on >= 80%"}
+    recorded = folder.read_trial(0)
+    assert recorded.result.metrics["faithfulness"] == 1.0 and recorded.result.cost.seconds > 0
     enqueue_baseline(study, SearchSpace.model_validate(PROGRAMS), PipelineConfig())  # skipped: exists
     assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 0
 
@@ -89,17 +93,21 @@ def test_pruner_fires_on_a_clearly_worse_configuration(setup):
     session.run(2)
     pruned = study.trials[1]
     assert pruned.state == optuna.trial.TrialState.PRUNED
-    assert pruned.user_attrs["questions"] < 6  # stopped early: questions not asked cost nothing
-    assert shown_values(pruned, ["faithfulness"]) == ([0.0], pruned.user_attrs["questions"])
+    reached = len(folder.read_trial(1).result.questions)
+    assert reached < 6  # stopped early: questions not asked cost nothing
+    assert shown_values(pruned, ["faithfulness"], folder.read_trial(1)) == ([0.0], reached)
     from tests.helpers import tuner
 
     listed = tuner("trials", "--study", "s", "--studies-dir", str(folder.root.parent), cwd=folder.root.parent)
-    assert f"0.0000 (partial: {pruned.user_attrs['questions']} q)" in listed.stdout, listed.stdout
+    assert f"0.0000 (partial: {reached} q)" in listed.stdout, listed.stdout
     # Optuna's value of a pruned trial is its last question's score; people are shown the mean so far
     mixed = optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED, value=1.0,
-                                      params={}, distributions={}, intermediate_values={0: 0.0, 1: 0.0, 2: 1.0},
-                                      user_attrs={"metrics": {"faithfulness": 1 / 3}, "questions": 3})
-    assert shown_values(mixed, ["faithfulness"]) == ([1 / 3], 3)
+                                      params={}, distributions={}, intermediate_values={0: 0.0, 1: 0.0, 2: 1.0})
+    three = folder.read_trial(1)
+    three = dataclasses.replace(three, result=EvalResult.summarise(
+        [dataclasses.replace(q, scores={"faithfulness": s}) for q, s in zip(three.result.questions[:3], (0, 0, 1))],
+        ["faithfulness"], {}, three.result.cost, {}))
+    assert shown_values(mixed, ["faithfulness"], three) == ([1 / 3], 3)
     assert folder.trial_file(1).is_file()
 
 
@@ -163,7 +171,7 @@ def test_constraints_exclude_infeasible_trials_from_best(setup, tmp_path):
     session = setup(PROGRAMS, limit=2, constraints=("context_recall>=1.01",))
     study, folder = session.study, session.folder
     session.run(2)
-    assert all(t.user_attrs["constraints"][0] > 0 for t in study.trials)
+    assert all(t.constraints["context_recall>=1.01"] > 0 for t in study.trials)  # Optuna's record of the guard
     assert best_trials(study) == []
     with pytest.raises(ConfigError, match="no complete trial that meets its constraints"):
         best_config(study, folder)

@@ -41,3 +41,9 @@ def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[
 def recorded_project(project: Mapping[str, Any]) -> dict[str, Any]:
     """A study.json project as it ran: a setting added since is at its value of then."""
     return {**project, "evaluation": {**EVALUATION_AS_BEFORE, **project.get("evaluation", {})}}
+
+
+def legacy_constraints(user_attrs: Mapping[str, Any]) -> list[float]:
+    """A trial's constraint violations as studies before one typed trial record kept them beside its results
+    (its `constraints` user attribute); [] when it has none."""
+    return list(user_attrs.get("constraints") or [])

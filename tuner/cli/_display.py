@@ -82,6 +82,7 @@ def run_with_display(session, trials: int, timeout: float | None, tracker=None) 
     """Load the models (only if trials remain) and run the study behind the live display; `tracker`: each finished
     trial is logged to it as it finishes."""
     from tuner.cli._live import StudyDisplay
+    from tuner.study.optimize import StudyEvent, TrialDone
 
     if session.recovered:
         err_console.print(f"resuming: trial(s) {', '.join(map(str, session.recovered))} were interrupted and "
@@ -111,32 +112,33 @@ def run_with_display(session, trials: int, timeout: float | None, tracker=None) 
                           f"(--prune-after) and before its last, and this study searches {questions}",
                           highlight=False)
     with StudyDisplay(session.study, trials, questions, targets, runner.pipeline.indexes) as display:
-        def hook(event: str, *args) -> None:
-            display(event, *args)
-            if event == "done" and tracker is not None:
+        def hook(event: StudyEvent) -> None:
+            display(event)
+            if isinstance(event, TrialDone) and tracker is not None:
                 track(tracker, session.folder)
 
         return session.run(trials, timeout, hook=hook)
 
 
-def track(tracker, folder, report_dir: Path | None = None) -> None:
-    """Mirror the study (and its report) to the tracker; a tracker that fails is a note: the study goes on, its own
-    storage keeps every trial, and the next sync logs what this one missed."""
+def track(tracker, folder, report_dir: Path | None = None, view=None) -> None:
+    """Mirror the study (`view`, else read back) and its report to the tracker; a tracker that fails is a note: the
+    study goes on, its own storage keeps every trial, and the next sync logs what this one missed."""
     from tuner.study.results import read_study
 
     try:
-        tracker.sync(read_study(folder), report_dir)
+        tracker.sync(view or read_study(folder), report_dir)
     except Exception as exc:  # MLflow's client raises many types; none may stop an overnight study
         note(f"not tracked in MLflow this time ({type(exc).__name__}: "
              f"{redact(first_line(exc))}); the next trial or a rerun logs it")
 
 
-def write_study_report(folder, reports_dir: Path):
-    """The study's report; a report that cannot be written is a note (the run's own outcome stands)."""
+def write_study_report(folder, reports_dir: Path, view=None):
+    """The study's report (of `view` when the caller has the study read already); a report that cannot be written
+    is a note (the run's own outcome stands)."""
     from tuner.reports import study_report
 
     try:
-        report = study_report(folder, reports_dir)
+        report = study_report(folder, reports_dir, view)
     except TunerError as exc:
         note(f"no report written: {exc}")
         return None
@@ -145,9 +147,11 @@ def write_study_report(folder, reports_dir: Path):
     return report
 
 
-def print_trials(study, targets: list[str], last: int | None = None) -> None:
+def print_trials(study, folder, targets: list[str], last: int | None = None) -> None:
+    """The trials table: Optuna's states and parameters, each trial's results from its trial file."""
     from tuner.cli._live import trial_values
-    from tuner.study.attrs import BASELINE, COST, DUPLICATE, QUESTIONS, RERUN_OF, SCORED
+    from tuner.cost import Cost
+    from tuner.study.attrs import BASELINE, COST, DUPLICATE, RERUN_OF
     from tuner.study.results import trial_states
 
     trials = study.get_trials(deepcopy=False)
@@ -159,10 +163,12 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
     for column in ("#", "state", *targets, "scored", "params", "llm calls", "cached", "seconds"):
         table.add_column(column, justify="right" if column not in ("state", "params") else "left")
     for trial, state in shown:
-        cost = trial.user_attrs.get(COST, {})
-        values = trial_values(trial, targets)
-        scored = trial.user_attrs.get(SCORED, {}).get(targets[0])
-        values.append("" if scored is None else f"{scored}/{trial.user_attrs.get(QUESTIONS, '?')}")
+        file = folder.read_trial(trial.number) if state != "duplicate" else None
+        spent = trial.user_attrs.get(COST)
+        cost = file.result.cost if file else Cost.from_dict(spent) if isinstance(spent, dict) else None
+        values = trial_values(trial, targets, file)
+        values.append(f"{file.result.scored(targets[0])}/{len(file.result.questions)}"
+                      if file and targets[0] in file.result.metrics else "")
         params = knobs(trial.params)
         if RERUN_OF in trial.user_attrs:
             params = f"(re-run of {trial.user_attrs[RERUN_OF]}) " + params
@@ -170,8 +176,9 @@ def print_trials(study, targets: list[str], last: int | None = None) -> None:
             params = f"(same as {trial.user_attrs[DUPLICATE]}: not run, not counted) " + params
         if trial.user_attrs.get(BASELINE):
             params = "(baseline) " + params
-        table.add_row(str(trial.number), state, *values, params, str(cost.get("llm_calls", "")),
-                      str(cost.get("cache_hits", "")), str(cost.get("seconds", "")))
+        spend = ("", "", "") if cost is None else (str(cost.llm_calls), str(cost.cache_hits),
+                                                   str(round(cost.seconds, 3)))
+        table.add_row(str(trial.number), state, *values, params, *spend)
     console.print(table)
 
 

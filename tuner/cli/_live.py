@@ -11,7 +11,9 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from tuner.study.attrs import COST
+from tuner.cost import Cost
+from tuner.evaluation.records import TrialFile
+from tuner.study.optimize import QuestionMoved, StudyEvent, TrialDone, TrialStarted
 from tuner.ui import Bar, err_console, knobs
 
 if TYPE_CHECKING:
@@ -54,23 +56,21 @@ class StudyDisplay:
         else:
             self.progress.stop()
 
-    def __call__(self, event: str, *args: Any) -> None:
-        if event == "trial":
-            number, params = args
+    def __call__(self, event: StudyEvent) -> None:
+        if isinstance(event, TrialStarted):
             # a reset, not completed=0: the last trial's task is finished, and a finished task is neither logged
             # every 30 s nor timed from this trial's start
-            self.progress.reset(self.question_task, description=f"trial {number}: {knobs(params)}")
-        elif event == "question":
-            index, stage = args
-            self.progress.update(self.question_task, completed=index + (stage == "done"))
-        elif event == "done":
-            trial: optuna.trial.FrozenTrial = args[0]
-            self.llm_calls += int(trial.user_attrs.get(COST, {}).get("llm_calls", 0))
+            self.progress.reset(self.question_task, description=f"trial {event.number}: {knobs(event.params)}")
+        elif isinstance(event, QuestionMoved):
+            self.progress.update(self.question_task, completed=event.index + (event.stage == "done"))
+        elif isinstance(event, TrialDone):
+            self.llm_calls += event.cost.llm_calls
             self.progress.advance(self.trial_task)
-            line = describe_trial(trial, self.targets)
+            line = describe_trial(event.trial, self.targets, event.file, event.cost)
             best = best_summary(self.study, self.targets)
             if not self.interactive:  # a log of an overnight run: one self-contained line per trial
-                err_console.print(f"{line} {knobs(trial.params)}; best {best}", highlight=False, soft_wrap=True)
+                err_console.print(f"{line} {knobs(event.trial.params)}; best {best}", highlight=False,
+                                  soft_wrap=True)
             self._update_status(line, best)
 
     def _update_status(self, last: str, best: str) -> None:
@@ -81,21 +81,20 @@ class StudyDisplay:
                              + (f"\nlast: {last}" if last else ""))
 
 
-def trial_values(trial: optuna.trial.FrozenTrial, targets: list[str], digits: int = 4) -> list[str]:
+def trial_values(trial: optuna.trial.FrozenTrial, targets: list[str], file: TrialFile | None,
+                 digits: int = 4) -> list[str]:
     """Each target's value as study.results.shown_values gives it, a pruned trial's marked partial."""
     from tuner.study.results import shown_values
 
-    values, reached = shown_values(trial, targets)
+    values, reached = shown_values(trial, targets, file)
     partial = "" if trial.state != optuna.trial.TrialState.PRUNED else f" (partial: {reached or '?'} q)"
     return [f"{v:.{digits}f}{partial}" if v is not None else "—" for v in values]
 
 
-def describe_trial(trial: optuna.trial.FrozenTrial, targets: list[str]) -> str:
-    shown = ", ".join(f"{t}={v}" for t, v in zip(targets, trial_values(trial, targets, 3)) if v != "—")
-    cost = trial.user_attrs.get(COST, {})
+def describe_trial(trial: optuna.trial.FrozenTrial, targets: list[str], file: TrialFile | None, cost: Cost) -> str:
+    shown = ", ".join(f"{t}={v}" for t, v in zip(targets, trial_values(trial, targets, file, 3)) if v != "—")
     return (f"trial {trial.number} {trial.state.name.lower()} {shown} "
-            f"({cost.get('llm_calls', 0)} LLM calls, {cost.get('cache_hits', 0)} cached, "
-            f"{cost.get('seconds', 0):.0f}s)").replace("  ", " ")
+            f"({cost.llm_calls} LLM calls, {cost.cache_hits} cached, {cost.seconds:.0f}s)").replace("  ", " ")
 
 
 def best_summary(study: optuna.Study, targets: list[str]) -> str:

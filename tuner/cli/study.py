@@ -124,16 +124,17 @@ def optimize_command(
         return optimize_rounds(spec, rounds, trials, timeout_seconds, reports_dir, tracker, anchors)
     session = Session.open(spec)
     before_forced_exit(lambda: write_study_report(session.folder, reports_dir))
+    judged = None  # the study with its verdict, read once: the report and the tracker take it as it is
     try:
         run_with_display(session, trials, timeout_seconds, tracker)
-        print_trials(session.study, settings.targets, last=10)
+        print_trials(session.study, session.folder, settings.targets, last=10)
         require_a_complete_trial(session.study)
-        judge_study(read_study(session.folder), session, anchors)
+        judged = judge_study(read_study(session.folder), session, anchors)
     finally:  # also after Ctrl-C: the morning's report shows whatever finished
         cleaning_up.set()
-        report = write_study_report(session.folder, reports_dir)
+        report = write_study_report(session.folder, reports_dir, judged)
         if tracker is not None:
-            track(tracker, session.folder, report.path.parent if report is not None else None)
+            track(tracker, session.folder, report.path.parent if report is not None else None, judged)
 
 
 def tracker_for(option: str | None):
@@ -215,15 +216,24 @@ def judge_display(mode: str, config: Path | None, dataset: Path | None):
         return None
 
     def check(session) -> None:
-        from tuner.study.judge_precheck import judge_precheck
+        from tuner.study.judge_precheck import judge_precheck, same_check
 
         with status("checking the judge on a few labelled cases (cached)"):
-            said = judge_precheck(session, mode, {"config": config, "dataset": dataset})
-        for line in said:
-            if line.startswith("warning: "):
-                warning(line.removeprefix("warning: "))
-            else:
-                err_console.print(line, highlight=False, soft_wrap=True)
+            found = judge_precheck(session, mode)
+        if mode == "strict" and found.refuses:
+            options = same_check(session, {"config": config, "dataset": dataset}, found.metrics)
+            again = " ".join(["tuner judge check --quick", *(f"--{k} {v}" for k, v in options.items())])
+            if found.skipped:
+                raise ConfigError(f"judge check (--judge-check strict) could not run: {found.skipped}")
+            raise ConfigError(f"judge check failed (--judge-check strict): {found.problems[0]}; see `{again}`, "
+                              f"choose another judge, or use --judge-check warn")
+        if found.skipped:
+            warning(f"judge check skipped: {found.skipped}")
+        for problem in found.problems:
+            warning(f"judge check: {problem}")
+        if found.metrics and not found.refuses:
+            aucs = "; ".join(f"{m} AUC " + ("—" if auc is None else f"{auc:.2f}") for m, auc in found.aucs.items())
+            err_console.print(f"judge check: {aucs}", highlight=False, soft_wrap=True)
 
     return check
 
@@ -493,4 +503,4 @@ def trials_command(study: StudyOption = "default", storage: StorageOption = None
     from tuner.study.storage import study_folder
 
     folder = study_folder(studies_dir, study, storage)
-    print_trials(load_study(folder), list(folder.read_meta().targets))
+    print_trials(load_study(folder), folder, list(folder.read_meta().targets))

@@ -48,9 +48,10 @@ def write_report(view: StudyView, out: Path) -> Report:
     return Report(out / "report.md", analysis, space_file)
 
 
-def study_report(folder: StudyFolder, reports_dir: Path) -> Report:
-    """The study's report, read back from its storage, in reports_dir/NAME."""
-    return write_report(read_study(folder), reports_dir / folder.name)
+def study_report(folder: StudyFolder, reports_dir: Path, view: StudyView | None = None) -> Report:
+    """The study's report in reports_dir/NAME: of `view` (the study as its caller last read it, the verdict's
+    included), else read back from its storage."""
+    return write_report(view or read_study(folder), reports_dir / folder.name)
 
 
 def _draw(analysis: Analysis, out: Path) -> dict[str, str]:

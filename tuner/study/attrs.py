@@ -20,13 +20,7 @@ BASELINE = "baseline"
 RECOVERED = "recovered_from_file"
 #: why a trial that ran failed ("no question could be scored on faithfulness")
 ERROR = "error"
-#: the results: metric means, retrieval means, cost, failure counts, questions asked, refusals, scored counts per
-#: target, and the constraint violations (feasible at <= 0)
-METRICS = "metrics"
-RETRIEVAL = "retrieval"
+#: what a trial stopped in its evaluation had paid (Cost.as_dict): it has no trial file (read as TrialRecord.spent)
 COST = "cost"
-FAILURES = "failures"
-QUESTIONS = "questions"
-REFUSALS = "refusals"
-SCORED = "scored"
-CONSTRAINTS = "constraints"
+#: studies before one typed trial record also kept a copy of the results here (metrics, retrieval, failures,
+#: questions, refusals, scored, constraints): nothing reads them; the trial file is the result's one record

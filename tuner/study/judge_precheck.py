@@ -8,6 +8,7 @@ names the full check to run on the same config and data. Retrieval-only studies 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.errors import ConfigError, DataError
@@ -16,34 +17,43 @@ from tuner.evaluation.judge_check import CHECK_FILE, checks_json, quick_check
 MODES = ("warn", "strict", "off")
 
 
-def judge_precheck(session, mode: str, command: Mapping[str, Path | None]) -> list[str]:
-    """Check the session's judge; returns lines for the user ("warning: …", or the AUCs when all is well). Raises
-    ConfigError in strict mode when the check finds a problem or cannot run. `command`: the options (config,
-    dataset) the user gave, for the advice."""
+@dataclass(frozen=True)
+class Precheck:
+    """What the check found: its problems, why it could not run, or each metric's AUC when all is well."""
+    #: the metrics it checked ((): none, a retrieval or cost study, or --judge-check off)
+    metrics: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    skipped: str | None = None
+    aucs: Mapping[str, float | None] = field(default_factory=dict)
+
+    @property
+    def refuses(self) -> bool:
+        """Whether `strict` refuses the study on it."""
+        return bool(self.problems or self.skipped)
+
+
+def judge_precheck(session, mode: str) -> Precheck:
+    """Check the session's judge. `warn` records a check that ran in the study; `strict` records nothing when it
+    found a problem or could not run (the caller refuses the study, with `same_check`'s advice)."""
     if mode not in MODES:
         raise ConfigError(f"--judge-check {mode!r}: choose {', '.join(MODES)}")
     judged = session.spec.settings.metrics_needed()  # a retrieval or cost target has no judge to check
     if mode == "off" or not judged:
-        return []
+        return Precheck()
     try:
         checked = quick_check(session.runner(), session.search_questions, judged)
     except DataError as exc:
-        if mode == "strict":
-            raise ConfigError(f"judge check (--judge-check strict) could not run: {exc}") from None
-        return [f"warning: judge check skipped: {exc}"]
-    if mode == "strict" and checked.problems:  # refused: no study is created, so no study to name
-        raise ConfigError(f"judge check failed (--judge-check strict): {checked.problems[0]}; see "
-                          f"`{same_check(session, command, judged)}`, choose another judge, or use --judge-check warn")
-    session.folder.write_doc(CHECK_FILE, checks_json([checked]))
-    if checked.problems:
-        return [f"warning: judge check: {problem}" for problem in checked.problems]
-    return ["judge check: " + "; ".join(f"{m} AUC {c.auc:.2f}" for m, c in checked.metrics.items())]
+        return Precheck(tuple(judged), skipped=str(exc))
+    found = Precheck(tuple(judged), tuple(checked.problems), aucs={m: c.auc for m, c in checked.metrics.items()})
+    if not (mode == "strict" and found.refuses):  # refused: no study is created, so nothing to record in one
+        session.folder.write_doc(CHECK_FILE, checks_json([checked]))
+    return found
 
 
-def same_check(session, command: Mapping[str, Path | None], metrics: list[str]) -> str:
-    """The `tuner judge check` that repeats this check: the same cases, from the same search questions (the
-    study's --limit and split), to read case by case."""
+def same_check(session, command: Mapping[str, Path | None], metrics: tuple[str, ...]) -> dict[str, str]:
+    """The options of the `tuner judge check --quick` that repeats this check: the same cases, from the same
+    search questions (the study's --limit and split), to read case by case. `command`: the options (config,
+    dataset) the user gave."""
     options = {**command, "limit": session.project.dataset.limit,
                "holdout": f"{session.split.fraction:g}" if session.split.active else None}
-    return " ".join(["tuner judge check --quick", *(f"--{k} {v}" for k, v in options.items() if v is not None),
-                     "--metrics", ",".join(metrics)])
+    return {**{k: str(v) for k, v in options.items() if v is not None}, "metrics": ",".join(metrics)}

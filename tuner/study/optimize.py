@@ -13,7 +13,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from tuner.cache import redact, stable_hash
 from tuner.config import SPEED_ONLY, PipelineConfig, ProjectConfig
+from tuner.cost import Cost
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError, interruption
@@ -33,22 +34,15 @@ from tuner.legacy import hashed_project
 from tuner.models.llms._base import LLMError
 from tuner.study.attrs import (
     BASELINE,
-    CONSTRAINTS,
     COST,
     DUPLICATE,
     ERROR,
-    FAILURES,
     INTERRUPTED,
-    METRICS,
     PIPELINE,
     PROJECT,
-    QUESTIONS,
     RECOVERED,
-    REFUSALS,
     RERUN_OF,
-    RETRIEVAL,
     RUNS,
-    SCORED,
 )
 from tuner.study.meta import StudyMeta
 from tuner.study.running import running, unwinding
@@ -174,8 +168,36 @@ def recover_interrupted(study: optuna.Study, running_too: bool = True,
     return recovered
 
 
-#: events a display listens to: ("trial", number, params), ("question", index, stage), ("done", frozen trial)
-StudyHook = Callable[..., None]
+@dataclass(frozen=True)
+class TrialStarted:
+    """A trial begins to evaluate its configuration (a repeat of a tried one never does)."""
+    number: int
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class QuestionMoved:
+    """Work on the trial's question `index` moved on to `stage` ("done" when it is finished)."""
+    index: int
+    stage: str
+
+
+@dataclass(frozen=True)
+class TrialDone:
+    """A trial that ran finished (complete, pruned, failed or stopped): Optuna's record, and tuner's trial file
+    (None when it wrote none: a trial stopped in its evaluation, whose `spent` says what it had paid)."""
+    trial: optuna.trial.FrozenTrial
+    file: TrialFile | None
+    spent: Cost | None = None
+
+    @property
+    def cost(self) -> Cost:
+        return self.file.result.cost if self.file is not None else self.spent or Cost()
+
+
+StudyEvent = TrialStarted | QuestionMoved | TrialDone
+#: what a display or a tracker listens with
+StudyHook = Callable[[StudyEvent], None]
 
 
 class UnscoredTrial(TunerError):
@@ -191,7 +213,8 @@ class Objective:
         self.settings = settings
         self.folder = folder
         self.questions = questions  # the search questions: held-out ones are for the verdict alone
-        self.hook = hook or (lambda *args: None)
+        self.hook = hook or (lambda event: None)
+        self.written: dict[int, TrialFile] = {}  # the trial file each trial of this run wrote
         self.repeats = 0  # proposals in a row that repeated a tried configuration
         self._evaluating: tuple[int, float] | None = None  # (trial number, its evaluation's start)
         # what else decides a trial's result (models, data, evaluation): a resume with another --config may change
@@ -216,7 +239,7 @@ class Objective:
         if self._evaluating is not None and self._evaluating[0] == trial.number:
             spent = self.runner.meter.total()
             spent.seconds = time.perf_counter() - self._evaluating[1]
-            trial.set_user_attr(COST, spent.as_dict())
+            trial.set_user_attr(COST, spent.as_dict())  # its typed reader: TrialRecord.spent
 
     def _trial(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
@@ -231,7 +254,7 @@ class Objective:
             raise optuna.TrialPruned(f"the configuration of trial {tried}")
         trial.set_user_attr(RUNS, True)  # decided: an earlier trial of this configuration on another worker yields
         self.repeats = 0
-        self.hook("trial", trial.number, params)
+        self.hook(TrialStarted(trial.number, params))
         target = self.settings.targets[0]
         pruned = False
 
@@ -257,7 +280,7 @@ class Objective:
         try:
             result = self.runner.evaluate(
                 config, self.questions, metrics=metrics,
-                on_progress=lambda i, qid, stage: self.hook("question", i, stage),
+                on_progress=lambda i, qid, stage: self.hook(QuestionMoved(i, stage)),
                 on_question=lambda i, q: (partial.append(q), report(i, q)), answer=answer,
             )
         except optuna.TrialPruned:
@@ -273,13 +296,13 @@ class Objective:
         return values[0] if len(values) == 1 else tuple(values)
 
     def _record(self, trial: optuna.Trial, config: PipelineConfig, result: EvalResult, pruned: bool) -> None:
-        attrs, guards = trial_record(config, result, self.settings, self.project,
-                                     self.runner.workspace.config.evaluation.min_scored)
-        for name, value in attrs.items():
-            trial.set_user_attr(name, value)
-        for name, violation in guards.items():
+        """The trial file is the result's one record; Optuna gets the constraint violations its samplers read."""
+        min_scored = self.runner.workspace.config.evaluation.min_scored
+        for name, violation in guards(result, self.settings, min_scored).items():
             trial.set_constraint(name, violation)
-        self.folder.write_trial(TrialFile(trial.number, trial.params, config.model_dump(), pruned, result))
+        file = TrialFile(trial.number, trial.params, config.model_dump(), pruned, result)
+        self.folder.write_trial(file)
+        self.written[trial.number] = file
 
 
 def target_values(result: EvalResult, settings: StudySettings) -> tuple[list[float | None], str | None]:
@@ -298,20 +321,14 @@ def project_hash(project: ProjectConfig) -> str:
                                       SPEED_ONLY))
 
 
-def trial_record(config: PipelineConfig, result: EvalResult, settings: StudySettings, project: str,
-                 min_scored: float) -> tuple[dict[str, Any], dict[str, float]]:
-    """A finished trial's user attributes and its constraint violations (feasible at <= 0)."""
+def guards(result: EvalResult, settings: StudySettings, min_scored: float) -> dict[str, float]:
+    """A finished trial's constraint violations (feasible at <= 0), by name: Optuna's samplers read them."""
     judged = [t for t in settings.targets if t in result.metrics]
     # a configuration must not win on the few questions it got scored on: too few is a violated guard
-    guards = {str(c): c.violation(result.value(c.metric)) for c in settings.constraints}
-    guards.update({f"{t} scored on >= {min_scored:.0%}": min_scored - result.scored(t) / max(1, len(result.questions))
-                   for t in judged})
-    attrs = {PIPELINE: config.model_dump(), PROJECT: project, METRICS: dict(result.metrics),
-             RETRIEVAL: dict(result.retrieval), COST: result.cost.as_dict(),
-             FAILURES: {m: dict(r) for m, r in result.failures.items()}, QUESTIONS: len(result.questions),
-             REFUSALS: result.refusals, SCORED: {t: result.scored(t) for t in judged},
-             CONSTRAINTS: list(guards.values())}
-    return attrs, guards
+    violations = {str(c): c.violation(result.value(c.metric)) for c in settings.constraints}
+    asked = max(1, len(result.questions))
+    violations.update({f"{t} scored on >= {min_scored:.0%}": min_scored - result.scored(t) / asked for t in judged})
+    return violations
 
 
 def finish_from_file(study: optuna.Study, folder: StudyFolder, settings: StudySettings, project: ProjectConfig,
@@ -321,12 +338,8 @@ def finish_from_file(study: optuna.Study, folder: StudyFolder, settings: StudySe
     record = folder.read_trial(trial.number)
     if record is None or (trial.params and record.params != trial.params):
         return False
-    attrs, guards = trial_record(PipelineConfig.model_validate(record.pipeline), record.result, settings,
-                                 project_hash(project), project.evaluation.min_scored)
     storage, trial_id = study._storage, trial._trial_id
-    for name, value in attrs.items():
-        storage.set_trial_user_attr(trial_id, name, value)
-    for name, violation in guards.items():
+    for name, violation in guards(record.result, settings, project.evaluation.min_scored).items():
         storage.set_trial_system_attr(trial_id, f"{CONSTRAINTS_KEY}:{name}", float(violation))
     storage.set_trial_user_attr(trial_id, RECOVERED, True)
     values, reason = target_values(record.result, settings)
@@ -350,7 +363,9 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
 
     def after_trial(s: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if DUPLICATE not in trial.user_attrs:
-            objective.hook("done", trial)
+            spent = trial.user_attrs.get(COST)
+            objective.hook(TrialDone(trial, objective.written.get(trial.number),
+                                     Cost.from_dict(spent) if isinstance(spent, dict) else None))
         # workers sharing the study stop together: it counts everyone's trials (one in flight elsewhere may finish)
         if objective.repeats >= REPEATS_TO_STOP or counted(s) >= trials:
             s.stop()

@@ -22,19 +22,8 @@ from tuner.evaluation.labels import LABELS_FILE, Label
 from tuner.evaluation.labels import read as read_labels
 from tuner.evaluation.metrics import lower_is_better
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile
-from tuner.study.attrs import (
-    BASELINE,
-    CONSTRAINTS,
-    COST,
-    DUPLICATE,
-    ERROR,
-    INTERRUPTED,
-    METRICS,
-    PIPELINE,
-    QUESTIONS,
-    RERUN_OF,
-    RETRIEVAL,
-)
+from tuner.legacy import legacy_constraints
+from tuner.study.attrs import BASELINE, COST, DUPLICATE, ERROR, INTERRUPTED, PIPELINE, RERUN_OF
 from tuner.study.meta import StudyMeta
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import StudyFolder, make_storage, no_such_study, study_folder
@@ -171,7 +160,10 @@ def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]
 
 
 def feasible(trial: optuna.trial.FrozenTrial) -> bool:
-    return all(v <= 0 for v in trial.user_attrs.get(CONSTRAINTS, []))
+    """Whether it met every guard: the violations Optuna keeps for its samplers (`trial.set_constraint`), or
+    those a study from before them kept beside its results."""
+    violations = trial.constraints.values() or legacy_constraints(trial.user_attrs)
+    return all(v <= 0 for v in violations)
 
 
 def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -218,12 +210,15 @@ def load_study(folder: StudyFolder) -> optuna.Study:
         raise no_such_study(folder.name, folder.root.parent, folder.storage) from None
 
 
-def shown_values(trial: optuna.trial.FrozenTrial, targets: list[str]) -> tuple[list[float | None], int | None]:
+def shown_values(trial: optuna.trial.FrozenTrial, targets: list[str],
+                 file: TrialFile | None) -> tuple[list[float | None], int | None]:
     """Each target's value for people, and for a pruned trial the questions it reached: its Optuna value is the
-    last question's score alone, so the mean over the questions it reached is shown instead, marked partial."""
+    last question's score alone, so the mean over the questions it reached (its trial `file`) is shown instead,
+    marked partial."""
     if trial.state == TrialState.PRUNED:
-        metrics = {**trial.user_attrs.get(RETRIEVAL, {}), **trial.user_attrs.get(METRICS, {})}
-        return [metrics.get(t) for t in targets], trial.user_attrs.get(QUESTIONS)
+        if file is None:
+            return [None] * len(targets), None
+        return [file.result.value(t) for t in targets], len(file.result.questions)
     return (list(trial.values) if trial.values else [None] * len(targets)), None
 
 
