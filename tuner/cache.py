@@ -78,7 +78,12 @@ def open_store(location: Path | str, name: str) -> KeyValue:
 
 class KeyValue(ABC):
     """Keys to JSON values. Each entry has a tag (the model that produced it) and the day it was last used, which
-    `tuner cache prune` selects by, and counts its writes: more than one means something was paid for twice."""
+    `tuner cache prune` selects by, and counts its writes: more than one means something was paid for twice.
+
+    Guarantees: `put_many` is one transaction (every entry or none); once it returns, `get` in any process using
+    the same file or database sees the entries; the last write of a key wins; nothing is ordered across keys. A
+    lease (`claim`) is held by one owner at a time until it expires or is released, so of two processes about to
+    pay for one key, one pays and the other reads what it wrote (`lease`)."""
 
     def get(self, key: str) -> Any | None:
         return self.get_many([key]).get(key)

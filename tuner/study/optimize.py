@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import optuna
-from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAINTS_KEY  # trial.set_constraint's
+# private: the system-attribute prefix trial.set_constraint writes under. Closing a RUNNING trial from its file
+# (`finish_from_file`) has a FrozenTrial, not a Trial, so it writes the same keys through the storage; if Optuna
+# renames the key, recovered trials lose their guards (read as feasible). Pinned: optuna==5.0.0
+from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAINTS_KEY
 from optuna.trial import TrialState
 from pydantic import ValidationError
 
@@ -160,6 +163,8 @@ def recover_interrupted(study: optuna.Study, running_too: bool = True,
         if trial.state == TrialState.RUNNING and finished is not None and finished(trial):
             continue
         if trial.state == TrialState.RUNNING:
+            # private (study._storage, trial._trial_id): Optuna's public API cannot end another process's trial;
+            # if these move, recovery after a kill -9 fails here, in tests/test_faults_storage.py
             study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         # a RUNNING trial holds only the attrs it was enqueued with (the baseline mark): the re-run keeps them
         kept = {k: v for k, v in trial.user_attrs.items() if k == BASELINE}  # the baseline stays the baseline
@@ -338,6 +343,8 @@ def finish_from_file(study: optuna.Study, folder: StudyFolder, settings: StudySe
     record = folder.read_trial(trial.number)
     if record is None or (trial.params and record.params != trial.params):
         return False
+    # private (study._storage, trial._trial_id): a trial a dead process left RUNNING is closed through the storage,
+    # as Optuna's own heartbeat failing does; if these move, the tests of recovery from a trial file fail
     storage, trial_id = study._storage, trial._trial_id
     for name, violation in guards(record.result, settings, project.evaluation.min_scored).items():
         storage.set_trial_system_attr(trial_id, f"{CONSTRAINTS_KEY}:{name}", float(violation))
@@ -406,7 +413,13 @@ def same_pipeline(stored: Any, config: PipelineConfig, dumped: dict[str, Any] | 
 
 
 def tried_before(study: optuna.Study, config: PipelineConfig, project: str, number: int) -> int | None:
-    """The trial that already ran this pipeline configuration with the same project, if any: a finished one, or
+    """The duplicate-trial protocol. Guarantees: a configuration runs once per project identity, whichever worker
+    draws it; a RUNNING trial is owned by the worker that created it (the only one that writes its attributes),
+    until its heartbeat lapses and Optuna fails it, or a journal study's next start fails it (one process owns a
+    journal); the attributes it relies on (PIPELINE, PROJECT, RUNS, DUPLICATE) are written before the trial
+    evaluates, and Optuna's storage makes each visible to every worker once written.
+
+    The trial that already ran this pipeline configuration with the same project, if any: a finished one, or
     one running on another worker. Of two running at once, the earlier (lower number) runs it, unless the later one
     had looked before the earlier one said what it runs and so decided to run it: every trial says what it runs
     before looking, so the later one's look saw the earlier one unless that happened, and the earlier one waits for
@@ -431,6 +444,8 @@ def decided_to_run(study: optuna.Study, trial: optuna.trial.FrozenTrial, patienc
         if RUNS in attrs or DUPLICATE in attrs or trial.state != TrialState.RUNNING or time.monotonic() > deadline:
             return RUNS in attrs and DUPLICATE not in attrs
         time.sleep(0.1)
+        # private (study._storage, trial._trial_id): one trial read again, not the whole study, while waiting for
+        # another worker's decision; if these move, tests/test_workers.py fails here
         trial = study._storage.get_trial(trial._trial_id)
 
 

@@ -60,6 +60,9 @@ def mark_interrupted(reason: str = "Ctrl-C") -> None:
     with _lock:
         _leaving.set()
         for trial in list(_trials):
+            # private (trial.study._storage, trial._trial_id): the watcher ends the trial of a thread that cannot
+            # unwind (stuck in native code); a public Trial has no way to mark itself from another thread. If these
+            # move, tests/test_faults_signals.py's forced exits fail here
             storage, trial_id = trial.study._storage, trial._trial_id
             try:
                 storage.set_trial_user_attr(trial_id, INTERRUPTED, reason)

@@ -41,7 +41,18 @@ class Documents(ABC):
     """Where a study keeps its JSON documents by name ("meta", "trials/0003", "judge_check.json"): files in its
     folder, or records in its database. One contract for both
     (`test_the_documents_contract_holds_in_a_folder_and_in_a_database` in tests/test_faults_storage.py runs it over
-    each)."""
+    each).
+
+    Guarantees, as Optuna's `BaseStorage` states its own:
+    * a document is whole or absent: `put` replaces it at once (a renamed sibling file, one transaction), so a
+      reader, or a process killed mid-write, never sees half of one;
+    * visibility: once `put` returns, every later `get` of that name sees it, in this process and in any other
+      that reaches the same folder or database (workers of one study on other machines read the database);
+    * no ordering across names: two documents written one after the other may be seen in either order by another
+      process, so a reader must not infer one from the other (a trial's file is read for its trial number, and
+      Optuna's record of the trial says whether it finished);
+    * the last `put` of a name wins; there is no merge, so a document two processes write (none today) needs a
+      lease (`KeyValue.lease`)."""
 
     @abstractmethod
     def get(self, name: str) -> Any | None:
@@ -299,6 +310,8 @@ def journal_lock(path: Path):
 def release_stale_lock(path: Path, patience: float = STALE_LOCK_SECONDS) -> str | None:
     """Remove a journal lock no live writer holds: the same lock (same inode) for `patience` seconds while the journal
     does not change. Returns a line saying so, or None when there was no such lock."""
+    # private (optuna.storages.journal._file): the suffix JournalFileSymlinkLock appends; if Optuna renames it,
+    # a stale lock is no longer found and released, and a study after a kill -9 waits on it (pinned: optuna==5.0.0)
     from optuna.storages.journal._file import LOCK_FILE_SUFFIX
 
     lock = path.with_name(path.name + LOCK_FILE_SUFFIX)
