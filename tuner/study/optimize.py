@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import optuna
+
 # private: the system-attribute prefix trial.set_constraint writes under. Closing a RUNNING trial from its file
 # (`finish_from_file`) has a FrozenTrial, not a Trial, so it writes the same keys through the storage; if Optuna
 # renames the key, recovered trials lose their guards (read as feasible). Pinned: optuna==5.0.0
