@@ -13,7 +13,7 @@ from tuner.analysis.importance import KnobEffect
 from tuner.analysis.propose import next_space, propose
 from tuner.analysis.stages import attribute
 from tuner.analysis.stats import compare, paired_bootstrap_ci, wilcoxon_p
-from tuner.config import PipelineConfig
+from tuner.config import PipelineConfig, ProjectConfig
 from tuner.cost import Cost
 from tuner.errors import ConfigError, DataError
 from tuner.evaluation.records import SCHEMA_VERSION, EvalResult, TrialFile
@@ -267,3 +267,17 @@ def test_a_change_made_moot_by_a_fixed_knob_is_said_not_listed_as_a_change():
     assert moot and moot[0].kind == "advice" and "no longer searched" in moot[0].reason
     proposed = next_space(view.space, proposals, view.best.params)
     assert "min_docs" not in proposed.params and "min_docs" not in proposed.description
+
+
+def test_index_knob_proposals_come_from_each_knob_s_facts_and_the_config_s_own_checks(monkeypatch):
+    from tuner.analysis.propose import index_knobs
+    from tuner.config import KNOBS, Knob
+
+    project = ProjectConfig()
+    knobs = index_knobs(project)
+    assert knobs["chunk_size"].choices == sorted({*KNOBS["chunk_size"].explore, 150})  # the project's own among them
+    weaviate = ProjectConfig.model_validate({"backend": {"type": "weaviate"}})
+    assert "stemmer" in knobs and "stemmer" not in index_knobs(weaviate)  # Weaviate does not stem: refused by config
+    # a knob given values to explore is proposed with no code of its own; a value the index refuses is left out
+    monkeypatch.setitem(KNOBS, "chunk_overlap", Knob(carried="chunks", index="chunking.overlap", explore=(0, 60, 400)))
+    assert index_knobs(project)["chunk_overlap"].choices == [0, 30, 60]  # 400 is not below chunk_size 150

@@ -403,6 +403,8 @@ class Knob:
     explore: tuple[Any, ...] = ()
     #: a model knob: rounds settle these before the rest of the pipeline (Greedy-M)
     model: bool = False
+    #: the largest value a next round extends a range to, where the field sets no limit of its own
+    most: float | None = None
 
     def is_active(self, name: str, pipeline: PipelineConfig, project: ProjectConfig) -> bool:
         if self.active is not None:
@@ -429,9 +431,9 @@ KNOBS: dict[str, Knob] = {
                           "reranker module)"),
     "confidence_threshold": Knob(lost="confidence_threshold {value} (dynamic K from reranker scores)"),
     "min_docs": Knob(lost="min_docs {value} (dynamic K's floor)",
-                     active=lambda p, _: p.confidence_threshold is not None),
+                     active=lambda p, _: p.confidence_threshold is not None, most=10),
     "max_docs": Knob(lost="max_docs {value} (dynamic K's ceiling)",
-                     active=lambda p, _: p.confidence_threshold is not None),
+                     active=lambda p, _: p.confidence_threshold is not None, most=20),
     "autocut": Knob(weaviate="auto_limit"),
     "program": Knob(carried="your application's answer prompt (the program's instructions and demos)"),
     "query": Knob(lost="query {value} (rewrite the question with your generator before searching, as tuner's query "

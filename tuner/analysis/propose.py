@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from annotated_types import Ge, Gt, Le, Lt
+from pydantic import ValidationError
 
 from tuner.analysis.importance import MIN_TRIALS, KnobEffect
 from tuner.analysis.stages import StageShares
 from tuner.config import KNOBS, PipelineConfig, ProjectConfig
+from tuner.errors import ConfigError
 from tuner.study.results import StudyView
 from tuner.study.space import Param, SearchSpace
 
@@ -35,8 +37,6 @@ STAGE_SHARE = 0.25
 NEGLIGIBLE = 0.05
 #: from this importance on, a numeric knob is searched more finely around its best value
 IMPORTANT = 0.2
-#: knob ceilings where the config sets none (max_docs)
-SOFT_MAX = {"max_docs": 20, "min_docs": 10}
 
 RERANKING = {
     "reranker": Param(type="categorical", choices=["none", "embedding", "llm"]),
@@ -63,14 +63,29 @@ class Proposal:
 
 
 def index_knobs(project: ProjectConfig) -> dict[str, Param]:
-    """The index knobs a next round may add, over a few values each (every value a new index to build), with the
-    project's own value among them."""
+    """The index knobs a next round may add, over their `explore` values (every value a new index to build) and
+    the project's own, each value one the project can index with (the config's own check refuses the rest: a chunk
+    no longer than its overlap, stemming on Weaviate); a knob left with one value is not worth adding."""
     own = project.index_settings()
-    knobs = {name: list(knob.explore) for name, knob in KNOBS.items() if knob.index and knob.explore}
-    knobs["chunk_size"] = sorted(s for s in {*knobs["chunk_size"], own.chunk_size} if s > own.chunk_overlap)
-    if project.backend.type != "embedded":  # Weaviate does not stem
-        knobs.pop("stemmer")
-    return {name: Param(type="categorical", choices=choices) for name, choices in knobs.items()}
+    knobs = {}
+    for name, knob in KNOBS.items():
+        if not (knob.index and knob.explore):
+            continue
+        values = dict.fromkeys([*knob.explore, getattr(own, name)])
+        choices = [value for value in values if _indexable(project, name, value)]
+        if all(isinstance(value, int | float) for value in choices):
+            choices.sort()  # numbers in order, the project's own among them
+        if len(choices) > 1:
+            knobs[name] = Param(type="categorical", choices=choices)
+    return knobs
+
+
+def _indexable(project: ProjectConfig, name: str, value: Any) -> bool:
+    try:
+        project.index_settings(PipelineConfig(**{name: value}))
+    except (ConfigError, ValidationError):
+        return False
+    return True
 
 
 def propose(view: StudyView, effects: list[KnobEffect], shares: StageShares | None) -> list[Proposal]:
@@ -118,104 +133,138 @@ def propose(view: StudyView, effects: list[KnobEffect], shares: StageShares | No
     return _runnable(view, sorted(proposals.values(), key=lambda p: (-p.priority, p.kind, p.knob or "")))
 
 
+#: what each stage's lost points call for. Knob-specific by nature: which knob cures which stage is knowledge of
+#: the pipeline (a reranker and dynamic K for selection; top_k, hops, alpha and another index for retrieval; the
+#: answer program for generation), not a fact of any one knob. Range edges, negligible knobs and the values of the
+#: index knobs come from each knob's own facts instead (`propose`, `index_knobs`).
 def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
-    space, best = view.space, view.best
-    params = space.params
-    pipeline = PipelineConfig.model_validate(best.pipeline) if best.pipeline else PipelineConfig()
     out = []
-    selection, retrieval = shares.share("selection"), shares.share("retrieval")
-    generation, judge, unknown = shares.share("generation"), shares.share("judge"), shares.share("unknown")
-
-    if selection >= STAGE_SHARE:
-        trigger = f"selection loses {selection:.0%} of the lost {shares.target} points " \
-                  f"({len(shares.questions('selection'))} questions)"
-        reranker = params.get("reranker")
-        if reranker is None or not {"embedding", "llm"} & set(reranker.choices or []):
-            for name, param in RERANKING.items():
-                out.append(Proposal("add", name, f"{name}: {param.describe()}",
-                                    "gold contexts reach the pool but are not selected: let a reranker's "
-                                    "confidence decide how many chunks pass", trigger, selection, param))
-        elif "min_docs" in params and (params["min_docs"].high or 0) < SOFT_MAX["min_docs"]:
-            widened = params["min_docs"].model_copy(update={"high": float(int(params["min_docs"].high) + 2)})
-            out.append(Proposal("extend", "min_docs", f"min_docs: {params['min_docs'].describe()} → "
-                                f"{widened.describe()}", "dynamic K drops gold contexts: keep more chunks",
-                                trigger, selection, widened))
-
-    if retrieval >= STAGE_SHARE:
-        lost = shares.questions("retrieval")
-        trigger = f"retrieval loses {retrieval:.0%} of the lost {shares.target} points ({len(lost)} questions)"
-        records = {q.id: q for q in best.result.questions} if best.result else {}
-        ranks = sorted(r for q in lost if q.question_id in records
-                       and (r := records[q.question_id].retrieval.candidate_rank) is not None)
-        near = [r for r in ranks if pipeline.top_k < r <= 3 * pipeline.top_k]
-        top_k = params.get("top_k")
-        if near and (top_k is None or (top_k.high or 0) < max(near)):
-            high = min(100, max(near) + 1)
-            low = int(top_k.low) if top_k else pipeline.top_k
-            param = Param(type="int", low=low, high=high)
-            out.append(Proposal("add" if top_k is None else "extend", "top_k",
-                                f"top_k: {top_k.describe() if top_k else pipeline.top_k} → {param.describe()}",
-                                "gold documents sit just below the cut", f"{trigger}; gold at candidate ranks "
-                                f"{', '.join(map(str, near))} with top_k {pipeline.top_k}", retrieval, param))
-        multi = [q for q in lost if q.question_id in records and len(records[q.question_id].retrieval.gold_ids) > 1
-                 and records[q.question_id].retrieval.selected]
-        hops = params.get("hops")
-        if multi and (hops is None or (hops.high or 0) < 2):
-            param = Param(type="int", low=0, high=2)
-            out.append(Proposal("add" if hops is None else "extend", "hops", f"hops: {param.describe()}",
-                                "multi-hop questions find one gold document but miss the other: graph "
-                                "expansion follows shared entities to it", f"{trigger}; {len(multi)} multi-hop "
-                                f"question(s) with a gold document selected and another missed", retrieval, param))
-        if "alpha" not in params:
-            param = Param(type="float", low=0.0, high=1.0, step=0.1)
-            out.append(Proposal("add", "alpha", "alpha: 0 … 1 step 0.1", "retrieval misses gold documents: "
-                                "search the BM25/vector balance", trigger, retrieval * 0.8, param))
-        unreached = [q for q in lost if q.question_id in records
-                     and records[q.question_id].retrieval.candidate_rank is None]
-        if unreached:
-            trigger = (f"{len(unreached)} question(s) with no gold document among the "
-                       f"{view.project.backend.candidates} candidates per side")
-            reason = ("for some questions no gold document is among the candidates at all: only another index "
-                      "reaches them")
-            indexing = {name: param for name, param in index_knobs(view.project).items() if name not in params}
-            for name, param in indexing.items():
-                out.append(Proposal("add", name, f"{name}: {param.describe()}", reason, trigger, retrieval * 0.7,
-                                    param))
-            if not indexing:  # every index knob is searched already
-                out.append(Proposal("advice", None, "re-index with another embedder (embedder.model)", reason,
-                                    trigger, retrieval * 0.7))
-
-    if generation >= STAGE_SHARE:
-        trigger = f"generation loses {generation:.0%} of the lost {shares.target} points " \
-                  f"({len(shares.questions('generation'))} questions with the gold context selected)"
-        program = params.get("program")
-        if program is None or "strict" not in (program.choices or []):
-            choices = list(dict.fromkeys([*(program.choices if program else [pipeline.program]), "default",
-                                          "strict"]))
-            param = Param(type="categorical", choices=choices)
-            out.append(Proposal("add" if program is None else "extend", "program",
-                                f"program: {param.describe()}", "the contexts hold the answer but the answer "
-                                "is not faithful to them: try a stricter answer program", trigger, generation,
-                                param))
-        out.append(Proposal("advice", None, f"compile the answer program for {shares.target}: `tuner compile "
-                            f"--study {view.name}` (it trains on the search questions only); the next "
-                            "round or study offers it as a program choice", "generation, not retrieval, limits the "
-                            "target", trigger, generation * 0.9))
-    if judge >= STAGE_SHARE:
-        out.append(Proposal("advice", None, "check the judge: `tuner analyze --noise 3`, or a stronger judge model",
-                            "unscored or unstable verdicts decide the target, not the pipeline",
-                            f"the judge accounts for {judge:.0%} of the lost {shares.target} points", judge))
-    if unknown >= STAGE_SHARE:
-        untraced = f"{unknown:.0%} of the lost points are untraceable"
-        if best.result and any("context_recall" in q.scores for q in best.result.questions):
-            out.append(Proposal("advice", None, "a stronger judge, or gold document ids", "context recall was "
-                                "scored but the judge left it unscored where points were lost", untraced,
-                                unknown * 0.5))
-        else:
-            out.append(Proposal("advice", None, "score context_recall too (--constraint context_recall>=0) or "
-                                "add gold document ids", "without them a lost point cannot be traced to "
-                                "retrieval or generation", untraced, unknown * 0.5))
+    for stage, proposals_for in STAGE_PROPOSALS.items():
+        if (share := shares.share(stage)) >= STAGE_SHARE:
+            out += proposals_for(view, shares, share)
     return out
+
+
+def _best_pipeline(view: StudyView) -> PipelineConfig:
+    return PipelineConfig.model_validate(view.best.pipeline) if view.best.pipeline else PipelineConfig()
+
+
+def _selection(view: StudyView, shares: StageShares, selection: float) -> list[Proposal]:
+    params = view.space.params
+    out: list[Proposal] = []
+    trigger = f"selection loses {selection:.0%} of the lost {shares.target} points " \
+              f"({len(shares.questions('selection'))} questions)"
+    reranker = params.get("reranker")
+    if reranker is None or not {"embedding", "llm"} & set(reranker.choices or []):
+        for name, param in RERANKING.items():
+            out.append(Proposal("add", name, f"{name}: {param.describe()}",
+                                "gold contexts reach the pool but are not selected: let a reranker's "
+                                "confidence decide how many chunks pass", trigger, selection, param))
+    elif "min_docs" in params and (params["min_docs"].high or 0) < KNOBS["min_docs"].most:
+        widened = params["min_docs"].model_copy(update={"high": float(int(params["min_docs"].high) + 2)})
+        out.append(Proposal("extend", "min_docs", f"min_docs: {params['min_docs'].describe()} → "
+                            f"{widened.describe()}", "dynamic K drops gold contexts: keep more chunks",
+                            trigger, selection, widened))
+    return out
+
+
+def _retrieval(view: StudyView, shares: StageShares, retrieval: float) -> list[Proposal]:
+    params = view.space.params
+    best = view.best
+    pipeline = _best_pipeline(view)
+    out: list[Proposal] = []
+    lost = shares.questions("retrieval")
+    trigger = f"retrieval loses {retrieval:.0%} of the lost {shares.target} points ({len(lost)} questions)"
+    records = {q.id: q for q in best.result.questions} if best.result else {}
+    ranks = sorted(r for q in lost if q.question_id in records
+                   and (r := records[q.question_id].retrieval.candidate_rank) is not None)
+    near = [r for r in ranks if pipeline.top_k < r <= 3 * pipeline.top_k]
+    top_k = params.get("top_k")
+    if near and (top_k is None or (top_k.high or 0) < max(near)):
+        high = min(100, max(near) + 1)
+        low = int(top_k.low) if top_k else pipeline.top_k
+        param = Param(type="int", low=low, high=high)
+        out.append(Proposal("add" if top_k is None else "extend", "top_k",
+                            f"top_k: {top_k.describe() if top_k else pipeline.top_k} → {param.describe()}",
+                            "gold documents sit just below the cut", f"{trigger}; gold at candidate ranks "
+                            f"{', '.join(map(str, near))} with top_k {pipeline.top_k}", retrieval, param))
+    multi = [q for q in lost if q.question_id in records and len(records[q.question_id].retrieval.gold_ids) > 1
+             and records[q.question_id].retrieval.selected]
+    hops = params.get("hops")
+    if multi and (hops is None or (hops.high or 0) < 2):
+        param = Param(type="int", low=0, high=2)
+        out.append(Proposal("add" if hops is None else "extend", "hops", f"hops: {param.describe()}",
+                            "multi-hop questions find one gold document but miss the other: graph "
+                            "expansion follows shared entities to it", f"{trigger}; {len(multi)} multi-hop "
+                            f"question(s) with a gold document selected and another missed", retrieval, param))
+    if "alpha" not in params:
+        param = Param(type="float", low=0.0, high=1.0, step=0.1)
+        out.append(Proposal("add", "alpha", "alpha: 0 … 1 step 0.1", "retrieval misses gold documents: "
+                            "search the BM25/vector balance", trigger, retrieval * 0.8, param))
+    unreached = [q for q in lost if q.question_id in records
+                 and records[q.question_id].retrieval.candidate_rank is None]
+    if unreached:
+        trigger = (f"{len(unreached)} question(s) with no gold document among the "
+                   f"{view.project.backend.candidates} candidates per side")
+        reason = ("for some questions no gold document is among the candidates at all: only another index "
+                  "reaches them")
+        indexing = {name: param for name, param in index_knobs(view.project).items() if name not in params}
+        for name, param in indexing.items():
+            out.append(Proposal("add", name, f"{name}: {param.describe()}", reason, trigger, retrieval * 0.7,
+                                param))
+        if not indexing:  # every index knob is searched already
+            out.append(Proposal("advice", None, "re-index with another embedder (embedder.model)", reason,
+                                trigger, retrieval * 0.7))
+    return out
+
+
+def _generation(view: StudyView, shares: StageShares, generation: float) -> list[Proposal]:
+    params = view.space.params
+    pipeline = _best_pipeline(view)
+    out: list[Proposal] = []
+    trigger = f"generation loses {generation:.0%} of the lost {shares.target} points " \
+              f"({len(shares.questions('generation'))} questions with the gold context selected)"
+    program = params.get("program")
+    if program is None or "strict" not in (program.choices or []):
+        choices = list(dict.fromkeys([*(program.choices if program else [pipeline.program]), "default",
+                                      "strict"]))
+        param = Param(type="categorical", choices=choices)
+        out.append(Proposal("add" if program is None else "extend", "program",
+                            f"program: {param.describe()}", "the contexts hold the answer but the answer "
+                            "is not faithful to them: try a stricter answer program", trigger, generation,
+                            param))
+    out.append(Proposal("advice", None, f"compile the answer program for {shares.target}: `tuner compile "
+                        f"--study {view.name}` (it trains on the search questions only); the next "
+                        "round or study offers it as a program choice", "generation, not retrieval, limits the "
+                        "target", trigger, generation * 0.9))
+    return out
+
+
+def _judge(view: StudyView, shares: StageShares, judge: float) -> list[Proposal]:
+    out: list[Proposal] = []
+    out.append(Proposal("advice", None, "check the judge: `tuner analyze --noise 3`, or a stronger judge model",
+                        "unscored or unstable verdicts decide the target, not the pipeline",
+                        f"the judge accounts for {judge:.0%} of the lost {shares.target} points", judge))
+    return out
+
+
+def _unknown(view: StudyView, shares: StageShares, unknown: float) -> list[Proposal]:
+    best = view.best
+    out: list[Proposal] = []
+    untraced = f"{unknown:.0%} of the lost points are untraceable"
+    if best.result and any("context_recall" in q.scores for q in best.result.questions):
+        out.append(Proposal("advice", None, "a stronger judge, or gold document ids", "context recall was "
+                            "scored but the judge left it unscored where points were lost", untraced,
+                            unknown * 0.5))
+    else:
+        out.append(Proposal("advice", None, "score context_recall too (--constraint context_recall>=0) or "
+                            "add gold document ids", "without them a lost point cannot be traced to "
+                            "retrieval or generation", untraced, unknown * 0.5))
+    return out
+
+
+STAGE_PROPOSALS = {"selection": _selection, "retrieval": _retrieval, "generation": _generation, "judge": _judge,
+                   "unknown": _unknown}
 
 
 def next_space(space: SearchSpace, proposals: list[Proposal], best_params: dict[str, Any],
@@ -310,8 +359,9 @@ EXCLUSIVE = 1e-9
 
 
 def _bounds(name: str) -> tuple[float, float]:
-    """The knob's hard limits from the pipeline config (ge/gt/le/lt), or SOFT_MAX."""
-    low, high = float("-inf"), float(SOFT_MAX.get(name, float("inf")))
+    """The knob's hard limits from the pipeline config (ge/gt/le/lt), or its `Knob.most`."""
+    most = KNOBS[name].most if name in KNOBS else None
+    low, high = float("-inf"), float("inf") if most is None else float(most)
     for rule in PipelineConfig.model_fields[name].metadata:
         # an exclusive limit is not a value the knob takes (hop_decay > 0): the range stops just inside it, and
         # the step grid then at the first step past it
