@@ -119,8 +119,11 @@ class IndexSettings(_Strict):
         return any(str(value) in KNOBS[name].generator for name, value in self)
 
     def describe(self) -> str:
-        return (f"{self.chunker} {self.chunk_size}/{self.chunk_overlap}, stemmer {self.stemmer}, "
-                f"contextual {self.contextual}, embedder {self.embedder}")
+        """"words 150/30, stemmer none, contextual title, embedder all-MiniLM-L6-v2": the chunking, then every other
+        setting by name (an index knob added later is said with no change here)."""
+        rest = [f"{name.removeprefix('chunk_')} {value}" for name, value in self
+                if name not in ("chunker", "chunk_size", "chunk_overlap")]
+        return ", ".join([f"{self.chunker} {self.chunk_size}/{self.chunk_overlap}", *rest])
 
 
 class EmbedderConfig(_Strict):

@@ -1,0 +1,203 @@
+"""docs/architecture.md's recipes, followed to the letter on a copy of the project: each adds a throwaway backend,
+metric, index knob or command by the steps the recipe lists and no other edit, then checks it works and that the
+tests guarding that axis still pass (the pinned study hashes among them). A recipe that needs one more edit than it
+says fails here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def copy(tmp_path) -> Path:
+    """The project's files as git knows them (the working tree's versions): no venv, caches or studies."""
+    target = tmp_path / "project"
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("the recipes are followed on a copy of a git checkout")
+    for name in listed.stdout.splitlines():
+        if (ROOT / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target / name)
+    return target
+
+
+def edit(path: Path, anchor: str, text: str, before: bool = False) -> None:
+    """Insert `text` after (or before) the one place `anchor` occurs: where the recipe says the addition goes."""
+    source = path.read_text(encoding="utf-8")
+    assert source.count(anchor) == 1, f"{path.name}: the recipe's anchor {anchor!r} is not one place"
+    path.write_text(source.replace(anchor, text + anchor if before else anchor + text), encoding="utf-8")
+
+
+def run(copy: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=600)
+
+
+def check(copy: Path, script: str) -> None:
+    done = run(copy, "-c", textwrap.dedent(script))
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def passes(copy: Path, *tests: str) -> None:
+    done = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_a_backend_added_by_the_recipe_works_and_moves_no_study_s_hash(copy):
+    assert "`LLM_BACKENDS` tuple" in RECIPES and "its entry in `BACKENDS`" in RECIPES
+    # 1. tuner/config.py: a config class on _LLMSettings, added to the LLM_BACKENDS tuple
+    edit(copy / "tuner/config.py", "\n\n#: settings that decide how fast a model answers", '''
+
+class EchoConfig(_LLMSettings):
+    """Answers with the question (a throwaway backend)."""
+
+    backend: Literal["echo"] = "echo"
+    echo_prefix: str = Field(">", description="echo: put before the echoed text")
+''', before=True)
+    edit(copy / "tuner/config.py", "LLM_BACKENDS: tuple[type[_LLMSettings], ...] = (LlamaCppConfig, EndpointConfig",
+         ", EchoConfig")
+    # 2. tuner/models/llms/_echo.py: a subclass of LLM
+    (copy / "tuner/models/llms/_echo.py").write_text(textwrap.dedent('''
+        from tuner.models.llms._base import LLM, Completion
+
+
+        class EchoLLM(LLM):
+            def __init__(self, prefix: str):
+                self.prefix, self.name = prefix, f"echo:{prefix}"
+
+            def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
+                return Completion(f"{self.prefix} {messages[-1]['content']}")
+    '''))
+    # 3. tuner/models/llms/__init__.py: its entry in BACKENDS
+    edit(copy / "tuner/models/llms/__init__.py", '    "openai-compatible": _endpoint,\n', '''    "echo": lambda config: ((config.echo_prefix,), lambda: __import__(
+        "tuner.models.llms._echo", fromlist=["EchoLLM"]).EchoLLM(config.echo_prefix)),
+''')
+    check(copy, '''
+        import pytest
+        from pydantic import ValidationError
+        from tuner.config import ProjectConfig, load_config
+        from tuner.errors import ConfigError
+        from tuner.models.llms import make_llm
+
+        project = ProjectConfig.model_validate({"generator": {"backend": "echo", "echo_prefix": "!"}})
+        assert make_llm(project.generator).chat([{"role": "user", "content": "hi"}]).text == "! hi"
+        # another backend's setting is refused, naming the backend that has it
+        with pytest.raises(ValidationError, match="echo_prefix is a setting of backend echo only"):
+            ProjectConfig.model_validate({"generator": {"backend": "llama-cpp", "echo_prefix": "!"}})
+        # an error's key path is the user's, not the union's tag
+        open("bad.yaml", "w").write("generator: {backend: echo, max_tokens: 0}\\n")
+        with pytest.raises(ConfigError, match=r"bad.yaml: generator.max_tokens: "):
+            load_config("bad.yaml")
+    ''')
+    passes(copy, "tests/test_config.py")  # the pinned study hashes hold with the new backend registered
+
+
+def test_a_metric_from_0_to_100_added_by_the_recipe_is_a_target_analysed_by_its_range(copy):
+    assert "`low`, `high` (None: no upper bound)" in RECIPES
+    # 1. its MetricSpec in REGISTRY; 2. its function in a module of the metrics package, wrapped in Computed
+    (copy / "tuner/evaluation/metrics/answer_words.py").write_text(textwrap.dedent('''
+        def answer_words(response: str, **_) -> float:
+            """Words in the answer, at most 100."""
+            return float(min(100, len(response.split())))
+    '''))
+    edit(copy / "tuner/evaluation/metrics/__init__.py", "    # by document id against the qrels", '''    MetricSpec("answer_words", ("answer",), lambda tools: Computed(__import__(
+        "tuner.evaluation.metrics.answer_words", fromlist=["answer_words"]).answer_words),
+               "words in the answer", kind="computed", calls=0, high=100.0, lower_is_better=True, default=False),
+''', before=True)
+    check(copy, '''
+        from tests.helpers import question
+        from tuner.analysis.stages import attribute
+        from tuner.config import EvaluationConfig
+        from tuner.evaluation.metrics import TARGETS, lower_is_better
+        from tuner.evaluation.records import Constraint
+
+        assert EvaluationConfig(metrics=["answer_words"]).metrics == ["answer_words"]
+        assert "answer_words" in TARGETS and lower_is_better("answer_words")
+        assert Constraint.parse("answer_words<=40").metric == "answer_words"
+        long = question("long", None)
+        long.scores["answer_words"] = 60.0
+        shares = attribute([long], "answer_words")
+        assert [q.loss for q in shares.losses] == [60.0] and shares.limiting == "generation"
+    ''')
+    passes(copy, "tests/test_metrics.py")
+
+
+def test_an_index_knob_added_by_the_recipe_builds_its_own_index_and_holds_the_study_to_it(copy):
+    assert 'index="chunking.size"' in RECIPES and "a field of the same name on `IndexSettings`" in RECIPES
+    config = copy / "tuner/config.py"
+    # 1. the field on PipelineConfig and its Knob (index= the project setting it overrides); its IndexSettings field
+    edit(config, '    """One point of the search space: everything a trial may change."""\n', '''
+    bm25_k1: float | None = Field(None, gt=0, description="BM25's term-frequency saturation (none: the project's)")
+''')
+    edit(config, '    "embedder": Knob(carried=', '''    "bm25_k1": Knob(lost="bm25_k1 {value} (set your collection's BM25 k1)", index="backend.bm25.k1"),
+''', before=True)
+    edit(config, "    #: the model the chunks' vectors come from", "    bm25_k1: float\n", before=True)
+    # 2. the stage that reads it: the index builder
+    edit(copy / "tuner/pipeline/index.py", '{"stemmer": settings.stemmer', ', "k1": settings.bm25_k1')
+    check(copy, '''
+        import pytest
+        from tests.fakes import HashingEmbedder
+        from tuner.config import PipelineConfig, ProjectConfig
+        from tuner.data import load_dataset
+        from tuner.errors import ConfigError
+        from tuner.evaluation.rag_eval import RagRunner
+        from tuner.study.meta import StudyMeta
+        from tuner.study.session import refuse_other_measures
+        from tuner.workspace import open_workspace
+
+        project = ProjectConfig(cache_dir="cache")
+        runner = RagRunner(open_workspace(project, limit=2, embedder=HashingEmbedder()))
+        runner.evaluate(PipelineConfig(bm25_k1=2.0), answer=False)
+        built = runner.pipeline.indexes.built
+        assert [s.bm25_k1 for s, _ in built] == [2.0] and "bm25_k1 2.0" in built[0][0].describe()
+        assert runner.pipeline.indexes.first.settings.bm25_k1 == 1.2  # the project's own: backend.bm25.k1
+        # a resume that indexes with another k1 is refused, naming the setting
+        meta = StudyMeta(("ndcg@10",), project=project.model_dump(mode="json"))
+        other = ProjectConfig.model_validate({"backend": {"bm25": {"k1": 1.5}}})
+        with pytest.raises(ConfigError, match="indexed with backend.bm25.k1 = 1.2, not 1.5"):
+            refuse_other_measures("s", meta, None, other)
+    ''')
+    # 3. the docs: the full configuration example and the guide's knob table
+    edit(copy / "docs/configuration.md", "  top_k:", "  bm25_k1: null\n", before=True)
+    guide = copy / "docs/guide.md"
+    edit(guide, "| `top_k` |", "| `bm25_k1` | > 0 (default: the project's) | BM25's k1 for this trial's index |\n",
+         before=True)
+    passes(copy, "tests/test_config.py", "tests/test_docs.py")
+
+
+def test_a_command_added_by_the_recipe_runs_and_is_listed(copy):
+    assert "a function registered on `app`" in RECIPES
+    # 1. tuner/cli/name.py: a function registered on app
+    (copy / "tuner/cli/hello.py").write_text(textwrap.dedent('''
+        """`tuner hello`: a throwaway command."""
+
+        from tuner.cli._app import app
+        from tuner.cli._options import StudyOption
+        from tuner.ui import console
+
+
+        @app.command("hello")
+        def hello_command(study: StudyOption = "default") -> None:
+            """Say hello to a study."""
+            console.print(f"hello {study}")
+    '''))
+    # 2. tuner/cli/__init__.py: import the module so it registers
+    edit(copy / "tuner/cli/__init__.py", "  # noqa: F401\n# isort: on", ", hello", before=True)
+    # 3. docs/guide.md: its usage
+    edit(copy / "docs/guide.md", "## Reports and the agent\n", "\n`tuner hello --study NAME` greets a study.\n")
+    said = run(copy, "-m", "tuner", "hello", "--study", "x")
+    assert said.returncode == 0 and said.stdout.strip() == "hello x", said.stderr
+    assert "hello" in run(copy, "-m", "tuner", "--help").stdout
+    passes(copy, "tests/test_cli.py", "-k", "help")
