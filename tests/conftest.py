@@ -196,3 +196,16 @@ def study_of_two(tmp_path, fake_embedder):
     session = open_session(tmp_path, fake_embedder, SPACE, limit=2)
     session.run(2)
     return session.folder
+
+
+@pytest.fixture
+def demo_copy(tmp_path: Path) -> Path:
+    """The demo's corpus alone, as `tuner data ingest` would leave it."""
+    import shutil
+
+    from tuner.data import DEMO_PATH
+
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    shutil.copy(DEMO_PATH / "corpus.jsonl", folder / "corpus.jsonl")
+    return folder

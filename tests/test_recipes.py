@@ -81,7 +81,8 @@ class EchoConfig(_LLMSettings):
                 return Completion(f"{self.prefix} {messages[-1]['content']}")
     '''))
     # 3. tuner/models/llms/__init__.py: its entry in BACKENDS
-    edit(copy / "tuner/models/llms/__init__.py", '    "openai-compatible": _endpoint,\n', '''    "echo": lambda config: ((config.echo_prefix,), lambda: __import__(
+    edit(copy / "tuner/models/llms/__init__.py", '    "openai-compatible": _endpoint,\n',
+         '''    "echo": lambda config: ((config.echo_prefix,), lambda: __import__(
         "tuner.models.llms._echo", fromlist=["EchoLLM"]).EchoLLM(config.echo_prefix)),
 ''')
     check(copy, '''
@@ -112,7 +113,8 @@ def test_a_metric_from_0_to_100_added_by_the_recipe_is_a_target_analysed_by_its_
             """Words in the answer, at most 100."""
             return float(min(100, len(response.split())))
     '''))
-    edit(copy / "tuner/evaluation/metrics/__init__.py", "    # by document id against the qrels", '''    MetricSpec("answer_words", ("answer",), lambda tools: Computed(__import__(
+    edit(copy / "tuner/evaluation/metrics/__init__.py", "    # by document id against the qrels",
+         '''    MetricSpec("answer_words", ("answer",), lambda tools: Computed(__import__(
         "tuner.evaluation.metrics.answer_words", fromlist=["answer_words"]).answer_words),
                "words in the answer", kind="computed", calls=0, high=100.0, lower_is_better=True, default=False),
 ''', before=True)
@@ -141,7 +143,8 @@ def test_an_index_knob_added_by_the_recipe_builds_its_own_index_and_holds_the_st
     edit(config, '    """One point of the search space: everything a trial may change."""\n', '''
     bm25_k1: float | None = Field(None, gt=0, description="BM25's term-frequency saturation (none: the project's)")
 ''')
-    edit(config, '    "embedder": Knob(carried=', '''    "bm25_k1": Knob(lost="bm25_k1 {value} (set your collection's BM25 k1)", index="backend.bm25.k1"),
+    edit(config, '    "embedder": Knob(carried=',
+         '''    "bm25_k1": Knob(lost="bm25_k1 {value} (set your collection's BM25 k1)", index="backend.bm25.k1"),
 ''', before=True)
     edit(config, "    #: the model the chunks' vectors come from", "    bm25_k1: float\n", before=True)
     # 2. the stage that reads it: the index builder

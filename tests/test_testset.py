@@ -1,32 +1,28 @@
 """`tuner data generate`: the quality gates on hand-written bad questions, the writer's plumbing with scripted
-models (kinds, gold ids, scorecard, resume without paying twice), and the real 0.5B end to end on the demo."""
+models (kinds, gold ids, scorecard, resume without paying twice, gold by pooling), and the real 0.5B end to end on
+the demo (anchor questions: tests/test_anchors.py)."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-from collections import Counter
-from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.helpers import one_line_error, tuner
+from tests.writers import REWRITE, PoolingLLM, WriterLLM, anchors_file, as_files, demo_as_files, rewritten, writer_on
 from tuner.config import ProjectConfig
 from tuner.data import DEMO_PATH, Question, load_dataset
 from tuner.data.beir import write_questions
 from tuner.errors import DataError
 from tuner.evaluation.rag_eval import RagRunner
-from tuner.models.llms import LLM, Completion
+from tuner.models.llms import Completion
 from tuner.models.provider import Models
 from tuner.pipeline.chunking import Chunk
 from tuner.testset import generate_testset, read_scorecards
-from tuner.testset.anchors import AnchorCheck, check_anchors, read_anchors
 from tuner.testset.gates import OverlapGate, Rejected, check_new, clean_question, parse_reply
-from tuner.testset.generate import _ALONE, UNANSWERABLE, QuestionWriter, linked_pairs, spread, targets
-from tuner.testset.styles import WIDEST, StyleMix, style_of
+from tuner.testset.generate import _ALONE, UNANSWERABLE, linked_pairs, spread, targets
 from tuner.testset.validity import DEFAULT_OVERLAP, discriminating, overlap_target
 from tuner.workspace import open_workspace
 
@@ -102,65 +98,6 @@ def test_linked_pairs_join_a_title_named_elsewhere_and_a_name_two_documents_shar
     assert found == {(frozenset("vp"), "Port Ardent"), (frozenset("xy"), "Ilsa Marrow")}
 
 
-class WriterLLM(LLM):
-    """Writes from the prompt like an obliging model: a question naming the document, an answer from its passage;
-    judges every answer supported, no single passage enough, no unanswerable question answered. Documents whose
-    title starts with one of the letters `leaning` get a question that leans on its passage. `stop_after`: a Ctrl-C
-    at that call."""
-
-    name = "writer"
-
-    def __init__(self, leaning: str = "ABCDEFGHIJKLM", stop_after: int | None = None, answers_all: bool = False):
-        self.leaning, self.stop_after, self.paid = leaning, stop_after, 0
-        self.answers_all = answers_all  # judges every unanswerable question answered by the corpus
-
-    def _pay(self):
-        if self.stop_after is not None and self.paid >= self.stop_after:
-            raise KeyboardInterrupt
-        self.paid += 1
-
-    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
-        self._pay()
-        prompt = messages[-1]["content"]
-        if REWRITE in prompt:  # a user's wording: as it was
-            return Completion(json.dumps({"question": rewritten(prompt)}), 20, 10)
-        title = re.search(r"Document(?: 1)?: (.+)", prompt).group(1)
-        if "does NOT answer" in prompt:
-            reply = {"question": f"How many people visited {title} in the winter of 1950?"}
-        elif "Passage 1" in prompt:
-            other = re.search(r"Document 2: (.+)", prompt).group(1)
-            reply = {"question": f"What connects {title} with {other} in the records?", "answer": "Both."}
-        elif title[0] in self.leaning:
-            reply = {"question": f"According to the passage, what is {title}?", "answer": "A festival."}
-        elif "already asked" in prompt:  # a second pass over a small corpus: another fact
-            reply = {"question": f"Which year saw the largest change at {title}?", "answer": "1887."}
-        else:
-            passage = prompt.split("Passage:\n", 1)[1].split("\n", 2)
-            reply = {"question": f"What is known about {title}?", "answer": passage[-1][:80]}
-        return Completion(json.dumps(reply), 40, 12)
-
-    def yes_probability(self, messages, reuse_prefix=False):
-        self._pay()
-        prompt = messages[-1]["content"]
-        answered = "Proposed answer" in prompt or (self.answers_all and "Do these passages answer" in prompt)
-        return Completion("0.9" if answered else "0.1", 30, 0)
-
-
-@pytest.fixture
-def demo_copy(tmp_path: Path) -> Path:
-    """The demo's corpus alone, as `tuner data ingest` would leave it."""
-    folder = tmp_path / "demo"
-    folder.mkdir()
-    shutil.copy(DEMO_PATH / "corpus.jsonl", folder / "corpus.jsonl")
-    return folder
-
-
-def writer_on(folder: Path, llm: LLM, cache: Path, embedder) -> QuestionWriter:
-    dataset = load_dataset(folder, require_questions=False)
-    workspace = open_workspace(ProjectConfig(cache_dir=cache), dataset=dataset, embedder=embedder)
-    return QuestionWriter(RagRunner(workspace, models=Models(llm, llm)), dataset)
-
-
 def test_the_writer_makes_every_kind_counts_every_gate_and_resumes_without_paying_twice(demo_copy, tmp_path,
                                                                                          fake_embedder):
     llm = WriterLLM()
@@ -207,14 +144,6 @@ def test_a_small_corpus_is_gone_round_again_asking_each_chunk_for_another_fact(t
         4, {"single-hop": 0.5, "unanswerable": 0.5})
     assert card.drawn["single-hop"] == 6 and card.kept["single-hop"] == 0
     assert card.kept["unanswerable"] == 2 and [q.kind for q in questions] == ["unanswerable"] * 2
-
-
-#: what only the rewrite prompt says, and the question it asks to rewrite
-REWRITE = "types this question into a search box:"
-
-
-def rewritten(prompt: str) -> str:
-    return prompt.split(REWRITE + "\n", 1)[1].split("\n", 1)[0]
 
 
 class TopicalLLM(WriterLLM):
@@ -276,7 +205,6 @@ def test_declining_an_unanswerable_question_is_not_scored_as_a_refusal(demo_copy
     for context recall."""
     from tests.helpers import RefusesHardQuestions
     from tuner.config import EvaluationConfig
-    from tuner.data import Question
 
     write_questions(demo_copy, [
         Question("asked", "When was the Tollan Lighthouse first lit?", ("In 1903.",), frozenset({"tollan-lighthouse"})),
@@ -304,18 +232,6 @@ def test_bad_generate_input_is_one_line(demo_copy, tmp_path):
     one_line_error(tuner("data", "generate", str(demo_copy), "-n", "3", "--multi-hop", "0.8", "--unanswerable",
                          "0.5", cwd=tmp_path), "together ≤ 1")
     one_line_error(tuner("data", "generate", str(DEMO_PATH), "-n", "3", cwd=tmp_path), "already holds")
-
-
-def demo_as_files(folder: Path, count: int | None = None) -> Path:
-    """The demo's documents as a folder of markdown files (one an HTML page): what a newcomer has."""
-    folder.mkdir()
-    for row in map(json.loads, (DEMO_PATH / "corpus.jsonl").read_text().splitlines()[:count]):
-        if row["_id"] == "velmora":
-            (folder / "velmora.html").write_text(f"<html><head><title>{row['title']}</title></head><body><nav>Home"
-                                                 f"</nav><p>{row['text']}</p></body></html>")
-        else:
-            (folder / f"{row['_id']}.md").write_text(f"# {row['title']}\n\n{row['text']}\n")
-    return folder
 
 
 def test_optimize_docs_ingests_generates_once_and_resumes_on_the_same_questions(cli_with, tmp_path):
@@ -372,68 +288,6 @@ def test_a_folder_of_files_becomes_a_checked_test_set_and_a_study_with_the_small
     assert "## Test set" in report and "anchor questions" in report.split("## Test set", 1)[1]
 
 
-def test_rank_agreement_finds_the_order_two_sets_share_and_says_how_sure_it_is():
-    from tuner.testset.validity import lexical_overlap, rank_agreement
-
-    rng = np.random.default_rng(0)
-    quality = np.linspace(0.3, 0.8, 8)  # eight configurations, clearly ordered
-    human = quality + rng.normal(0, 0.1, (200, 8))
-    same = quality + rng.normal(0, 0.1, (150, 8))
-    agreement = rank_agreement(human, same, resamples=300)
-    assert agreement.tau > 0.8 and agreement.ci[0] > 0.5 and agreement.best_human == agreement.best_synthetic == 7
-    assert agreement.tied_synthetic == ()  # 0.07 apart on 150 questions: the best is told from the next
-    close = np.append(quality, 0.795) + rng.normal(0, 0.1, (150, 9))  # a ninth configuration 0.005 behind the best
-    assert set(rank_agreement(np.append(human, human[:, -1:], axis=1), close, resamples=300).tied_synthetic) \
-        == {7, 8} - {int(np.argmax(close.mean(axis=0)))}
-    reversed_ = rank_agreement(human, quality[::-1] + rng.normal(0, 0.1, (150, 8)), resamples=300)
-    assert reversed_.tau < -0.8 and reversed_.best_synthetic == 0
-    assert reversed_.human_of_best_synthetic < reversed_.human_of_best_human - 0.3  # what the wrong set costs
-    few = rank_agreement(human[:, :3] * 0 + rng.normal(0, 0.1, (200, 3)), rng.normal(0, 0.1, (5, 3)),
-                         resamples=300)
-    assert few.ci[1] - few.ci[0] > 1.0  # five questions and no real order: the interval says it knows nothing
-    with pytest.raises(ValueError):
-        rank_agreement(human, same[:, :5])
-    assert lexical_overlap("Where is Port Ardent built?", ["Port Ardent is built around a harbour."]) == 1.0
-    assert lexical_overlap("Which ferry runs to Halvard?", ["Port Ardent is built around a harbour."]) == 0.0
-
-
-def test_split_halves_say_how_well_people_agree_with_people_so_a_tau_can_be_read_against_it():
-    from tuner.testset.validity import split_halves
-
-    rng = np.random.default_rng(1)
-    quality = np.linspace(0.3, 0.8, 8)
-    human = quality + rng.normal(0, 0.1, (100, 8))
-    clear = split_halves(human, quality + rng.normal(0, 0.1, (80, 8)), splits=200)
-    assert clear.half == 50 and clear.human > 0.8 and clear.synthetic > 0.8
-    backwards = split_halves(human, quality[::-1] + rng.normal(0, 0.1, (80, 8)), splits=200)
-    assert backwards.synthetic < -0.8 and backwards.human == clear.human  # the same splits of the same people
-    # configurations a tenth of the noise apart: halves of the people's questions themselves disagree
-    blurred = split_halves(np.linspace(0.5, 0.51, 8) + rng.normal(0, 0.1, (60, 8)), rng.normal(0, 0.1, (10, 8)),
-                           splits=200)
-    assert blurred.half == 10 and blurred.human < 0.5 and blurred.human_range[0] < 0 < blurred.human_range[1]
-    with pytest.raises(ValueError):
-        split_halves(human[:3], human)
-
-
-def test_anchors_that_many_documents_serve_get_searches_written_from_the_nearest_documents_together(
-        demo_copy, tmp_path, fake_embedder):
-    llm = SearchPhraseLLM(leaning="")
-    llm.drafts = []
-    dataset = load_dataset(demo_copy, require_questions=False)
-    workspace = open_workspace(ProjectConfig(cache_dir=tmp_path / "cache"), dataset=dataset, embedder=fake_embedder)
-    ids = frozenset(d.id for d in dataset.documents[:5])  # each anchor served by five documents
-    mix = StyleMix.of([Question("a", "MEASUREMENT OF PLASMA TEMPERATURES IN ARC DISCHARGE", relevant_ids=ids)] * 5)
-    questions, card = QuestionWriter(RagRunner(workspace, models=Models(llm, llm)), dataset, mix=mix).write(
-        3, {"single-hop": 1})
-    assert len(questions) == 3 and len(llm.drafts) >= 3
-    for draft in llm.drafts:  # its source and the two nearest other documents, named first to last
-        shown = re.findall(r"^Document: (.+)$", draft, re.M)
-        assert len(shown) == WIDEST == len(set(shown)) and "the subject they share" in draft
-    sources = {re.findall(r"^Document: (.+)$", d, re.M)[0] for d in llm.drafts}
-    assert all(q.relevant_ids & {d.id for d in dataset.documents if d.title in sources} for q in questions)
-    assert card.to_json()["styles_from"].endswith(f"topic searches from {WIDEST} documents")
-
-
 def test_the_overlap_gate_holds_the_kept_mean_to_its_target_and_allows_some_close_wording():
     gate = OverlapGate(0.5)
     assert gate.passes(0.5) and not gate.passes(0.9)  # nothing kept yet: no slack to spend
@@ -444,7 +298,7 @@ def test_the_overlap_gate_holds_the_kept_mean_to_its_target_and_allows_some_clos
 
 
 def test_overlap_targets_come_from_real_questions_else_the_default():
-    from tuner.data import Document, Question
+    from tuner.data import Document
 
     documents = [Document("a", "Port Ardent is the capital of Velmora.", "Port Ardent")]
     real = [Question("1", "Which city governs Velmora?", relevant_ids=frozenset({"a"})),  # 1 of 3 words: 0.33
@@ -535,109 +389,6 @@ def test_the_scorecard_counts_the_new_gates_and_the_discriminating_share_as_prin
         assert shown in result.output
 
 
-def anchors_file(path: Path, count: int = 10, ids=lambda doc: doc, within: int | None = None) -> Path:
-    """The demo's first `count` questions as anchor questions; `ids` maps a demo document id to the corpus's;
-    `within`: only questions answered by the demo's first `within` documents."""
-    demo = load_dataset(DEMO_PATH)
-    held = {d.id for d in demo.documents[:within]}
-    rows = [{"question": q.text, "documents": sorted(map(ids, q.relevant_ids)), "answer": q.answers[0]}
-            for q in demo.questions if q.relevant_ids and q.relevant_ids <= held][:count]
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
-
-
-def as_files(doc: str) -> str:
-    """A demo document's id once demo_as_files has made it a file and `tuner data ingest` has read it."""
-    return "velmora.html" if doc == "velmora" else f"{doc}.md"
-
-
-@pytest.mark.parametrize("rows, message", [
-    ([{"documents": ["velmora"]}], 'line 1 has no "question"'),
-    ([{"question": "Where?", "documents": []}], 'line 1 has no "documents"'),
-    ([{"question": "Where?", "documents": ["atlantis"]}], "names document 'atlantis', which the corpus does not hold"),
-    ([{"question": "Where?", "documents": ["velmora"]}] * 3, "3 anchor question(s); give at least 5"),
-])
-def test_anchor_files_are_checked_against_the_corpus(tmp_path, rows, message):
-    path = tmp_path / "anchors.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(DataError) as raised:
-        read_anchors(path, load_dataset(DEMO_PATH).documents)
-    assert message in str(raised.value)
-    with pytest.raises(DataError, match="no such file"):
-        read_anchors(tmp_path / "missing.jsonl", [])
-
-
-def test_an_anchor_check_trusts_a_set_that_ranks_as_the_anchors_do_and_says_so_when_it_does_not():
-    from tuner.data import Document, Question
-
-    documents = [Document(d, f"{d} text", d) for d in "abc"]
-    ours = [Question(f"g{i}", "What is a?", relevant_ids=frozenset({"a"})) for i in range(20)]
-    theirs = [Question(f"h{i}", "Which one is b?", relevant_ids=frozenset({"b"})) for i in range(10)]
-    rng = np.random.default_rng(0)
-    quality = {"keyword": 0.2, "hybrid": 0.5, "vector": 0.7, "stemmed": 0.9}
-
-    def score(config, asked, flip=False):
-        level = quality[config] if not (flip and asked[0].id.startswith("h")) else 1 - quality[config]
-        return np.clip(level + rng.normal(0, 0.05, len(asked)), 0, 1)
-
-    agreeing = check_anchors(score, {k: k for k in quality}, ours, theirs, documents)
-    assert agreeing.trusted and agreeing.tau == 1.0 and agreeing.ci[0] > 0.5
-    assert agreeing.best_by_anchors == agreeing.best_by_generated == "stemmed"
-    assert "rank configurations like your anchor questions" in agreeing.sentence()
-    assert agreeing.tied_with == () and "cannot tell" not in agreeing.sentence()
-    assert AnchorCheck.from_json(json.loads(json.dumps(agreeing.to_json()))) == agreeing
-    reversed_ = check_anchors(lambda c, a: score(c, a, flip=True), {k: k for k in quality}, ours, theirs, documents)
-    assert not reversed_.trusted and reversed_.tau == -1.0
-    said = reversed_.sentence()
-    assert said.startswith("**The generated questions rank configurations unlike your anchor questions**")
-    assert "τ -1.00" in said.replace("−", "-") and "The anchors' best is keyword, the generated set's stemmed" in said
-    quality["vector"] = 0.9  # as good as stemming on both sets: the generated questions cannot choose between them
-    close = check_anchors(score, {k: k for k in quality}, ours, theirs, documents)
-    assert close.tied_with == (({"vector", "stemmed"} - {close.best_by_generated}).pop(),)
-    assert (f"The generated questions cannot tell their best, {close.best_by_generated}, from {close.tied_with[0]} "
-            f"(the 95 % interval of the difference reaches 0)") in close.sentence()
-    assert AnchorCheck.from_json(json.loads(json.dumps(close.to_json()))) == close
-    tied = check_anchors(lambda c, a: np.ones(len(a)), {k: k for k in quality}, ours, theirs, documents)
-    assert tied.tau is None and "τ needs 3 that differ" in tied.sentence()
-
-
-def test_a_docs_study_with_anchor_questions_reports_tau_and_its_interval(cli_with, tmp_path):
-    invoke = cli_with(WriterLLM())
-    demo_as_files(tmp_path / "manuals")
-    anchors_file(tmp_path / "anchors.jsonl", ids=as_files)
-    result = invoke("optimize", "--docs", "manuals", "--anchor-questions", "anchors.jsonl", "--target", "ndcg@10",
-                    "--search-space", "retrieval", "--trials", "6", "--judge-check", "off", "--study", "anchored")
-    assert result.exit_code == 0, result.output
-    assert "10 anchor questions" in result.output and "Kendall τ" in result.output
-    [dataset] = (tmp_path / "studies" / "datasets").iterdir()
-    card = read_scorecards(dataset)[-1]
-    assert card["overlap"]["from"] == "the mean of 10 real question(s)"  # the anchors set the gate's target
-    assert card["styles_from"].startswith("the anchors' styles (what ")  # ... and the styles asked
-    report = (tmp_path / "reports" / "anchored" / "report.md").read_text()
-    section = report.split("## Test set", 1)[1].split("\n## ", 1)[0]
-    assert re.search(r"Kendall τ [+-]\d\.\d\d \[[+-]\d\.\d\d, [+-]\d\.\d\d\] between the rankings of \d+ "
-                     r"configurations by the \d+ generated questions and by your 10 anchor questions", section)
-    assert "lexical overlap with their sources" in section and "separate keyword, hybrid and vector search" in section
-    assert re.search(r"On this study's \d+ complete trials, \d+ of \d+ search questions", section)
-    distrusted = "**The generated questions rank configurations unlike your anchor questions**" in section
-    assert report.split("\n", 3)[2].startswith("**The generated") == distrusted  # said first when it disagrees
-    bad = invoke("optimize", "--docs", "manuals", "--anchor-questions", "nowhere.jsonl", "--study", "x")
-    assert bad.exit_code != 0 and "--anchor-questions nowhere.jsonl: no such file" in str(bad.exception)
-
-
-class PoolingLLM(WriterLLM):
-    """Judges that any passage naming a question's subject answers it alone."""
-
-    def yes_probability(self, messages, reuse_prefix=False):
-        prompt = messages[-1]["content"]
-        if "alone fully answer" not in prompt:
-            return super().yes_probability(messages, reuse_prefix)
-        self._pay()
-        subject = re.search(r"Question: What is known about (.+)\?", prompt)
-        passage = prompt.split("Passage:\n", 1)[1].split("\n\nQuestion:", 1)[0]
-        return Completion("0.9" if subject and subject.group(1) in passage else "0.1", 30, 0)
-
-
 def test_a_questions_gold_is_completed_by_pooling_keyword_and_vector_search(demo_copy, tmp_path, fake_embedder):
     llm = PoolingLLM(leaning="")
     writer = writer_on(demo_copy, llm, tmp_path / "cache", fake_embedder)
@@ -689,78 +440,3 @@ def test_a_pooled_document_is_gold_only_when_the_judge_is_nearly_as_sure_of_it_a
     assert bool(soft) == soft_yes_is_gold and writer.pooled == len(added)
 
 
-@pytest.mark.parametrize("question, style", [
-    ("In what country is Normandy located?", "what"), ("which method of forecasting uses averages", "what"),
-    ("Why did the Normans adopt French?", "why"), ("how long do refunds take", "how"),
-    ("difference between russian blue and british blue cat", "compare"), ("Is Velmora open in winter?", "yes-no"),
-    ("MEASUREMENT OF DIELECTRIC CONSTANT OF LIQUIDS BY THE USE OF MICROWAVE TECHNIQUES", "topic"),
-])
-def test_a_persons_question_style_is_read_from_its_words(question, style):
-    assert style_of(question) == style
-
-
-def test_styles_come_in_turn_or_in_the_anchors_shares_at_their_length():
-    alone = StyleMix()
-    assert [alone(t)[0] for t in range(6)] == ["what", "why", "how", "compare", "yes-no", "what"]
-    assert alone(0)[1] != alone(5)[1]  # both lengths, each style in each
-    people = [Question("a", "SYSTEMS OF DATA CODING FOR INFORMATION TRANSFER", relevant_ids=frozenset({"d1"}))] * 3
-    mix = StyleMix.of([*people, Question("b", "Why do arcs form?", relevant_ids=frozenset({"d2"}))])
-    turns = [mix(t) for t in range(8)]
-    assert Counter(style for style, _ in turns) == {"topic": 6, "why": 2}  # their shares in every run of 4
-    assert {length for _, length in turns} == {"about 7 words"}  # the anchors' median
-    assert mix.describe() == "the anchors' styles (topic 3, why 1) at about 7 words" and mix.breadth == 1
-    # searches that many documents serve are written from several, up to WIDEST
-    broad = StyleMix.of([replace(q, relevant_ids=frozenset(f"d{i}" for i in range(20))) for q in people])
-    assert broad.breadth == WIDEST and broad.describe().endswith(f"topic searches from {WIDEST} documents")
-    assert StyleMix.of([replace(people[0], relevant_ids=frozenset({"d1", "d2"}))]).breadth == 2
-
-
-class SearchPhraseLLM(PoolingLLM):
-    """Writes a search phrase when asked for one (and rewrites it as it was); judges a passage about a search's
-    subject to serve it."""
-
-    rewrites: list[str] = []
-    drafts: list[str] = []
-
-    def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
-        prompt = messages[-1]["content"]
-        if "into a library catalogue's search box:" in prompt:  # the rewrite of a search
-            self._pay()
-            self.rewrites.append(prompt)
-            return Completion(json.dumps({"question": prompt.split("search box:\n", 1)[1].split("\n", 1)[0]}), 20, 9)
-        if "library catalogue's search box to find" in prompt:
-            self._pay()
-            self.drafts.append(prompt)
-            title = re.search(r"Document: (.+)", prompt).group(1)
-            reply = {"topic": title, "search": f"{title} opening hours and seasons?", "answer": "Spring."}
-            return Completion(json.dumps(reply), 40, 12)
-        return super()._chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                             json_schema=json_schema)
-
-    def yes_probability(self, messages, reuse_prefix=False):
-        prompt = messages[-1]["content"]
-        if "Is this passage about what this search asks for?" not in prompt:
-            return super().yes_probability(messages, reuse_prefix)
-        self._pay()
-        subject = re.search(r"Search: (.+) opening hours", prompt).group(1)
-        return Completion("0.9" if subject in prompt.split("\n\nSearch:", 1)[0] else "0.1", 30, 0)
-
-
-def test_anchors_that_search_by_topic_get_search_phrases_judged_and_pooled_as_searches(demo_copy, tmp_path,
-                                                                                       fake_embedder):
-    llm = SearchPhraseLLM(leaning="")
-    dataset = load_dataset(demo_copy, require_questions=False)
-    workspace = open_workspace(ProjectConfig(cache_dir=tmp_path / "cache"), dataset=dataset, embedder=fake_embedder)
-    mix = StyleMix.of([Question("a", "MEASUREMENT OF PLASMA TEMPERATURES IN ARC DISCHARGE",
-                                relevant_ids=frozenset({"d"}))] * 5)
-    writer = QuestionWriter(RagRunner(workspace, models=Models(llm, llm)), dataset, mix=mix)
-    questions, card = writer.write(4, {"single-hop": 1})
-    assert len(questions) == 4 and all(q.text.endswith(" opening hours and seasons") for q in questions)
-    assert len(llm.rewrites) >= 4 and all("not a question" in p for p in llm.rewrites)  # rewritten as a search
-    assert all("opening hours and seasons\n" in p for p in llm.rewrites)  # given as a search: its "?" dropped
-    assert card.styles == {"topic": 4} and card.to_json()["styles_from"].startswith("the anchors' styles (topic 5)")
-    assert card.pooled and card.pooled == sum(len(q.relevant_ids) - 1 for q in questions)
-    documents = {d.id: d for d in dataset.documents}
-    for q in questions:  # gold pooled by the search judge: every document but the source is about its subject
-        subject = q.text.removesuffix(" opening hours and seasons")
-        assert all(subject in documents[d].text for d in q.relevant_ids if documents[d].title != subject)
