@@ -30,7 +30,7 @@ from tuner.analysis.labelling import answers_to_label
 from tuner.analysis.verdict import verdict
 from tuner.data import load_dataset
 from tuner.evaluation.judge_check import _NUMBER, build_cases, names, sources
-from tuner.evaluation.labels import LABELS_FILE, Label, append
+from tuner.evaluation.labels import LABELS_FILE, Label
 from tuner.study.results import read_study
 from tuner.study.storage import study_folder
 
@@ -94,7 +94,7 @@ def main() -> None:
         labelled = set(questions[:max(1, round(args.share * len(questions)))])
         for item in every:
             if item.result.id in labelled:
-                append(folder.root / LABELS_FILE, Label.of(item.result, truth[item.key], item.trials[0]))
+                folder.add_label(Label.of(item.result, truth[item.key], item.trials[0]))
         fixed = verdict(read_study(folder))
         all_labels = {item.key: Label.of(item.result, truth[item.key], item.trials[0]) for item in every}
         target = corrections(view.baseline.held_out, view.best.held_out, all_labels)

@@ -17,7 +17,7 @@ from tests.helpers import SPACE, TORN, complete, one_line_error, open_session, t
 from tuner.cache import SqliteStore
 from tuner.errors import ConfigError
 from tuner.study.results import load_study, trial_states
-from tuner.study.storage import journal_lock, release_stale_lock, repair_journal, study_folder
+from tuner.study.storage import StudyFolder, journal_lock, release_stale_lock, repair_journal, study_folder
 
 
 def test_a_torn_journal_tail_is_set_aside_and_the_study_resumes(study_of_two, tmp_path, fake_embedder):
@@ -262,6 +262,14 @@ def test_the_documents_contract_holds_in_a_folder_and_in_a_database(empty_study,
     assert empty_study.read_meta() == meta
     assert empty_study.read_trial(0) == record == empty_study.read_trial(0, held_out=True)
     assert empty_study.read_trial(1) is None
+    # a log: items in the order appended, each with its position; another reader sees them all
+    assert documents.items("labels.jsonl") == []
+    documents.append("labels.jsonl", {"key": "a", "supported": True})
+    documents.append("labels.jsonl", {"key": "a", "supported": False})
+    assert documents.items("labels.jsonl") == [(1, {"key": "a", "supported": True}), (2, {"key": "a",
+                                                                                         "supported": False})]
+    again = StudyFolder(empty_study.root, empty_study.storage).documents  # another process's reader
+    assert again.items("labels.jsonl")[-1] == (2, {"key": "a", "supported": False})
 
 
 def test_a_study_json_from_an_older_tuner_resumes_and_one_from_a_newer_fails_in_one_line(

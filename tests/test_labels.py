@@ -49,17 +49,20 @@ def test_labels_import_from_csv_and_jsonl_and_refuse_bad_rows(tmp_path):
     (tmp_path / "team.csv").write_text("trial,question,supported\n0,q1,y\n0,q2,no\n1,q1,\n")  # q1 of 1: not yet
     row = {"key": fingerprint(answers[(1, "q1")]), "supported": True}
     (tmp_path / "team.jsonl").write_text(json.dumps(row) + "\n")
-    assert import_labels(tmp_path / "team.csv", target, resolve) == 2
-    assert import_labels(tmp_path / "team.jsonl", target, resolve) == 1
+    for source, count in (("team.csv", 2), ("team.jsonl", 1)):
+        imported = import_labels(tmp_path / source, resolve)
+        assert len(imported) == count
+        for label in imported:
+            append(target, label)
     assert sorted((v.trial, v.question_id, v.supported) for v in read(target).values()) == \
         [(0, "q1", True), (0, "q2", False), (1, "q1", True)]
     before = target.read_text()
     (tmp_path / "bad.csv").write_text("trial,question,supported\n0,q1,y\n0,q2,maybe\n")
     with pytest.raises(DataError, match="bad.csv:3: supported must be y, n or s"):
-        import_labels(tmp_path / "bad.csv", target, resolve)
+        import_labels(tmp_path / "bad.csv", resolve)
     (tmp_path / "gone.csv").write_text("trial,question,supported\n7,q1,y\n")
     with pytest.raises(DataError, match="gone.csv:2: names no answer of this study"):
-        import_labels(tmp_path / "gone.csv", target, resolve)
-    assert target.read_text() == before  # a bad file writes nothing
+        import_labels(tmp_path / "gone.csv", resolve)
+    assert target.read_text() == before  # a bad file gives no label
     with pytest.raises(DataError, match="no such file"):
-        import_labels(tmp_path / "none.csv", target, resolve)
+        import_labels(tmp_path / "none.csv", resolve)

@@ -5,6 +5,7 @@ and a worker killed mid-trial has its trial failed and retried by another after 
 from __future__ import annotations
 
 import collections
+import csv
 import os
 import signal
 import subprocess
@@ -76,6 +77,24 @@ def test_three_workers_share_one_study_without_duplicates_lost_trials_or_calls_p
         assert result.returncode == 0 and "Traceback" not in result.stderr, (command, result.stderr)
         assert "postgresql" not in result.stdout  # a database URL (it may hold a password) is never printed
     assert (tmp_path / "elsewhere" / "reports" / "shared" / "report.md").is_file()
+
+    # people's labels given on one machine are seen on another: they live in the database, not in a folder
+    export = tmp_path / "machine0" / "to_label.csv"
+    said = tuner("judge", "label", "--study", "shared", "--storage", postgres_url, "--n", "2", "--export",
+                 str(export), cwd=tmp_path / "machine0")
+    assert said.returncode == 0, said.stderr
+    with export.open(newline="") as handle:
+        rows = [{**row, "supported": "y"} for row in csv.DictReader(handle)]
+    with export.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    said = tuner("judge", "label", "--study", "shared", "--storage", postgres_url, "--import", str(export),
+                 cwd=tmp_path / "machine0")
+    assert said.returncode == 0 and f"{len(rows)} label(s) imported into study shared's labels.jsonl" in said.stderr
+    assert not (tmp_path / "machine0" / "studies" / "shared" / "labels.jsonl").exists()
+    seen = read_study(study_folder(tmp_path / "elsewhere", "shared", postgres_url)).labels
+    assert {label.key for label in seen.values()} == {row["key"] for row in rows} and len(rows) >= 2
 
 
 def test_a_worker_killed_mid_trial_has_its_trial_retried_by_another(tmp_path, postgres_url):

@@ -53,3 +53,32 @@ def write_atomically(path: Path, text: str) -> None:
 def write_json(path: Path, data: Any, indent: int = 1) -> None:
     """`data` as a JSON file, atomically (see write_atomically); values JSON lacks are written as text."""
     write_atomically(path, json.dumps(data, indent=indent, ensure_ascii=False, default=str) + "\n")
+
+
+def append_json_line(path: Path, value: Any) -> None:
+    """`value` as one JSON line at the end of `path`, on the disk before this returns (a kill after it loses
+    nothing; a kill during it leaves a torn last line, which `read_json_lines` leaves out)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(value, ensure_ascii=False) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def read_json_lines(path: Path) -> list[tuple[int, Any]]:
+    """(line number, value) of each JSON line of `path` ([] when there is no file); a torn last line (a kill
+    mid-append) is left out, any other line that is not JSON is a DataError naming it."""
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    values = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            values.append((number, json.loads(line)))
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise DataError(f"{path}:{number}: not a JSON line") from None
+    return values

@@ -151,19 +151,21 @@ def judge_label_command(
     """Say whether answers of a study are supported by their contexts (single keys): the verdict corrects the judge
     with them."""
     from tuner.analysis.labelling import answers_to_label
-    from tuner.evaluation.labels import LABELS_FILE, import_labels, read
+    from tuner.evaluation.labels import LABELS_FILE, import_labels
     from tuner.study.results import read_study
     from tuner.study.storage import open_existing_study
 
     folder, _ = open_existing_study(studies_dir, study, storage)
     view = read_study(folder)
-    path = folder.root / LABELS_FILE
+    path = folder.documents.where(LABELS_FILE)
     if import_file is not None:
-        count = import_labels(import_file, path, _answers_of(view))
-        err_console.print(f"{count} label(s) imported into {path}")
+        imported = import_labels(import_file, _answers_of(view))
+        for label in imported:
+            folder.add_label(label)
+        err_console.print(f"{len(imported)} label(s) imported into {path}")
         return
     items = answers_to_label(view, n)
-    labels = read(path)
+    labels = dict(view.labels)
     if export is not None:
         left = [item for item in items if item.key not in labels]  # a label given is not asked for again
         _export(export, left)
@@ -176,7 +178,7 @@ def judge_label_command(
         raise ConfigError("labelling asks for keys on a terminal: --export FILE writes the answers to label "
                           "elsewhere, --import FILE reads the labels back")
     try:
-        _label(items, labels, path)
+        _label(items, labels, folder)
     finally:  # Ctrl-C, SIGTERM and SIGHUP end the session too (exit 130, 143, 129): each label is already on disk
         said = [labels[i.key].supported for i in items if i.key in labels]
         err_console.print(f"{len(said)} of {len(items)} answers labelled ({said.count(True)} supported, "
@@ -184,9 +186,9 @@ def judge_label_command(
                           f"resumes. `tuner best --study {folder.name} --verdict` and the report read them.")
 
 
-def _label(items, labels: dict, path: Path) -> None:
-    """The session: one answer a screen, a key a label, written at once."""
-    from tuner.evaluation.labels import Label, append
+def _label(items, labels: dict, folder) -> None:
+    """The session: one answer a screen, a key a label, recorded at once."""
+    from tuner.evaluation.labels import Label
 
     index = next((i for i, item in enumerate(items) if item.key not in labels), len(items))
     with keypresses(sys.stdin.fileno()) as next_key:
@@ -199,7 +201,7 @@ def _label(items, labels: dict, path: Path) -> None:
                 key = "q"
             if key in ("y", "n", "s"):
                 label = Label.of(item.result, {"y": True, "n": False, "s": None}[key], item.trials[0])
-                append(path, label)
+                folder.add_label(label)
                 labels[item.key] = label
                 index += 1
             elif key == "b":

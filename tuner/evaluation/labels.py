@@ -3,8 +3,9 @@
 A label belongs to an answer, not to a trial: its key is the fingerprint of (question id, answer, contexts), so
 every trial — and every `tuner compare` run — that gave the same answer on the same contexts shares it. Each line
 carries the texts it judged too, so a labels file stands alone (`tuner judge check --labels` scores it with any
-judge). One JSON line per label in `studies/NAME/labels.jsonl`, appended and flushed as it is given (a kill loses
-nothing already said); the last label of an answer wins, so a relabel is an append too. Teams that label elsewhere
+judge). One JSON line per label, appended and flushed as it is given (a kill loses nothing already said), in the
+study's documents: `studies/NAME/labels.jsonl`, or the database of a study kept in one, where every worker sees
+them (`StudyFolder.labels`); the last label of an answer wins, so a relabel is an append too. Teams that label elsewhere
 import CSV or JSONL rows naming the answer by `key` (as `tuner judge label --export` writes it) or by `trial` and
 `question`.
 """
@@ -14,15 +15,14 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tuner.errors import DataError
 from tuner.evaluation.records import QuestionResult
-from tuner.files import refuse_special
+from tuner.files import append_json_line, read_json_lines, refuse_special
 
 LABELS_FILE = "labels.jsonl"
 #: what a label measures: the human counterpart of this judge metric
@@ -81,31 +81,21 @@ def verdict(value: Any) -> bool | None:
 
 
 def append(path: Path, label: Label) -> None:
-    """Written through at once: the labelling session may be killed after any key."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as out:
-        out.write(json.dumps(label.to_json(), ensure_ascii=False) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
+    """One label at the end of a labels file, on the disk before this returns."""
+    append_json_line(path, label.to_json())
 
 
 def read(path: Path) -> dict[str, Label]:
-    """The labels given so far, the last one per answer (skips included: `supported` None); a torn last line (a kill
-    mid-write) is left out."""
-    if not path.is_file():
-        return {}
+    """The labels of a labels file (a study's, or one given with --labels), the last one per answer (skips
+    included: `supported` None); a torn last line (a kill mid-write) is left out."""
+    return labels_of(read_json_lines(path), str(path))
+
+
+def labels_of(rows: Sequence[tuple[int, Any]], where: str) -> dict[str, Label]:
+    """(line number, row) pairs as labels, the last one per answer; `where` names them in an error."""
     labels: dict[str, Label] = {}
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):
-                break
-            raise DataError(f"{path}:{number}: not a JSON line") from None
-        label = Label.from_json(row, f"{path}:{number}")
+    for number, row in rows:
+        label = Label.from_json(row, f"{where}:{number}")
         labels[label.key] = label
     return labels
 
@@ -119,10 +109,10 @@ def given(labels: Mapping[str, Label]) -> dict[str, Label]:
 Resolve = Callable[[str | None, int | None, str | None], "tuple[int, QuestionResult] | None"]
 
 
-def import_labels(source: Path, target: Path, resolve: Resolve) -> int:
-    """Append every label of a CSV (header with key or trial,question; and supported) or JSONL file; returns how
-    many (rows with an empty `supported` are not labelled yet and left out). Each row is checked before any is
-    written: a bad row leaves the labels file as it was."""
+def import_labels(source: Path, resolve: Resolve) -> list[Label]:
+    """Every label of a CSV (header with key or trial,question; and supported) or JSONL file (rows with an empty
+    `supported` are not labelled yet and left out). Each row is checked before any is returned: a bad row is a
+    DataError, and nothing is recorded."""
     refuse_special(source)
     if not source.is_file():
         raise DataError(f"{source}: no such file")
@@ -155,6 +145,4 @@ def import_labels(source: Path, target: Path, resolve: Resolve) -> int:
         if found is None:
             raise DataError(f"{where}: names no answer of this study (give key, or trial and question_id)")
         labels.append(Label.of(found[1], supported, found[0]))
-    for label in labels:
-        append(target, label)
-    return len(labels)
+    return labels

@@ -18,8 +18,7 @@ from tuner.config import ProjectConfig
 from tuner.cost import Cost
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.labels import LABELS_FILE, Label
-from tuner.evaluation.labels import read as read_labels
+from tuner.evaluation.labels import Label
 from tuner.evaluation.metrics import lower_is_better
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile
 from tuner.legacy import legacy_constraints
@@ -139,7 +138,7 @@ def read_study(folder: StudyFolder) -> StudyView:
     elif meta.search_space and Path(meta.search_space).is_file():
         space = load_space(meta.search_space)
     return StudyView(folder, meta.targets, meta.constraints, space, meta.search_space, meta.config,
-                     tuple(trial_records(study, folder)), meta, read_labels(folder.root / LABELS_FILE))
+                     tuple(trial_records(study, folder)), meta, folder.labels())
 
 
 def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]:

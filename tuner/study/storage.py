@@ -26,8 +26,10 @@ import optuna
 
 from tuner.cache import KeyValue, open_store, redact, while_others_create_tables
 from tuner.errors import ConfigError, DataError, NewerRecord, described, first_line
+from tuner.evaluation.labels import LABELS_FILE, Label, labels_of
+from tuner.evaluation.labels import read as read_labels
 from tuner.evaluation.records import TrialFile
-from tuner.files import write_json
+from tuner.files import append_json_line, read_json_lines, write_json
 from tuner.study.meta import StudyMeta
 
 log = logging.getLogger(__name__)
@@ -66,13 +68,25 @@ class Documents(ABC):
     def where(self, name: str) -> str:
         """The document, as an error names it."""
 
+    @abstractmethod
+    def append(self, name: str, item: Any) -> None:
+        """Add `item` at the end of the log `name` ("labels.jsonl"), durably before this returns. A log has one
+        writer at a time (a labelling session); readers see every item appended before they read."""
+
+    @abstractmethod
+    def items(self, name: str) -> list[tuple[int, Any]]:
+        """The log's items in the order appended, each with its 1-based position ([] when there is none); a kill
+        mid-append loses that item alone."""
+
 
 @dataclass(frozen=True)
 class FolderDocuments(Documents):
     root: Path
 
     def path(self, name: str) -> Path:
-        return self.root / ("study.json" if name == "meta" else name if name.endswith(".json") else f"{name}.json")
+        if name == "meta":
+            return self.root / "study.json"
+        return self.root / (name if name.endswith((".json", ".jsonl")) else f"{name}.json")
 
     def get(self, name: str) -> Any | None:
         path = self.path(name)
@@ -91,6 +105,12 @@ class FolderDocuments(Documents):
     def where(self, name: str) -> str:
         return str(self.path(name))
 
+    def append(self, name: str, item: Any) -> None:
+        append_json_line(self.path(name), item)
+
+    def items(self, name: str) -> list[tuple[int, Any]]:
+        return read_json_lines(self.path(name))
+
 
 @dataclass(frozen=True)
 class DatabaseDocuments(Documents):
@@ -105,6 +125,13 @@ class DatabaseDocuments(Documents):
 
     def where(self, name: str) -> str:
         return f"study {self.study}" if name == "meta" else f"study {self.study}'s {name}"
+
+    def append(self, name: str, item: Any) -> None:
+        # the whole log in one record, rewritten in one transaction: a log has one writer at a time
+        self.store.put(f"{self.study}/{name}", [*(self.get(name) or []), item])
+
+    def items(self, name: str) -> list[tuple[int, Any]]:
+        return list(enumerate(self.get(name) or [], 1))
 
 
 @dataclass(frozen=True)
@@ -169,6 +196,17 @@ class StudyFolder:
         name = self._trial(number, held_out)
         data = self.documents.get(name)
         return None if data is None else TrialFile.from_json(data, source=self.documents.where(name))
+
+    def labels(self) -> dict[str, Label]:
+        """People's labels of the study's answers, by answer fingerprint (`tuner judge label`)."""
+        labels = labels_of(self.documents.items(LABELS_FILE), self.documents.where(LABELS_FILE))
+        if self.storage and not labels:  # a database study labelled before labels went through its documents
+            return read_labels(self.root / LABELS_FILE)
+        return labels
+
+    def add_label(self, label: Label) -> None:
+        """Recorded before this returns: a labelling session may be killed after any key."""
+        self.documents.append(LABELS_FILE, label.to_json())
 
     def write_doc(self, name: str, data: Any) -> None:
         """A study's named JSON document (its judge check, its judge noise)."""
