@@ -15,6 +15,7 @@ from tuner.config import PipelineConfig, ProjectConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.records import Constraint, EvalResult
+from tuner.models.provider import Models
 from tuner.study.attrs import DUPLICATE
 from tuner.study.optimize import (
     REPEATS_TO_STOP,
@@ -25,6 +26,7 @@ from tuner.study.optimize import (
     recover_interrupted,
 )
 from tuner.study.results import best_config, best_trials, load_study, read_study, shown_values, trial_states
+from tuner.study.session import Session
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import study_folder
 
@@ -353,3 +355,15 @@ def test_a_study_of_questions_that_cost_no_model_call_does_not_prune_unless_aske
     assert StudySettings(["recall@5"], prune_after=10).patience == 10
     assert StudySettings(["ndcg@10"], prune_after=2).patience == 4
     assert make_pruner(StudySettings(["ndcg@10"], prune_after=30))._n_startup_steps == 30
+
+
+def test_a_study_resumed_where_its_space_file_is_not_searches_the_space_it_recorded(setup, tmp_path, fake_embedder):
+    """A round's space is written beside the folder of the machine that ran the round; a worker elsewhere, or a
+    resume after the file is gone, reads the copy in the study's record."""
+    session = setup(PROGRAMS, limit=2)
+    session.run(1)
+    (tmp_path / "s-space.yaml").unlink()
+    again = Session.open(session.spec)
+    llm = StrictIsUnfaithful()
+    again.runner(models=Models(llm, llm), embedder=fake_embedder)
+    assert again.space == session.space and again.run(2) == 1 and llm.calls

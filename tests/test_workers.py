@@ -157,3 +157,23 @@ def test_two_trials_of_one_configuration_started_at_once_run_it_once(later_decid
     found = optimize.tried_before(study, config, "p", earlier.number)
     assert found == (later.number if later_decides in ("runs", "after a moment") else None)
     assert (time.monotonic() - started >= 0.9) == (later_decides == "never (died)")  # waits only for the undecided
+
+
+def test_a_second_worker_reads_another_s_labels_and_compiled_program_from_the_database(tmp_path, postgres_url):
+    from tests.helpers import answer
+    from tuner.evaluation.labels import Label
+    from tuner.prompts.programs import load_program
+
+    here, there = study_folder(tmp_path / "a", "s", postgres_url), study_folder(tmp_path / "b", "s", postgres_url)
+    program = tmp_path / "a" / "studies-programs" / "compiled.json"
+    program.parent.mkdir(parents=True)
+    load_program("strict").save(str(program))
+    here.keep_program(program)
+    here.add_label(Label.of(answer("q1", "Paris."), True, 0))
+    recorded = str(program.resolve())
+    program.unlink()  # the other machine has no such file: only the database
+    copies = there.program_files([recorded])
+    assert copies[recorded].parent == tmp_path / "b" / "s" / "programs"
+    assert load_program(str(copies[recorded])).respond.signature.instructions == \
+        load_program("strict").respond.signature.instructions
+    assert [label.question_id for label in there.labels().values()] == ["q1"]

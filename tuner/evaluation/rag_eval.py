@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import dspy
 
@@ -39,8 +40,11 @@ class RagRunner:
     answers with. The runner has its own meter, and its own pipeline over the workspace's indexes whose LLM work
     that meter counts."""
 
-    def __init__(self, workspace: Workspace, use_cache: bool = True, models: Models | None = None):
-        """`models`: language models handed in instead of the workspace's (tests hand in fakes)."""
+    def __init__(self, workspace: Workspace, use_cache: bool = True, models: Models | None = None,
+                 program_files: Mapping[str, Path] | None = None):
+        """`models`: language models handed in instead of the workspace's (tests hand in fakes); `program_files`:
+        where this machine reads a compiled program a configuration names by another path."""
+        self.program_files = dict(program_files or {})
         self.workspace = workspace
         self.meter = CostMeter()
         self.cache = open_store(workspace.cache, "llm_calls") if use_cache else None
@@ -112,7 +116,7 @@ class RagRunner:
 
     def program(self, spec: str) -> RAGAnswer:
         if spec not in self._programs:
-            self._programs[spec] = load_program(spec)
+            self._programs[spec] = load_program(str(self.program_files.get(spec, spec)))
         return self._programs[spec]
 
     def metrics_for(self, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:

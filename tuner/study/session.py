@@ -112,6 +112,8 @@ class Session:
     recovered: list[int]
     #: where LLM calls and embeddings are cached: a folder, or the study's database
     cache: Path | str
+    #: a compiled program the space names -> where this machine reads it (a copy from the study's documents)
+    program_files: dict[str, Path] = field(default_factory=dict)
     _runner: RagRunner | None = None
 
     @classmethod
@@ -121,7 +123,10 @@ class Session:
         # a new study offers the compiled programs there are now; a resumed one the ones it was created with
         programs = list(meta.programs) if meta else [str(p.resolve()) for d in (
             spec.studies_dir / "programs", folder.root / "programs", *spec.programs_from) for p in compiled_programs(d)]
-        space = load_space(spec.search_space).with_programs(programs)
+        for program in [] if meta else programs:  # kept where every worker of a database study reads
+            folder.keep_program(Path(program))
+        program_files = folder.program_files(programs)
+        space = recorded_space(spec.search_space, meta).with_programs(programs)
         project = spec.project
         if project is None:
             project = meta.config if meta else ProjectConfig()
@@ -160,7 +165,7 @@ class Session:
         space.check_for(project, str(spec.search_space), None if meta else dict(spec.baseline))
         if spec.settings.sampler == "grid":
             space.grid()  # too large a grid to run is refused here, not materialised by Optuna
-        session = cls(spec, folder, None, space, project, data, split, [], location)
+        session = cls(spec, folder, None, space, project, data, split, [], location, program_files)
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
         session.study = open_study(folder, spec.settings, space, project.model_dump(mode="json"),
@@ -237,7 +242,7 @@ class Session:
             where = "the study's database" if is_database(self.cache) else self.cache
             log.info(f"index: {len(index.chunks)} chunks, {index.embedded} embedded now, "
                      f"{len(index.chunks) - index.embedded} from the cache ({where})")
-            self._runner = RagRunner(workspace, use_cache, models)
+            self._runner = RagRunner(workspace, use_cache, models, self.program_files)
         return self._runner
 
     def run(self, trials: int, timeout: float | None = None, hook: StudyHook | None = None) -> int:
@@ -260,6 +265,14 @@ INDEX_SETTINGS = (*INDEX_KNOBS.values(), "chunking", "embedder.backend", "embedd
                   "backend.candidates", "backend.bm25", "graph")
 #: how every trial of a study was judged: a resume judging otherwise would rank scores of two scales together
 JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.statements")
+
+
+def recorded_space(path: Path | str, meta: StudyMeta | None) -> SearchSpace:
+    """The space a study searches: its file, or, where the file is not on this machine (a worker elsewhere, a round
+    space written beside another machine's folder), the copy its study.json records."""
+    if meta is not None and meta.space is not None and not Path(path).is_file():
+        return SearchSpace.model_validate(meta.space)
+    return load_space(path)
 
 
 def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], project: ProjectConfig) -> None:

@@ -208,6 +208,36 @@ class StudyFolder:
         """Recorded before this returns: a labelling session may be killed after any key."""
         self.documents.append(LABELS_FILE, label.to_json())
 
+    def keep_program(self, path: Path) -> None:
+        """A compiled program the study offers, and its sidecar, kept in its documents (under the name its search
+        space calls it by), so a worker on another machine can run it. A folder study's own programs/ needs no
+        copy."""
+        if not self.storage:
+            return
+        from tuner.compile.saved import sidecar_path
+
+        sidecar = sidecar_path(path)
+        self.documents.put(f"programs/{path.resolve()}", {
+            "program": json.loads(path.read_text(encoding="utf-8")),
+            "sidecar": json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.is_file() else None})
+
+    def program_files(self, programs: list[str]) -> dict[str, Path]:
+        """Where this machine reads each compiled program the study offers: its own path where that file is
+        here, else a copy written from the study's documents into this folder's programs/ (a worker elsewhere)."""
+        from tuner.compile.saved import sidecar_path
+
+        files = {}
+        for name in programs:
+            kept = None if Path(name).is_file() else self.documents.get(f"programs/{name}")
+            if kept is None:
+                continue
+            copy = self.root / "programs" / Path(name).name
+            write_json(copy, kept["program"])
+            if kept.get("sidecar") is not None:
+                write_json(sidecar_path(copy), kept["sidecar"])
+            files[name] = copy
+        return files
+
     def write_doc(self, name: str, data: Any) -> None:
         """A study's named JSON document (its judge check, its judge noise)."""
         self.documents.put(name, data)
