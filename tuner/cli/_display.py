@@ -150,8 +150,7 @@ def write_study_report(folder, reports_dir: Path, view=None):
 def print_trials(study, folder, targets: list[str], last: int | None = None) -> None:
     """The trials table: Optuna's states and parameters, each trial's results from its trial file."""
     from tuner.cli._live import trial_values
-    from tuner.cost import Cost
-    from tuner.study.attrs import BASELINE, COST, DUPLICATE, RERUN_OF
+    from tuner.study.attrs import BASELINE, DUPLICATE, RERUN_OF, spent
     from tuner.study.results import trial_states
 
     trials = study.get_trials(deepcopy=False)
@@ -164,8 +163,7 @@ def print_trials(study, folder, targets: list[str], last: int | None = None) -> 
         table.add_column(column, justify="right" if column not in ("state", "params") else "left")
     for trial, state in shown:
         file = folder.read_trial(trial.number) if state != "duplicate" else None
-        spent = trial.user_attrs.get(COST)
-        cost = file.result.cost if file else Cost.from_dict(spent) if isinstance(spent, dict) else None
+        cost = file.result.cost if file else spent(trial.user_attrs)
         values = trial_values(trial, targets, file)
         values.append(f"{file.result.scored(targets[0])}/{len(file.result.questions)}"
                       if file and targets[0] in file.result.metrics else "")

@@ -2,6 +2,13 @@
 trial/_state.py): the objective writes them, results, reports and the command line read them.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tuner.cost import Cost
+
 #: the pipeline configuration the trial runs (a dict), said before it runs so other workers see it
 PIPELINE = "pipeline"
 #: a hash of the project it ran with, less the pipeline (models, data, evaluation): a repeat needs the same
@@ -20,7 +27,13 @@ BASELINE = "baseline"
 RECOVERED = "recovered_from_file"
 #: why a trial that ran failed ("no question could be scored on faithfulness")
 ERROR = "error"
-#: what a trial stopped in its evaluation had paid (Cost.as_dict): it has no trial file (read as TrialRecord.spent)
+#: what a trial stopped in its evaluation had paid (Cost.as_dict): it has no trial file (read with `spent`)
 COST = "cost"
 #: studies before one typed trial record also kept a copy of the results here (metrics, retrieval, failures,
 #: questions, refusals, scored, constraints): nothing reads them; the trial file is the result's one record
+
+
+def spent(user_attrs: Mapping[str, Any]) -> Cost | None:
+    """What a trial stopped in its evaluation had paid (its COST attribute); None when it kept none."""
+    cost = user_attrs.get(COST)
+    return Cost.from_dict(cost) if isinstance(cost, dict) else None

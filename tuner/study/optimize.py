@@ -47,6 +47,7 @@ from tuner.study.attrs import (
     RECOVERED,
     RERUN_OF,
     RUNS,
+    spent,
 )
 from tuner.study.meta import StudyMeta
 from tuner.study.running import running, unwinding
@@ -243,9 +244,9 @@ class Objective:
         """A trial stopped in its evaluation keeps what it had paid (its cost attribute: it has no trial file),
         so the report counts the calls and seconds; its re-run reads those calls from the cache."""
         if self._evaluating is not None and self._evaluating[0] == trial.number:
-            spent = self.runner.meter.total()
-            spent.seconds = time.perf_counter() - self._evaluating[1]
-            trial.set_user_attr(COST, spent.as_dict())  # its typed reader: TrialRecord.spent
+            paid = self.runner.meter.total()
+            paid.seconds = time.perf_counter() - self._evaluating[1]
+            trial.set_user_attr(COST, paid.as_dict())  # its typed reader: attrs.spent
 
     def _trial(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
@@ -371,9 +372,7 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
 
     def after_trial(s: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if DUPLICATE not in trial.user_attrs:
-            spent = trial.user_attrs.get(COST)
-            objective.hook(TrialDone(trial, objective.written.get(trial.number),
-                                     Cost.from_dict(spent) if isinstance(spent, dict) else None))
+            objective.hook(TrialDone(trial, objective.written.get(trial.number), spent(trial.user_attrs)))
         # workers sharing the study stop together: it counts everyone's trials (one in flight elsewhere may finish)
         if objective.repeats >= REPEATS_TO_STOP or counted(s) >= trials:
             s.stop()

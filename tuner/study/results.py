@@ -22,7 +22,7 @@ from tuner.evaluation.labels import Label
 from tuner.evaluation.metrics import lower_is_better
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile
 from tuner.legacy import legacy_constraints
-from tuner.study.attrs import BASELINE, COST, DUPLICATE, ERROR, INTERRUPTED, PIPELINE, RERUN_OF
+from tuner.study.attrs import BASELINE, DUPLICATE, ERROR, INTERRUPTED, PIPELINE, RERUN_OF, spent
 from tuner.study.meta import StudyMeta
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import StudyFolder, make_storage, no_such_study, study_folder
@@ -153,8 +153,7 @@ def trial_records(study: optuna.Study, folder: StudyFolder) -> list[TrialRecord]
             number=t.number, state=state, params=dict(t.params), values=tuple(t.values) if t.values else None,
             baseline=bool(t.user_attrs.get(BASELINE)), rerun_of=t.user_attrs.get(RERUN_OF), feasible=feasible(t),
             started=t.datetime_start, finished=t.datetime_complete, file=file, holdout=holdout,
-            spent=Cost.from_dict(t.user_attrs[COST]) if file is None and isinstance(t.user_attrs.get(COST), dict)
-            else None))
+            spent=None if file is not None else spent(t.user_attrs)))
     return records
 
 

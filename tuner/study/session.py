@@ -297,8 +297,7 @@ def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], p
             for key in _leaves(setting_at(before, path), path):
                 was, now = setting_at(before, key), setting_at(project, key)
                 if was != now:
-                    raise ConfigError(f"study {name} {done} with {key} = {_dumped(was)!r}, not {_dumped(now)!r}: "
-                                      f"{why}; {again}")
+                    raise ConfigError(f"study {name} {done} with {key} = {was!r}, not {now!r}: {why}; {again}")
 
 
 def _leaves(value: Any, path: str) -> list[str]:
@@ -306,10 +305,6 @@ def _leaves(value: Any, path: str) -> list[str]:
     if isinstance(value, BaseModel):
         return [leaf for key in type(value).model_fields for leaf in _leaves(getattr(value, key), f"{path}.{key}")]
     return [path]
-
-
-def _dumped(value: Any) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else getattr(value, "value", value)
 
 
 def refuse_unscorable(settings: StudySettings, data: Dataset) -> None:

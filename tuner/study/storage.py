@@ -228,7 +228,7 @@ class StudyFolder:
 
         files = {}
         for name in programs:
-            kept = None if Path(name).is_file() else self.documents.get(f"programs/{name}")
+            kept = None if Path(name).is_file() or not self.storage else self.documents.get(f"programs/{name}")
             if kept is None:
                 continue
             copy = self.root / "programs" / Path(name).name
