@@ -185,3 +185,83 @@ class FakeEndpoint:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class SystemServer:
+    """A user's RAG system behind HTTP on a free local port, speaking tuner's system JSON: each POST is answered by
+    `answer(question, params)` (a Python system) after `delay` seconds, or misbehaves on purpose by `mode`: "ok",
+    "not json" (a 200 that is HTML), "no answer", "text context" (a context that is a number), "400" (refuses the
+    knobs), "500" (every request), "429 once" (the first request refused with a Retry-After of `delay` s). Records
+    each request's body, each answer's body with the monotonic time it was sent (`answered`), and the most requests
+    it held at once. Use as a context manager."""
+
+    def __init__(self, answer, mode: str = "ok", delay: float = 0.0):
+        import http.server
+        import threading
+        import time
+
+        self.mode, self.delay, self.bodies = mode, delay, []
+        self.answered: list[tuple[bytes, float]] = []
+        self.most_at_once, holding, lock = 0, [0], threading.Lock()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # the stdlib's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                server.bodies.append(body)
+                request = json.loads(body)
+                status, reply, kind = 200, None, "application/json"
+                if server.mode == "429 once" and len(server.bodies) == 1:
+                    return self._send(429, b'{"error": "slow down"}', kind, {"Retry-After": f"{server.delay:g}"})
+                with lock:
+                    holding[0] += 1
+                    server.most_at_once = max(server.most_at_once, holding[0])
+                if server.mode != "429 once":
+                    time.sleep(server.delay)
+                with lock:
+                    holding[0] -= 1
+                if server.mode == "400":
+                    status, reply = 400, {"detail": f"k={request['params'].get('k')} is more than this index holds"}
+                elif server.mode == "500":
+                    status, reply = 500, {"detail": "KeyError: 'embedding'"}
+                else:
+                    reply = answer(request["question"], request["params"])
+                    if server.mode == "no answer":
+                        reply.pop("answer")
+                    elif server.mode == "text context":
+                        reply["contexts"][0] = 42
+                data = b"<html>Bad Gateway</html>" if server.mode == "not json" else json.dumps(reply).encode()
+                self._send(status, data, "text/html" if server.mode == "not json" else kind)
+                server.answered.append((body, time.monotonic()))
+
+            def _send(self, status, data, kind, headers=None):
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", kind)
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up (timeout, Ctrl-C)
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/answer"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def asked(self) -> list[tuple[str, str]]:
+        """(question id, knobs) of every request, in order."""
+        return [(r["question"]["id"], json.dumps(r["params"], sort_keys=True)) for r in map(json.loads, self.bodies)]
+
+    def __enter__(self) -> SystemServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -14,7 +14,7 @@ FLOORS = {  # top-level module or package of tuner -> floor
     "env": 1, "errors": 1, "files": 1, "text": 1, "versioned": 1, "legacy": 1, "cache": 1, "cost": 1, "ui": 1,
     "config": 2, "data": 2,
     "models": 3,
-    "pipeline": 4, "prompts": 4, "workspace": 4,
+    "pipeline": 4, "prompts": 4, "workspace": 4, "systems": 4,
     "evaluation": 5,
     "compile": 6, "testset": 6,
     "study": 7,

@@ -8,7 +8,7 @@ Relative paths inside a file are resolved against the file's own folder.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -256,6 +256,83 @@ class EndpointConfig(_LLMSettings):
         return self
 
 
+#: a value a knob of the user's own system takes (`system.knobs`)
+SystemScalar = Union[bool, int, float, str]
+#: a declared knob's `type` -> the Python type its values are checked as
+SYSTEM_KNOB_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+class SystemKnob(_Strict):
+    """A setting of the user's own system that a study may search: its type and the value trial 0 runs with."""
+
+    type: Literal["int", "float", "str", "bool"]
+    default: SystemScalar = Field(description="the baseline's value; also what a trial passes when the space does "
+                                  "not search the knob")
+
+    @model_validator(mode="after")
+    def _default_of_its_type(self) -> SystemKnob:
+        self.default = self.check(self.default)
+        return self
+
+    def check(self, value: Any) -> SystemScalar:
+        """`value` as this knob's type (an int is a float too), or ValueError naming what it expected."""
+        wanted = SYSTEM_KNOB_TYPES[self.type]
+        if isinstance(value, bool) != (wanted is bool) or not isinstance(value, (int, float) if wanted is float
+                                                                          else wanted):
+            raise ValueError(f"expected {self.type}, got {value!r}")
+        return float(value) if wanted is float else value
+
+
+class SystemConfig(_Strict):
+    """The user's own RAG system, answering in place of tuner's built-in pipeline: a Python function
+    (`module:function`) or an HTTP endpoint, each given the question and the trial's knobs, each returning the
+    answer and the contexts it used (docs/guide.md, "Tune your own system")."""
+
+    python: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+                               description="module:function, imported from `path` (the config file's folder)")
+    http: str | None = Field(None, pattern=r"^https?://", description="URL tuner POSTs each question to (JSON)")
+    version: str = Field(min_length=1, description="bump it when the system's code or data change: replies are "
+                         "cached under the entry point or URL and this version, and a study refuses another")
+    knobs: dict[str, SystemKnob] = Field({}, description="the system's own settings a search space may name")
+    answers: bool = Field(True, description="false: the system returns contexts only (retrieval targets)")
+    path: Path | None = Field(None, description="python: the folder its module is imported from; unset: the "
+                              "config file's folder")
+    timeout: float = Field(120.0, gt=0, description="seconds a reply may take")
+    concurrency: int = Field(1, ge=1, le=64, description="questions asked at once (replies are recorded in "
+                             "question order)")
+    api_key_env: str | None = Field(None, description="http: NAME of the env var holding a bearer token")
+
+    @model_validator(mode="after")
+    def _one_entry(self) -> SystemConfig:
+        if (self.python is None) == (self.http is None):
+            raise ValueError("a system is either python: module:function or http: URL (exactly one)")
+        return self
+
+    @property
+    def entry(self) -> str:
+        """What answers: `python:module:function` or the URL."""
+        return f"python:{self.python}" if self.python else str(self.http)
+
+    @property
+    def identity(self) -> str:
+        """What its replies are cached and its studies recorded under."""
+        return f"{self.entry} version {self.version}"
+
+    def knob_values(self, given: Mapping[str, Any]) -> dict[str, SystemScalar]:
+        """Every declared knob at `given`'s value or its default, checked; an undeclared name is refused."""
+        unknown = [name for name in given if name not in self.knobs]
+        if unknown:
+            raise ValueError(f"system knob {unknown[0]!r} is not declared under system.knobs "
+                             f"({', '.join(self.knobs) or 'none declared'})")
+        values = {}
+        for name, knob in self.knobs.items():
+            try:
+                values[name] = knob.check(given.get(name, knob.default))
+            except ValueError as exc:
+                raise ValueError(f"system knob {name}: {exc}") from None
+        return values
+
+
 #: settings that decide how fast a model answers (or how long tuner waits for it), never what: not part of a study's
 #: identity (a study resumed with more in flight, or a shorter timeout, is the same study)
 SPEED_ONLY = ("concurrency", "timeout")
@@ -370,6 +447,14 @@ class PipelineConfig(_Strict):
     reranker_model: str | None = Field(None, description="the reranker's model: a CrossEncoder for cross-encoder, a "
                                        "sentence-transformers embedder for embedding; none = "
                                        "rerankers.cross_encoder_model, or the trial's embedder")
+    # the user's own system (project `system:`): its knobs' values; none given = their declared defaults
+    system: dict[str, SystemScalar] = Field({}, description="the knobs of the project's own system (system.knobs), "
+                                            "by name; unset ones take their declared default")
+
+    def knobs(self) -> dict[str, Any]:
+        """Every knob by name, as a search space names them: tuner's, and the system's (which win a shared name:
+        an own system does not run tuner's pipeline)."""
+        return {**self.model_dump(exclude={"system"}), **self.system}
 
     @model_validator(mode="after")
     def _docs_range(self) -> PipelineConfig:
@@ -489,6 +574,16 @@ class ProjectConfig(_Strict):
                                     "trial's: the judge stays fixed while the generator knob varies)")
     evaluation: EvaluationConfig = EvaluationConfig()
     pipeline: PipelineConfig = PipelineConfig()
+    system: SystemConfig | None = Field(None, description="your own RAG system, answering instead of tuner's "
+                                        "pipeline; none = tuner's built-in pipeline")
+
+    @model_validator(mode="after")
+    def _system_knobs_declared(self) -> ProjectConfig:
+        if self.pipeline.system:
+            if self.system is None:
+                raise ValueError("pipeline.system sets knobs of an own system, and no system: is configured")
+            self.system.knob_values(self.pipeline.system)
+        return self
 
     def index_settings(self, pipeline: PipelineConfig | None = None) -> IndexSettings:
         """The index `pipeline` retrieves from: the project's settings, overridden by the pipeline's index knobs."""
@@ -507,7 +602,16 @@ class ProjectConfig(_Strict):
         generator named (a space's generator choices then include the project's own by its name)."""
         pipeline = pipeline or self.pipeline
         named = {"generator": pipeline.generator or str(getattr(self.generator, "path", None) or self.generator.model)}
+        if self.system is not None:  # every declared knob spelled out: a trial's draw replaces some of them
+            named["system"] = self.system_values(pipeline.system)
         return pipeline.model_copy(update={**self.index_settings(pipeline).model_dump(), **named})
+
+    def system_values(self, given: Mapping[str, Any]) -> dict[str, SystemScalar]:
+        """The system's knobs at `given`'s values and their defaults elsewhere; ConfigError for a bad one."""
+        try:
+            return self.system.knob_values(given)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def generator_named(self, name: str | None) -> LLMConfig:
         """The model a generator knob's value names: a name under generators:, else a model of the project's
@@ -620,6 +724,9 @@ def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:
             updates[role] = located(getattr(config, role))
     if any(located(llm) is not llm for llm in config.generators.values()):
         updates["generators"] = {name: located(llm) for name, llm in config.generators.items()}
+    if config.system is not None and config.system.python and (
+            config.system.path is None or not config.system.path.is_absolute()):
+        updates["system"] = config.system.model_copy(update={"path": base / (config.system.path or ".")})
     program = config.pipeline.program
     if program.endswith(".json") and not Path(program).is_absolute():
         updates["pipeline"] = config.pipeline.model_copy(update={"program": str(base / program)})

@@ -24,9 +24,10 @@ class Workspace:
     config: ProjectConfig
     dataset: Dataset
     embedder: Embedder
-    index: Index
-    #: the indexes of the dataset, one per index settings, shared by every pipeline of the workspace
-    indexes: Indexes
+    #: the project's own index; None with the user's own `system:`, which retrieves for itself
+    index: Index | None
+    #: the indexes of the dataset, one per index settings, shared by every pipeline of the workspace (None: as above)
+    indexes: Indexes | None
     #: the embedder knob's models by name, each loaded once
     embedders: Callable[[str], Embedder]
     #: the language models, loaded on first use
@@ -69,6 +70,8 @@ def open_workspace(config: ProjectConfig, dataset_path: Path | None = None, limi
         return embedder if name == config.embedder.model else make_embedder(config.embedder_named(name), cache)
 
     provider = ModelProvider(config, models)
+    if config.system is not None:  # the user's system retrieves for itself: embedding the corpus would be waste
+        return Workspace(config, dataset, embedder, None, None, embedder_named, provider, cache)
     builds, identity = open_store(cache, "indexes"), stable_hash([embedder.name, corpus_identity(dataset)])
     # the writer is not closed after: a GGUF loads once per process, and the evaluation's generator is this model
     index = leased(builds, identity, config.index_settings(), lambda settings: build_index(

@@ -22,7 +22,6 @@ import yaml
 
 from tuner.analysis.stats import Comparison
 from tuner.analysis.verdict import give_verdict
-from tuner.config import KNOBS
 from tuner.errors import TunerError
 from tuner.reports import Report, write_report
 from tuner.reports._data import spend
@@ -95,14 +94,16 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
     folder = study_folder(spec.studies_dir, spec.name, spec.storage)
     whole_file = folder.root / WHOLE_SPACE_FILE
     resumed = Path(spec.search_space) == folder.root / SPACE_FILE and whole_file.is_file()
-    whole = load_space(whole_file if resumed else spec.search_space)
+    meta = folder.read_meta()
+    system = spec.project.system if spec.project is not None else meta.config.system if meta else None
+    whole = load_space(whole_file if resumed else spec.search_space, system)
     models = whole.models_first() if rounds > 1 else None
     if models is not None:  # Greedy-M: round 1 searches the models alone
         # rewritten until round 1's study exists: a space refused before its first trial may be mended
         started = folder.read_meta() is not None
         _written(whole_file, whole, again=not started)
         space_file = _written(folder.root / SPACE_FILE, models, again=not started)
-        changes = (f"settles the models first ({', '.join(n for n in models.params if KNOBS[n].model)}), every "
+        changes = (f"settles the models first ({', '.join(n for n in models.params if models.facts(n).model)}), every "
                    f"other knob at the base",)
         reasons = ("a model changes what suits the other knobs (the generator above all, in IBM's RAG-HPO study), "
                    "so they are searched around the chosen models next (Greedy-M)",)

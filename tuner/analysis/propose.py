@@ -106,7 +106,7 @@ def propose(view: StudyView, effects: list[KnobEffect], shares: StageShares | No
         value = best.params.get(name)
         importance = effect.importance if effect else None
         if param.numeric and value is not None:
-            extended = _extend(name, param, value)
+            extended = _extend(name, param, value, own=space.system is not None)
             if extended is not None:
                 offer(Proposal("extend", name, f"{name}: {param.describe()} → {extended.describe()}",
                                f"the best {name} sits on the edge of its range: the optimum may lie beyond",
@@ -141,8 +141,16 @@ def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
     out = []
     for stage, proposals_for in STAGE_PROPOSALS.items():
         if (share := shares.share(stage)) >= STAGE_SHARE:
-            out += proposals_for(view, shares, share)
+            out += proposals_for(view, shares, share) if view.space.system is None else [_own_stage(stage, share,
+                                                                                                    shares)]
     return out
+
+
+def _own_stage(stage: str, share: float, shares: StageShares) -> Proposal:
+    """The user's own system: tuner knows which of its stages loses the points, not which of its knobs acts there."""
+    return Proposal("advice", None, f"look at your system's {stage}: declare a knob of it under system.knobs and "
+                    f"search it", f"{stage}, more than any other stage, limits the target",
+                    f"{stage} loses {share:.0%} of the lost {shares.target} points", share)
 
 
 def _best_pipeline(view: StudyView) -> PipelineConfig:
@@ -289,12 +297,13 @@ def _runnable(view: StudyView, proposals: list[Proposal]) -> list[Proposal]:
     """The proposals with those that would let a trial draw an invalid pipeline (min_docs above max_docs, autocut
     beside a confidence threshold) turned into advice, the least important first: the space the tool writes
     runs every draw from the study's base pipeline."""
-    base = view.project.pipeline
+    own = view.project.system is not None  # the system's knobs: every draw its own to check
+    base = view.project.resolved() if own else view.project.pipeline
     proposals = list(proposals)
     while True:
         changes = [p for p in proposals if p.in_space]
         space = _space(view.space, changes, view.best.params) if changes else None
-        clash = space.first_clash(base, view.project.index_settings) if space is not None else None
+        clash = space.first_clash(base, None if own else view.project.index_settings) if space is not None else None
         involved = [p for p in changes if clash is not None and p.knob in clash.knobs]
         if not involved:
             break
@@ -310,7 +319,7 @@ def _runnable(view: StudyView, proposals: list[Proposal]) -> list[Proposal]:
 
 def _space(space: SearchSpace, changes: list[Proposal], best_params: dict[str, Any]) -> SearchSpace:
     params = _apply(space, changes, best_params)
-    return SearchSpace.model_validate({"params": {n: p.model_dump(exclude_defaults=True) for n, p in params.items()}})
+    return space.derived({"params": {n: p.model_dump(exclude_defaults=True) for n, p in params.items()}})
 
 
 def _apply(space: SearchSpace, changes: list[Proposal], best_params: dict[str, Any]) -> dict[str, Param]:
@@ -358,11 +367,12 @@ def _conditions_first(params: dict[str, Param]) -> dict[str, Param]:
 EXCLUSIVE = 1e-9
 
 
-def _bounds(name: str) -> tuple[float, float]:
-    """The knob's hard limits from the pipeline config (ge/gt/le/lt), or its `Knob.most`."""
-    most = KNOBS[name].most if name in KNOBS else None
+def _bounds(name: str, own: bool = False) -> tuple[float, float]:
+    """The knob's hard limits from the pipeline config (ge/gt/le/lt), or its `Knob.most`; a knob of the user's own
+    system (`own`) declares none."""
+    most = KNOBS[name].most if name in KNOBS and not own else None
     low, high = float("-inf"), float("inf") if most is None else float(most)
-    for rule in PipelineConfig.model_fields[name].metadata:
+    for rule in [] if own else PipelineConfig.model_fields[name].metadata:
         # an exclusive limit is not a value the knob takes (hop_decay > 0): the range stops just inside it, and
         # the step grid then at the first step past it
         if isinstance(rule, Ge):
@@ -376,10 +386,10 @@ def _bounds(name: str) -> tuple[float, float]:
     return low, high
 
 
-def _extend(name: str, param: Param, value: float) -> Param | None:
+def _extend(name: str, param: Param, value: float, own: bool = False) -> Param | None:
     """Best value on an edge the knob could go beyond: recentre the range on it (same width, same step),
     clipped to the knob's hard limits."""
-    hard_low, hard_high = _bounds(name)
+    hard_low, hard_high = _bounds(name, own)
     on_high = _close(value, param.high) and param.high < hard_high
     on_low = _close(value, param.low) and param.low > hard_low
     if not (on_high or on_low) or param.log:

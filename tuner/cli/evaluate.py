@@ -48,16 +48,18 @@ def eval_command(
     workspace = open_split(project, dataset, limit, split)
     data = workspace.dataset
     part = "" if split == "all" else f" ({split} part)"
+    answers = escape(f"system {project.system.identity}" if project.system else
+                     f"{len(workspace.index.chunks)} chunks")
     console.print(f"[bold]{escape(data.name)}[/] ({data.format}): {len(data.documents)} documents, "
-                  f"{len(workspace.index.chunks)} chunks, {len(data.questions)} questions{part}", markup=True)
+                  f"{answers}, {len(data.questions)} questions{part}", markup=True)
     print_notes(data)
 
     started = time.perf_counter()
     evaluated = run_evaluation(workspace, pipeline_config, metric_list(metrics), no_cache, answer=not retrieval_only)
     elapsed = time.perf_counter() - started
 
-    report = eval_json(project.model_dump(mode="json"), data, len(workspace.index.chunks), split, evaluated.to_json(),
-                       elapsed)
+    chunks = len(workspace.index.chunks) if workspace.index is not None else 0
+    report = eval_json(project.model_dump(mode="json"), data, chunks, split, evaluated.to_json(), elapsed)
     print_retrieval_table(report["retrieval"], pipeline_config)
     if not retrieval_only:
         print_rag_tables(evaluated)
@@ -121,6 +123,8 @@ def index_command(
     from tuner.workspace import open_workspace
 
     project = load_config(config)
+    if project.system is not None:
+        raise ConfigError(f"tuner index builds tuner's own index; system {project.system.entry} retrieves for itself")
     if check_hybrid and project.backend.type != "weaviate":
         raise ConfigError("--check-hybrid compares Weaviate's fusion with tuner's: set backend.type: weaviate")
     with index_progress() as shown:

@@ -24,8 +24,9 @@ def spaces_show(space: Annotated[str, typer.Argument(help="YAML file, or a name 
     from tuner.study.space import load_space, resolve_space
 
     path = resolve_space(space)
-    loaded = load_space(path)
-    loaded.check_for(load_config(config), str(path), baseline={})
+    project = load_config(config)
+    loaded = load_space(path, project.system)
+    loaded.check_for(project, str(path), baseline={})
     table = Table(title=str(path), caption=loaded.description.strip() or None)
     for column in ("knob", "type", "values", "when"):
         table.add_column(column)

@@ -107,10 +107,13 @@ def gold_texts(dataset: Dataset, question: Question) -> tuple[str, ...]:
     return tuple(by_id[i] for i in sorted(question.relevant_ids) if i in by_id)
 
 
-def gold_chunks(workspace) -> GoldTexts:
+def gold_chunks(workspace) -> GoldTexts | None:
     """A question's gold contexts as a study's are: per gold document, its chunk closest to the question (whole
-    documents of thousands of words overflow a judge's window, and no trial ever shows one)."""
+    documents of thousands of words overflow a judge's window, and no trial ever shows one). None for the user's
+    own system, which chunks for itself: its gold documents whole."""
     index = workspace.index
+    if index is None:
+        return None
     by_doc: dict[str, list[int]] = {}
     for position, chunk in enumerate(index.chunks):
         if chunk.level == 0:  # a passage of the document, not a RAPTOR summary over several

@@ -6,10 +6,12 @@ cost meter), so a study builds it once and calls `evaluate` per trial.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import dspy
@@ -22,23 +24,45 @@ from tuner.errors import ConfigError, TunerError, described
 from tuner.evaluation.in_order import in_order
 from tuner.evaluation.metrics import REGISTRY, SCORED_METRICS
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
-from tuner.evaluation.records import EvalResult, Failure, QuestionResult
-from tuner.evaluation.retrieval_eval import passage, trace
+from tuner.evaluation.records import EvalResult, Failure, Passage, QuestionResult, RetrievalTrace
+from tuner.evaluation.retrieval_eval import passage, trace, trace_ids
 from tuner.models.llms import CachedLLM, LLMError, estimate_tokens
 from tuner.models.provider import ModelProvider, Models
 from tuner.prompts.lm import dspy_lm
 from tuner.prompts.programs import RAGAnswer, is_refusal, load_program, program_id
+from tuner.systems import AskedSystem, BadReply, make_system
 from tuner.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 #: called as (question index, question id, stage) whenever work on a question moves on
 ProgressHook = Callable[[int, str, str], None]
+
+
+@dataclass(frozen=True)
+class Response:
+    """What answered one question, before it is judged: tuner's pipeline or the user's own system."""
+
+    answer: str
+    contexts: list[str]
+    selected: tuple[Passage, ...]
+    retrieval: RetrievalTrace
+    #: a gold document was among the contexts (or the data names none): a refusal there is a miss
+    gold_reached: bool
+    generation_error: str | None = None
+    #: the user's system failed on this question (the call raised, timed out or returned no reply)
+    failed: str | None = None
+    searched: tuple[str, ...] = ()
+    query_fell_back: bool = False
+    context_tokens: int | None = None
 
 
 class RagRunner:
     """Models load on first use: a study that scores retrieval alone (no RAGAS metric, no LLM reranker) never
     loads one. The generator is a trial's (its `generator` knob); the judge is the project's, whatever a trial
     answers with. The runner has its own meter, and its own pipeline over the workspace's indexes whose LLM work
-    that meter counts."""
+    that meter counts. With the project's own `system:`, the system answers each question in place of the
+    pipeline and the program; everything after (the judge, refusals, records, the study) is the same."""
 
     def __init__(self, workspace: Workspace, use_cache: bool = True, models: Models | None = None,
                  program_files: Mapping[str, Path] | None = None):
@@ -54,6 +78,10 @@ class RagRunner:
         self._programs: dict[str, RAGAnswer] = {}
         self._lms: dict[str | None, dspy.LM] = {}
         self._per_thread = threading.local()
+        own = workspace.config.system
+        #: the user's system (its entry point imported now: a bad one is one line before any trial); None: tuner's
+        self.system = None if own is None else AskedSystem(
+            own, make_system(own), open_store(workspace.cache, "system_calls") if use_cache else None, self.meter)
 
     def require_generator(self, why: str) -> None:
         """One line now if the generator cannot answer (a GGUF missing, an endpoint down or hung), before work that
@@ -67,7 +95,11 @@ class RagRunner:
         call to a hung one would wait `timeout` four times over, in silence); in-process models are not loaded
         for it."""
         project = self.workspace.config
+        if self.system is not None and (unreachable := self.system.unreachable()):
+            raise LLMError(unreachable)
         for role, config in (("generator", project.generator), ("judge", project.judge_llm)):
+            if role == "generator" and self.system is not None:
+                continue
             if config.backend == "openai-compatible" and (unreachable := getattr(self, role).unreachable()):
                 raise LLMError(f"{unreachable} (the {role})")
 
@@ -107,12 +139,17 @@ class RagRunner:
                                                            config.judge_tokens)
         return scorer
 
-    def in_flight(self, config: PipelineConfig) -> int:
+    def in_flight(self, config: PipelineConfig, judged: bool = True) -> int:
         """Questions evaluated at once: as many as both models allow (an endpoint's `concurrency`; llama.cpp in
-        process answers one call at a time, and models handed in by a caller are not known to take more)."""
+        process answers one call at a time, and models handed in by a caller are not known to take more). The
+        user's system answers as many as its `concurrency` says; with no judged metric, the judge holds nothing
+        back."""
+        widths = concurrency(self.workspace.config, config.generator)
+        if self.system is not None and not judged:
+            return widths["system"]
         if self.models.provider.given is not None:
             return 1
-        return min(concurrency(self.workspace.config, config.generator).values())
+        return min(widths.values())
 
     def program(self, spec: str) -> RAGAnswer:
         if spec not in self._programs:
@@ -141,17 +178,20 @@ class RagRunner:
         question and may raise to stop early (a study prunes this way); the exception propagates."""
         questions = list(self.workspace.dataset.questions if questions is None else questions)
         scored, skipped = self.metrics_for(metrics) if answer else ([], {})
-        program = self.program(config.program) if answer else None
+        program = self.program(config.program) if answer and self.system is None else None
         started = time.perf_counter()
         self.meter.records.clear()  # each evaluation reports its own cost
-        self.index_for(config)
-        with self.meter.stage("", "retrieve"):
-            self.pipeline.prefetch([q.text for q in questions], config)
+        if self.system is None:
+            self.index_for(config)
+            with self.meter.stage("", "retrieve"):
+                self.pipeline.prefetch([q.text for q in questions], config)
         self.meter.stopping = False
+        # an answer to look at for a refusal: the program's, or a system's that answers
+        answered = answer and (self.system is None or self.system.config.answers)
         try:
             per_question = in_order(lambda index, question: self._one(index, question, config, program, scored,
-                                                                      on_progress),
-                                    questions, self.in_flight(config), on_question)
+                                                                      on_progress, answered),
+                                    questions, self.in_flight(config, bool(scored)), on_question)
         except KeyboardInterrupt:  # questions in flight finish their calls (cached as they arrive), begin none
             self.meter.stopping = True
             raise
@@ -174,7 +214,9 @@ class RagRunner:
         cost = self.meter.total()
         cost.seconds = seconds
         models = {}
-        if answered:
+        if self.system is not None:
+            models = {"system": self.system.name}
+        elif answered:
             models = {"generator": self.generator_for(config).name, "program": config.program,
                       "program_id": program_id(self.program(config.program))}
         if scored or config.reranker == "llm":
@@ -184,11 +226,54 @@ class RagRunner:
         return EvalResult.summarise(per_question, scored, skipped, cost, self.meter.by_stage(), models)
 
     def _one(self, index: int, question: Question, config: PipelineConfig, program: RAGAnswer | None,
-             metrics: list[str], on_progress: ProgressHook | None) -> QuestionResult:
+             metrics: list[str], on_progress: ProgressHook | None, answered: bool = True) -> QuestionResult:
         def step(stage: str) -> None:
             if on_progress:
                 on_progress(index, question.id, stage)
 
+        if self.system is not None:
+            response = self._ask_system(question, config, step)
+        else:
+            response = self._run_pipeline(question, config, program, step)
+        # an unanswerable question's reference is a refusal, no fact a context could recall or contain
+        reference = None if question.kind == "unanswerable" else question.reference
+        outcomes: dict[str, Outcome] = {}
+        for metric in metrics:
+            if response.failed is not None:
+                outcomes[metric] = Outcome(None, "system", response.failed)
+                continue
+            step(metric)
+            with self.meter.stage(question.id, metric):
+                outcomes[metric] = self.scorer.score(metric, question.text, response.answer, response.contexts,
+                                                     reference)
+        refusal = answered and response.failed is None and is_refusal(response.answer)
+        if refusal:
+            # a generated unanswerable question: declining is the right answer, the judge's word stands
+            answerable = question.kind != "unanswerable" and response.gold_reached
+            outcomes = score_refusal(outcomes, self.workspace.config.evaluation.refusal, answerable)
+        step("done")
+        return QuestionResult(
+            id=question.id,
+            question=question.text,
+            reference=question.reference,
+            answer=response.answer,
+            contexts=tuple(response.contexts),
+            selected=response.selected,
+            retrieval=response.retrieval,
+            scores={m: o.value for m, o in outcomes.items()},
+            failures={m: Failure(o.failure, o.detail) for m, o in outcomes.items() if o.failure},
+            cost=self.meter.by_stage(question.id),
+            citations=tuple(sorted({int(n) for n in re.findall(r"\[(\d+)\]", response.answer)})),
+            generation_error=response.generation_error,
+            refusal=refusal,
+            searched=response.searched,
+            query_fell_back=response.query_fell_back,
+            context_tokens=response.context_tokens,
+        )
+
+    def _run_pipeline(self, question: Question, config: PipelineConfig, program: RAGAnswer | None,
+                      step: Callable[[str], None]) -> Response:
+        """tuner's own: query rewrite, retrieval, the answer program."""
         pipeline = self.pipeline
         rewritten = None
         if config.query != "none":
@@ -199,45 +284,48 @@ class RagRunner:
         with self.meter.stage(question.id, "retrieve"):
             retrieval = pipeline.run(question.text, config, rewritten)
         contexts = [c.chunk.text for c in retrieval.selected]
-        # an unanswerable question's reference is a refusal, no fact a context could recall or contain
-        reference = None if question.kind == "unanswerable" else question.reference
         answer, generation_error = "", None
         if program is not None:
             step("generate")
             with self.meter.stage(question.id, "generate"):
                 answer, generation_error = self._answer(program, question.text, contexts, config)
-        outcomes: dict[str, Outcome] = {}
-        for metric in metrics:
-            step(metric)
-            with self.meter.stage(question.id, metric):
-                outcomes[metric] = self.scorer.score(metric, question.text, answer, contexts, reference)
-        if program is not None and is_refusal(answer):
-            gold = question.relevant_ids
-            # a generated unanswerable question: declining is the right answer, the judge's word stands
-            answerable = question.kind != "unanswerable" and (
-                not gold or any(set(c.chunk.doc_ids) & set(gold) for c in retrieval.selected))
-            outcomes = score_refusal(outcomes, self.workspace.config.evaluation.refusal, answerable)
-        step("done")
-        return QuestionResult(
-            id=question.id,
-            question=question.text,
-            reference=question.reference,
+        gold = question.relevant_ids
+        return Response(
             answer=answer,
-            contexts=tuple(contexts),
+            contexts=contexts,
             selected=tuple(passage(c) for c in retrieval.selected),
-            retrieval=trace(retrieval, question.relevant_ids, config.top_k),
-            scores={m: o.value for m, o in outcomes.items()},
-            failures={m: Failure(o.failure, o.detail) for m, o in outcomes.items() if o.failure},
-            cost=self.meter.by_stage(question.id),
-            citations=tuple(sorted({int(n) for n in re.findall(r"\[(\d+)\]", answer)})),
+            retrieval=trace(retrieval, gold, config.top_k),
+            gold_reached=not gold or any(set(c.chunk.doc_ids) & set(gold) for c in retrieval.selected),
             generation_error=generation_error,
-            refusal=program is not None and is_refusal(answer),
             searched=tuple(dict.fromkeys(s.dense for s in rewritten.searches if s.dense != question.text))
             if rewritten else (),
             query_fell_back=bool(rewritten and rewritten.fell_back),
             # the generator's own count when it answered; a retrieval-only study loads no model to count with
             context_tokens=sum(map(self.generator_for(config).count_tokens if program is not None else estimate_tokens,
                                    contexts)),
+        )
+
+    def _ask_system(self, question: Question, config: PipelineConfig, step: Callable[[str], None]) -> Response:
+        """The user's system answers; a reply it could not give fails this question alone, said in one line."""
+        step("system")
+        gold = question.relevant_ids
+        with self.meter.stage(question.id, "system"):
+            try:
+                reply = self.system.reply(question.id, question.text, config.system)
+            except BadReply as exc:
+                log.warning(f"question {question.id}: {exc}")
+                return Response("", [], (), RetrievalTrace(gold_ids=tuple(sorted(gold))), not gold,
+                                failed=str(exc))
+        ids = [c.id for c in reply.contexts]
+        contexts = [c.text for c in reply.contexts]
+        return Response(
+            answer=reply.answer or "",
+            contexts=contexts,
+            selected=tuple(Passage(chunk_id=c.id or f"#{n}", doc_id=c.id or "", score=0.0, confidence=None, hop=0,
+                                   text=c.text) for n, c in enumerate(reply.contexts, 1)),
+            retrieval=trace_ids(ids, gold),
+            gold_reached=not gold or bool(set(ids) & set(gold)),
+            context_tokens=sum(map(estimate_tokens, contexts)),
         )
 
     def _answer(self, program: RAGAnswer, question: str, contexts: list[str],
@@ -256,7 +344,10 @@ class RagRunner:
 
 
 def concurrency(project: ProjectConfig, generator: str | None = None) -> dict[str, int]:
-    """Calls each model takes at once, by role (`generator`: the generator knob's value, None: the project's)."""
+    """Calls each model takes at once, by role (`generator`: the generator knob's value, None: the project's); the
+    user's own system answers in the generator's place."""
+    if project.system is not None:
+        return {"system": project.system.concurrency, "judge": getattr(project.judge_llm, "concurrency", 1)}
     return {"generator": getattr(project.generator_named(generator), "concurrency", 1),
             "judge": getattr(project.judge_llm, "concurrency", 1)}
 
@@ -268,9 +359,11 @@ def held_back(project: ProjectConfig, generator: str | None = None) -> str | Non
     (slow, fewer), (fast, more) = sorted(widths.items(), key=lambda item: item[1])
     if fewer == more:
         return None
-    config = project.judge_llm if slow == "judge" else project.generator_named(generator)
-    how = "in process, one call at a time" if config.backend == "llama-cpp" else f"concurrency {fewer}"
-    return (f"the {fast} takes {more} calls at once, but the {slow} ({config.model}) answers {how}: questions are "
+    config = project.judge_llm if slow == "judge" else project.system or project.generator_named(generator)
+    how = "in process, one call at a time" if getattr(config, "backend", "") == "llama-cpp" else \
+        f"concurrency {fewer}"
+    named = config.entry if slow == "system" else config.model
+    return (f"the {fast} takes {more} calls at once, but the {slow} ({named}) answers {how}: questions are "
             f"evaluated {fewer} at a time (give the {slow} an endpoint with concurrency {more} to go faster)")
 
 

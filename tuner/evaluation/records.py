@@ -67,7 +67,8 @@ def clean(value: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Failure:
-    # nan | unparsable | no_answer | no_contexts | no_reference | too_long | error | refusal; empty (and refusal
+    # nan | unparsable | no_answer | no_contexts | no_reference | too_long | error | refusal | system (the user's
+    # system gave no reply to judge); empty (and refusal
     # under the rule): 0
     reason: str
     detail: str = ""

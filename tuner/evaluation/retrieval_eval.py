@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from tuner.evaluation.records import Passage, RetrievalTrace
 from tuner.evaluation.retrieval_metrics import first_rank, question_metrics
@@ -22,6 +22,20 @@ def trace(result: RetrievalResult, gold: Iterable[str], top_k: int) -> Retrieval
         in_pool=tuple(sorted(gold.intersection(docs(result.pool, gold)))),
         selected=tuple(sorted(gold.intersection(docs(result.selected, gold)))),
     )
+
+
+def trace_ids(ids: Sequence[str | None], gold: Iterable[str]) -> RetrievalTrace:
+    """The trace of contexts that carry document ids, in the order a system returned them (its ranking and its
+    selection at once). Contexts without ids give no id metrics: the trace says the gold ids, and nothing was
+    traced."""
+    gold = frozenset(gold)
+    if not gold:
+        return RetrievalTrace()
+    if any(doc is None for doc in ids):
+        return RetrievalTrace(gold_ids=tuple(sorted(gold)), traced=False)
+    found = tuple(sorted(gold.intersection(ids)))
+    return RetrievalTrace(gold_ids=tuple(sorted(gold)), metrics=question_metrics(ids, ids, gold, len(ids)),
+                          candidate_rank=first_rank(ids, gold), in_pool=found, selected=found)
 
 
 def docs(candidates: Iterable[Candidate], gold: frozenset[str]) -> list[str]:

@@ -53,6 +53,7 @@ from tuner.study.meta import StudyMeta
 from tuner.study.running import running, unwinding
 from tuner.study.space import SearchSpace, pipeline_for
 from tuner.study.storage import HEARTBEAT, META_ATTR, StudyFolder, make_storage, stored_meta
+from tuner.systems import Rejected
 
 if TYPE_CHECKING:  # reading studies back (reports, analysis) must not pay for importing DSPy and RAGAS
     from tuner.evaluation.rag_eval import RagRunner
@@ -290,6 +291,9 @@ class Objective:
                 on_progress=lambda i, qid, stage: self.hook(QuestionMoved(i, stage)),
                 on_question=lambda i, q: (partial.append(q), report(i, q)), answer=answer,
             )
+        except Rejected as exc:  # the user's system refuses these knobs: no question of them can be answered
+            trial.set_user_attr(ERROR, str(exc))
+            raise UnscoredTrial(f"trial {trial.number}: {exc}") from None
         except optuna.TrialPruned:
             scored, skipped = self.runner.metrics_for(metrics) if answer else ([], {})
             result = self.runner.summarise(partial, scored, skipped, config, time.perf_counter() - started, answer)
@@ -505,4 +509,4 @@ def refuse_changes(name: str, meta: StudyMeta, settings: StudySettings, space: S
 def enqueue_baseline(study: optuna.Study, space: SearchSpace, base: PipelineConfig) -> None:
     """Trial 0 is the project's own pipeline (a later round's: the previous best), so every study has its
     reference point."""
-    study.enqueue_trial(space.drawn_from(base.model_dump()), user_attrs={BASELINE: True}, skip_if_exists=True)
+    study.enqueue_trial(space.drawn_from(base.knobs()), user_attrs={BASELINE: True}, skip_if_exists=True)

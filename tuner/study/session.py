@@ -22,10 +22,11 @@ from pydantic import BaseModel
 
 from tuner.cache import is_database
 from tuner.compile.saved import Sidecar, compiled_programs, read_sidecar
-from tuner.config import INDEX_KNOBS, KNOBS, PipelineConfig, ProjectConfig, setting_at
+from tuner.config import INDEX_KNOBS, PipelineConfig, ProjectConfig, SystemConfig, setting_at
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
+from tuner.evaluation.metrics import REGISTRY, RETRIEVAL_METRICS
 from tuner.evaluation.rag_eval import RagRunner, held_back
 from tuner.evaluation.records import unscorable
 from tuner.models.embedders import Embedder
@@ -44,6 +45,7 @@ from tuner.study.optimize import (
 )
 from tuner.study.space import SearchSpace, load_space, pipeline_for, resolve_space
 from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
+from tuner.systems import BadReply, make_system
 
 if TYPE_CHECKING:
     from tuner.pipeline.index import IndexProgress
@@ -126,10 +128,12 @@ class Session:
         for program in [] if meta else programs:  # kept where every worker of a database study reads
             folder.keep_program(Path(program))
         program_files = folder.program_files(programs)
-        space = recorded_space(spec.search_space, meta).with_programs(programs)
         project = spec.project
         if project is None:
             project = meta.config if meta else ProjectConfig()
+        if meta:  # before the space, which names the knobs of the system the study tunes
+            refuse_other_system(folder.name, meta.config, project)
+        space = recorded_space(spec.search_space, meta, project.system).with_programs(programs)
         dataset = project.dataset
         if meta and spec.project is not None:  # resumed with --config: what the command leaves out is the study's
             recorded = meta.config.dataset
@@ -152,7 +156,7 @@ class Session:
         if not is_database(location):  # a folder; a database URL stays out of the project (passwords)
             project = project.model_copy(update={"cache_dir": location.resolve()})
         data = load_dataset(project.dataset.path, project.dataset.format, project.dataset.limit)
-        refuse_unscorable(spec.settings, data)
+        refuse_unscorable(spec.settings, data, project)
         identity = data.identity()  # a hash over every text: once
         if meta:
             refuse_other_measures(folder.name, meta, identity, project)
@@ -165,6 +169,8 @@ class Session:
         space.check_for(project, str(spec.search_space), None if meta else dict(spec.baseline))
         if spec.settings.sampler == "grid":
             space.grid()  # too large a grid to run is refused here, not materialised by Optuna
+        if project.system is not None:  # an entry point that does not import, or an unset token: before any study
+            make_system(project.system).close()
         session = cls(spec, folder, None, space, project, data, split, [], location, program_files)
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
@@ -195,12 +201,13 @@ class Session:
         """What the user should know before the trials: the data's notes, a baseline the space cannot draw, compiled
         programs trained on this study's search questions (they score optimistically there, not held out)."""
         notes = list(self.dataset.notes)
-        outside = self.space.outside(self.baseline.model_dump())
+        outside = self.space.outside(self.baseline.knobs())
         if outside and not self.finished:
             notes.append(f"the baseline's {', '.join(outside)} lies outside the search space: it runs as trial 0, "
                          f"the reference point, but no later trial can draw it")
-        writing = [f"{name} ({', '.join(v for v in map(str, param.choices or []) if v in KNOBS[name].generator)}: "
-                   f"{KNOBS[name].generator_calls})" for name, param in self.generator_knobs().items()]
+        writing = [f"{name} ({', '.join(v for v in map(str, param.choices or []) if v in facts.generator)}: "
+                   f"{facts.generator_calls})" for name, param in self.generator_knobs().items()
+                   for facts in [self.space.facts(name)]]
         if writing and not self.finished:
             notes.append(f"the space's {', '.join(writing)} call the generator ({self.project.generator.model}), "
                          f"in a retrieval-target study too; the calls are cached")
@@ -223,8 +230,8 @@ class Session:
 
     def generator_knobs(self):
         """The space's knobs with a value that calls the generator (HyDE, contextual: llm, RAPTOR...)."""
-        return {name: param for name, param in self.space.params.items()
-                if param.type == "categorical" and set(map(str, param.choices or [])) & KNOBS[name].generator}
+        return {name: param for name, param in self.space.params.items() if param.type == "categorical"
+                and set(map(str, param.choices or [])) & self.space.facts(name).generator}
 
     @property
     def search_questions(self) -> list[Question]:
@@ -240,8 +247,9 @@ class Session:
                                        on_progress=on_progress)
             index = workspace.index
             where = "the study's database" if is_database(self.cache) else self.cache
-            log.info(f"index: {len(index.chunks)} chunks, {index.embedded} embedded now, "
-                     f"{len(index.chunks) - index.embedded} from the cache ({where})")
+            if index is not None:
+                log.info(f"index: {len(index.chunks)} chunks, {index.embedded} embedded now, "
+                         f"{len(index.chunks) - index.embedded} from the cache ({where})")
             self._runner = RagRunner(workspace, use_cache, models, self.program_files)
         return self._runner
 
@@ -249,14 +257,35 @@ class Session:
         """Run until the study holds `trials` finished trials; returns how many ran now (repeats not counted)."""
         if self.finished >= trials:
             return 0  # nothing to run: load no model
-        if self.spec.settings.metrics_needed():  # a hung endpoint is told now, not after minutes of silence
-            self.runner().require_endpoints()
+        if self.spec.settings.metrics_needed() or self.project.system is not None:
+            self.runner().require_endpoints()  # a hung endpoint is told now, not after minutes of silence
+            self.check_system()
         elif self.generator_knobs():
             # a retrieval study meets the generator only when a trial draws such a value: check it now, not hours in
             self.runner().require_generator(f"the space's {', '.join(self.generator_knobs())} write with it")
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,
                               self.search_questions, hook)
         return run_study(self.study, objective, trials, timeout)
+
+
+    def check_system(self) -> None:
+        """An id target needs the user's system to name each context's document: asked the first search question
+        with the baseline's knobs (the reply is cached, so trial 0 pays nothing more), a reply whose contexts carry
+        no id is refused before the first trial."""
+        id_targets = [t for t in self.spec.settings.targets if t in RETRIEVAL_METRICS]
+        if self.project.system is None or not id_targets or self.finished or not self.search_questions:
+            return
+        question = self.search_questions[0]
+        try:
+            reply = self.runner().system.reply(question.id, question.text, self.baseline.system)
+        except BadReply as exc:
+            raise ConfigError(f"system {self.project.system.entry}, asked question {question.id} before the first "
+                              f"trial: {exc}") from None
+        if not reply.contexts or any(c.id is None for c in reply.contexts):
+            raise ConfigError(f"--target {id_targets[0]}: the contexts system {self.project.system.entry} returned "
+                              f"for question {question.id} carry no document id, so id metrics cannot be computed; "
+                              f"return each context as {{\"text\": ..., \"id\": DOCUMENT_ID}} with the ids the "
+                              f"qrels name, or choose a judged target")
 
 
 #: project settings every trial of a study retrieved with: a resume with others would compare other indexes. The
@@ -267,12 +296,24 @@ INDEX_SETTINGS = (*INDEX_KNOBS.values(), "chunking", "embedder.backend", "embedd
 JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.statements")
 
 
-def recorded_space(path: Path | str, meta: StudyMeta | None) -> SearchSpace:
-    """The space a study searches: its file, or, where the file is not on this machine (a worker elsewhere, a round
-    space written beside another machine's folder), the copy its study.json records."""
+def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConfig) -> None:
+    """A study's trials are answers of one system, code and data as its version says: a resume under another would
+    rank two systems' scores together (and its cached replies would not be the new version's)."""
+    def said(config: ProjectConfig) -> str:
+        return f"system {config.system.identity}" if config.system else "tuner's built-in pipeline"
+
+    if said(recorded) != said(project):
+        raise ConfigError(f"study {name} tuned {said(recorded)}, not {said(project)}: its trials are that system's "
+                          f"answers; resume with the study's own config, or choose another --study")
+
+
+def recorded_space(path: Path | str, meta: StudyMeta | None, system: SystemConfig | None) -> SearchSpace:
+    """The space a study searches (over `system`'s knobs, or tuner's): its file, or, where the file is not on this
+    machine (a worker elsewhere, a round space written beside another machine's folder), the copy its study.json
+    records."""
     if meta is not None and meta.space is not None and not Path(path).is_file():
-        return SearchSpace.model_validate(meta.space)
-    return load_space(path)
+        return SearchSpace.of(meta.space, system)
+    return load_space(path, system)
 
 
 def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], project: ProjectConfig) -> None:
@@ -307,9 +348,14 @@ def _leaves(value: Any, path: str) -> list[str]:
     return [path]
 
 
-def refuse_unscorable(settings: StudySettings, data: Dataset) -> None:
-    """A target or guard the data cannot score would fail every trial: refused before any is run."""
+def refuse_unscorable(settings: StudySettings, data: Dataset, project: ProjectConfig) -> None:
+    """A target or guard the data (or the user's system) cannot score would fail every trial: refused before any is
+    run."""
     for metric in dict.fromkeys([*settings.targets, *(c.metric for c in settings.constraints)]):
+        system = project.system
+        if system is not None and not system.answers and metric in REGISTRY and REGISTRY[metric].answer_metric:
+            raise ConfigError(f"--target/--constraint {metric}: system {system.entry} returns contexts only "
+                              f"(answers: false), and {metric} judges an answer; choose a retrieval target")
         why = unscorable(metric, data)
         if why is not None:
             raise ConfigError(f"--target/--constraint {metric}: {why}; choose another metric or dataset")

@@ -19,13 +19,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, model_validator
 
-from tuner.config import KNOBS, PipelineConfig, ProjectConfig, _Strict, describe_validation_error, read_yaml
+from tuner.config import (
+    KNOBS,
+    Knob,
+    PipelineConfig,
+    ProjectConfig,
+    SystemConfig,
+    SystemKnob,
+    _Strict,
+    describe_validation_error,
+    read_yaml,
+)
 from tuner.errors import ConfigError
 from tuner.models.check import check_embedder, check_fit
 
 Scalar = int | float | str | bool | None
+#: what tuner knows of a knob of the user's own system: nothing beyond it being the system's
+SYSTEM_KNOB = Knob(carried="your system's own setting")
 #: the largest grid `--sampler grid` takes: Optuna holds every point in memory (10^8 of them took 23 GB)
 MAX_GRID_POINTS = 100_000
 
@@ -71,8 +83,9 @@ class Param(_Strict):
             return False
         return not self.step or abs((value - self.low) / self.step - round((value - self.low) / self.step)) < 1e-9
 
-    def check_values(self, name: str) -> None:
-        """Every value this parameter can draw is one the knob accepts, and a step lands on `high`."""
+    def check_values(self, name: str, own: SystemKnob | None = None) -> None:
+        """Every value this parameter can draw is one the knob accepts (`own`: a knob the user's system declares),
+        and a step lands on `high`."""
         if self.type == "int" and any(v is not None and float(v) != int(v) for v in (self.low, self.high, self.step)):
             raise ValueError(f"params.{name}: an int parameter takes whole numbers for low, high and step")
         if self.step and not self.takes(self.high):
@@ -80,6 +93,13 @@ class Param(_Strict):
                              f"{self.step:g} never equals {self.high:g}): the grid would step past it")
         for value in self.values():
             value = int(value) if self.type == "int" else value
+            if own is not None:
+                try:
+                    own.check(value)
+                except ValueError as exc:
+                    raise ValueError(f"params.{name}: {value!r} is not a value the system's {name} takes "
+                                     f"({exc})") from None
+                continue
             field = PipelineConfig.model_fields[name]  # the knob alone: cross-knob rules are checked per trial
             try:
                 TypeAdapter(field.rebuild_annotation()).validate_python(value)
@@ -128,22 +148,50 @@ class Clash:
 
 
 class SearchSpace(_Strict):
+    """Validated against tuner's pipeline knobs, or, given the project's own system (`SearchSpace.of(data,
+    system)`), against the knobs that system declares: a space names the knobs of what the study tunes."""
+
     description: str = ""
     params: dict[str, Param] = Field(min_length=1)
+    #: the user's system whose knobs the space searches; None: tuner's built-in pipeline
+    _system: SystemConfig | None = PrivateAttr(None)
+
+    @classmethod
+    def of(cls, data: Any, system: SystemConfig | None = None) -> SearchSpace:
+        """A space validated for `system` (None: tuner's pipeline); pydantic's ValidationError when it is none."""
+        return cls.model_validate(data, context={"system": system})
+
+    def derived(self, data: Any) -> SearchSpace:
+        """Another space over the same knobs (a round's, one with compiled programs)."""
+        return SearchSpace.of(data, self._system)
+
+    @property
+    def system(self) -> SystemConfig | None:
+        return self._system
+
+    def facts(self, name: str) -> Knob:
+        """What tuner knows about a knob the space names; a system's own knob is only the system's setting."""
+        return SYSTEM_KNOB if self._system is not None else KNOBS[name]
 
     @model_validator(mode="after")
-    def _every_value_is_one_the_knob_takes(self) -> SearchSpace:
+    def _every_value_is_one_the_knob_takes(self, info: ValidationInfo) -> SearchSpace:
         """Checked when the file loads, not when a trial first draws a bad value hours into a study."""
-        knobs = set(PipelineConfig.model_fields)
+        system = self._system = (info.context or {}).get("system")
+        knobs = set(system.knobs if system is not None else PipelineConfig.model_fields)
         for name, param in self.params.items():
             if name == "judge":
                 raise ValueError("params.judge: the judge is fixed for a whole study (scores by two judges do not "
                                  "compare): set judge: in the project config; the generator knob varies the model "
                                  "that answers")
+            if system is not None and name not in knobs:
+                what = (f"a knob of tuner's built-in pipeline, which system {system.entry} does not run"
+                        if name in PipelineConfig.model_fields else f"not a knob of system {system.entry}")
+                raise ValueError(f"params.{name}: {what} (its knobs: {', '.join(sorted(knobs)) or 'none'}; "
+                                 f"declare a knob under system.knobs to search it)")
             if name not in knobs:
                 raise ValueError(f"params.{name}: not a pipeline knob (knobs: {', '.join(sorted(knobs))})")
-            param.check_values(name)
-            if name == "program":  # a missing or foreign program file is found now, not when a trial draws it
+            param.check_values(name, system.knobs[name] if system is not None else None)
+            if name == "program" and system is None:  # a missing or foreign program file: now, not when drawn
                 saved = [Path(v) for v in param.choices or [] if str(v).endswith(".json")]
                 if saved:
                     from tuner.prompts.programs import check_saved_program
@@ -186,7 +234,7 @@ class SearchSpace(_Strict):
                             project_check(pipeline)
                     except ConfigError as exc:
                         knobs = tuple(dict.fromkeys((first, second)))
-                        shown = ", ".join(f"{n}={chosen[n]}" if n in chosen else f"{n}={getattr(base, n)} (the "
+                        shown = ", ".join(f"{n}={chosen[n]}" if n in chosen else f"{n}={base.knobs()[n]} (the "
                                           f"base's: its condition fails)" for n in knobs)
                         return Clash(knobs, shown, str(exc).removeprefix("trial parameters: "))
         return None
@@ -202,8 +250,11 @@ class SearchSpace(_Strict):
         """What `tuner optimize` checks before any trial, and `tuner spaces show` too: every draw makes a pipeline
         the project can run, and trial 0 (the project's pipeline with `baseline`'s knobs; None: no trial 0 to run)
         is among the choices."""
-        self.check_runnable(project.pipeline, where, project.index_settings)
-        self.check_models(project, where)
+        if project.system is not None:  # the system's knobs: whatever they do is the system's to check
+            self.check_runnable(project.resolved(), where)
+        else:
+            self.check_runnable(project.pipeline, where, project.index_settings)
+            self.check_models(project, where)
         if baseline is not None:
             self.check_baseline(pipeline_for(project.resolved(), dict(baseline)), where)
 
@@ -228,7 +279,7 @@ class SearchSpace(_Strict):
     def check_baseline(self, baseline: PipelineConfig, where: str) -> None:
         """Trial 0 runs the baseline through Optuna, which records a number outside a range but not a choice
         outside a categorical knob's choices."""
-        drawn = self.drawn_from(baseline.model_dump())
+        drawn = self.drawn_from(baseline.knobs())
         foreign = [f"{n}={v}" for n, v in drawn.items() if self.params[n].type == "categorical"
                    and not self.params[n].takes(v)]
         if foreign:
@@ -262,18 +313,18 @@ class SearchSpace(_Strict):
         space = self.model_dump(exclude_defaults=True)
         space["params"]["program"]["choices"] = choices
         try:  # checked like the space's own choices: a compiled program deleted since is named now
-            return SearchSpace.model_validate(space)
+            return self.derived(space)
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc)) from None
 
     def models_first(self) -> SearchSpace | None:
         """Greedy-M's first round: the space of its model knobs that draw more than one value (with the knobs their
         `when:` reads); None when it searches no model, or nothing but models."""
-        models = [n for n, p in self.params.items() if KNOBS[n].model and not p.single]
+        models = [n for n, p in self.params.items() if self.facts(n).model and not p.single]
         needed = set().union(*(self._ancestors(n) for n in models)) if models else set()
-        if not models or all(KNOBS[n].model for n in self.params):
+        if not models or all(self.facts(n).model for n in self.params):
             return None
-        return SearchSpace.model_validate({
+        return self.derived({
             "description": f"the models first: {', '.join(models)}; every other knob at the base",
             "params": {n: p.model_dump(exclude_defaults=True) for n, p in self.params.items() if n in needed}})
 
@@ -284,12 +335,12 @@ class SearchSpace(_Strict):
         params, fixed = {}, []
         for name, param in self.params.items():
             params[name] = param.model_dump(exclude_defaults=True)
-            if KNOBS[name].model and chosen.get(name) is not None and param.takes(chosen[name]):
+            if self.facts(name).model and chosen.get(name) is not None and param.takes(chosen[name]):
                 params[name] = {"type": "categorical", "choices": [chosen[name]],
                                 **({"when": param.when} if param.when else {})}
                 fixed.append(name)
         settled = ", ".join(f"{n}={chosen[n]}" for n in fixed)
-        return SearchSpace.model_validate({"description": f"around the models: {settled}", "params": params}), fixed
+        return self.derived({"description": f"around the models: {settled}", "params": params}), fixed
 
     def outside(self, values: dict[str, Any]) -> list[str]:
         """`values`' knobs that the space cannot draw (the baseline's top_k 5 in a 2-3 space), as `name=value`;
@@ -360,18 +411,22 @@ def resolve_space(name: str) -> Path:
     raise ConfigError(f"search space {name!r}: no file {name} or search_spaces/{name}.yaml")
 
 
-def load_space(path: Path | str) -> SearchSpace:
+def load_space(path: Path | str, system: SystemConfig | None = None) -> SearchSpace:
+    """The space in a YAML file, over tuner's pipeline knobs or `system`'s own."""
     path = Path(path)
     raw = read_yaml(path)
     try:
-        return SearchSpace.model_validate(raw)
+        return SearchSpace.of(raw, system)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc)}") from None
 
 
 def pipeline_for(base: PipelineConfig, params: dict[str, Any]) -> PipelineConfig:
-    """The base pipeline with a trial's parameters applied, validated (e.g. min_docs <= max_docs)."""
+    """The base pipeline with a trial's parameters applied, validated (e.g. min_docs <= max_docs). A parameter
+    the base's `system` holds (every declared knob of the user's system) is that system's."""
+    own = {name: value for name, value in params.items() if name in base.system}
+    tuners = {name: value for name, value in params.items() if name not in own}
     try:
-        return PipelineConfig.model_validate({**base.model_dump(), **params})
+        return PipelineConfig.model_validate({**base.model_dump(), **tuners, "system": {**base.system, **own}})
     except ValidationError as exc:
         raise ConfigError(f"trial parameters: {describe_validation_error(exc)}") from None

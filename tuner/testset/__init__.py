@@ -62,7 +62,9 @@ def generate_testset(config: ProjectConfig, path: Path, n: int, shares: dict[str
 
     existing = dataset.questions if mode == "append" else []
     dataset = replace(dataset, questions=[])
-    runner = RagRunner(open_workspace(config, dataset=dataset, on_progress=on_index))
+    # questions are written from tuner's own index of the documents, whatever system the project tunes
+    runner = RagRunner(open_workspace(config.model_copy(update={"system": None}), dataset=dataset,
+                                      on_progress=on_index))
     writer = QuestionWriter(runner, dataset, seed=seed, existing=existing, mix=StyleMix.of(people),
                             overlap=overlap_target(people, dataset.documents))
     questions, card = writer.write(n, shares or DEFAULT_SHARES, on_progress=on_progress, at_most=at_most)

@@ -1,0 +1,70 @@
+"""A RAG system of a user's own, for the tests of `system:` — none of tuner's pipeline: its own BM25 retriever
+(bm25s) over a BEIR corpus, and an answer from a GGUF model through llama.cpp, or, without one, the best context's
+first sentence. Its own call log (one JSON line per reply it gave) is what tests count calls with.
+
+Settings come from the environment, as a deployed service's would: OWN_SYSTEM_CORPUS (a corpus.jsonl),
+OWN_SYSTEM_GGUF (optional), OWN_SYSTEM_CALLS (the call log, optional), OWN_SYSTEM_DELAY (seconds a reply takes).
+Knobs: `k` (contexts returned), `prompt` ("plain" or "quote": how the model is asked), `ids` (false: contexts as
+bare text).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+_lock = threading.Lock()
+
+
+@functools.cache
+def _index(corpus: str):
+    import bm25s
+
+    docs = [json.loads(line) for line in Path(corpus).read_text().splitlines() if line]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize([f"{d.get('title', '')} {d['text']}" for d in docs], show_progress=False),
+                    show_progress=False)
+    return docs, retriever
+
+
+@functools.cache
+def _model(path: str):
+    from llama_cpp import Llama
+
+    return Llama(path, n_ctx=2048, n_threads=2, verbose=False)
+
+
+PROMPTS = {"plain": "Answer the question in one sentence from the passages.",
+           "quote": "Answer in one sentence using only words from the passages; say nothing they do not say."}
+
+
+def answer(question: dict, params: dict) -> dict:
+    import bm25s
+
+    time.sleep(float(os.environ.get("OWN_SYSTEM_DELAY", "0")))
+    docs, retriever = _index(os.environ["OWN_SYSTEM_CORPUS"])
+    k = int(params.get("k", 3))
+    found, _ = retriever.retrieve(bm25s.tokenize([question["text"]], show_progress=False), k=min(k, len(docs)),
+                                  show_progress=False)
+    hits = [docs[int(i)] for i in found[0]]
+    if os.environ.get("OWN_SYSTEM_GGUF"):
+        passages = "\n\n".join(f"[{n}] {d['text']}" for n, d in enumerate(hits, 1))
+        with _lock:  # one llama.cpp context answers one call at a time
+            out = _model(os.environ["OWN_SYSTEM_GGUF"]).create_chat_completion(
+                [{"role": "system", "content": PROMPTS[params.get("prompt", "plain")]},
+                 {"role": "user", "content": f"Passages:\n{passages}\n\nQuestion: {question['text']}"}],
+                max_tokens=60, temperature=0.0, seed=0)
+        text, usage = out["choices"][0]["message"]["content"], out["usage"]
+    else:
+        text, usage = (hits[0]["text"].split(". ")[0] + "." if hits else ""), {}
+    reply = {"answer": text, "contexts": [{"text": d["text"], "id": d["_id"]} if params.get("ids", True)
+                                          else d["text"] for d in hits],
+             "usage": {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if k in usage}}
+    if os.environ.get("OWN_SYSTEM_CALLS"):
+        with _lock, open(os.environ["OWN_SYSTEM_CALLS"], "a") as log:
+            log.write(json.dumps({"id": question["id"], "params": params}, sort_keys=True) + "\n")
+    return reply

@@ -1,0 +1,289 @@
+"""The user's own system under a study (`system:`): a Python function or an HTTP endpoint, its own knobs searched,
+its replies judged, cached and resumed like tuner's own pipeline's, and every bad reply said in one line. The judge
+here is scripted (plumbing); tests/test_systems_real.py runs a real system and judge."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.fakes import FakeEndpoint, SystemServer
+from tests.helpers import StrictIsUnfaithful, one_line_error, open_session, tuner
+from tuner.config import ProjectConfig, SystemConfig
+from tuner.data import load_dataset
+from tuner.errors import ConfigError
+from tuner.study.space import SearchSpace, load_space
+
+TESTS = Path(__file__).parent
+DEMO = Path(__file__).parents[1] / "tuner" / "data" / "demo"
+KNOBS = {"k": {"type": "int", "default": 2}, "prompt": {"type": "str", "default": "plain"}}
+SPACE = {"params": {"k": {"type": "int", "low": 1, "high": 4}, "prompt": {"type": "categorical",
+                                                                         "choices": ["plain", "quote"]}}}
+
+
+@pytest.fixture
+def own(monkeypatch, tmp_path):
+    """The test system's settings: the demo corpus, and a call log (one JSON line per reply it gave)."""
+    monkeypatch.setenv("OWN_SYSTEM_CORPUS", str(DEMO / "corpus.jsonl"))
+    monkeypatch.setenv("OWN_SYSTEM_CALLS", str(tmp_path / "calls.jsonl"))
+    monkeypatch.delenv("OWN_SYSTEM_GGUF", raising=False)
+    return tmp_path / "calls.jsonl"
+
+
+def calls(log: Path) -> list[tuple[str, str]]:
+    """(question id, knobs) of every reply the system gave."""
+    if not log.exists():
+        return []
+    return [(c["id"], json.dumps(c["params"], sort_keys=True)) for c in map(json.loads, log.read_text().splitlines())]
+
+
+def python_project(tmp_path, **system) -> ProjectConfig:
+    return ProjectConfig(cache_dir=tmp_path / "cache", system={
+        "python": "own_system:answer", "path": TESTS, "version": "1", "knobs": KNOBS, **system})
+
+
+def test_a_python_system_is_tuned_over_its_own_knobs_and_a_resume_asks_it_nothing_twice(tmp_path, fake_embedder,
+                                                                                      own):
+    session = open_session(tmp_path, fake_embedder, SPACE, targets=("faithfulness",), limit=6,
+                           project=python_project(tmp_path))
+    assert session.run(4) == 4
+    files = [session.folder.read_trial(n) for n in range(4)]
+    assert files[0].pipeline["system"] == {"k": 2, "prompt": "plain"}  # trial 0: the declared defaults
+    for file in files:  # each trial's knobs reached the system, and its contexts are the system's
+        assert file.pipeline["system"] == {**{"k": 2, "prompt": "plain"}, **file.params}
+        asked = json.dumps(file.pipeline["system"], sort_keys=True)
+        assert {q.id for q in file.result.questions} <= {qid for qid, knobs in calls(own) if knobs == asked}
+        assert all(len(q.contexts) == file.pipeline["system"]["k"] for q in file.result.questions)
+        assert file.result.models["system"] == "python:own_system:answer version 1"
+        assert file.result.value("faithfulness") is not None
+    before = calls(own)
+    assert len(before) == len(set(before))  # four configurations, each question asked once
+    again = open_session(tmp_path, fake_embedder, SPACE, limit=6, project=python_project(tmp_path))
+    assert again.run(6) == 2
+    after = calls(own)
+    assert len(after) == len(set(after)) and after[:len(before)] == before
+
+
+def test_system_knobs_and_settings_are_checked_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="exactly one"):
+        SystemConfig(python="a:b", http="http://x", version="1")
+    with pytest.raises(ValueError, match="expected int, got 'two'"):
+        SystemConfig(python="a:b", version="1", knobs={"k": {"type": "int", "default": "two"}})
+    with pytest.raises(ValueError, match="system knob 'top_n' is not declared under system.knobs"):
+        ProjectConfig(system={"python": "a:b", "version": "1", "knobs": KNOBS}, pipeline={"system": {"top_n": 3}})
+    with pytest.raises(ValueError, match="no system: is configured"):
+        ProjectConfig(pipeline={"system": {"k": 3}})
+    system = SystemConfig(python="a:b", version="1", knobs=KNOBS)
+    assert SearchSpace.of(SPACE, system).system is system
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 1, "high": 3}}}))
+    with pytest.raises(ConfigError, match="params.top_k: a knob of tuner's built-in pipeline, which system "
+                                          "python:a:b does not run"):
+        load_space(tmp_path / "s.yaml", system)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"params": {"k": {"type": "float", "low": 0.5, "high": 3}}}))
+    with pytest.raises(ConfigError, match="params.k: 0.5 is not a value the system's k takes"):
+        load_space(tmp_path / "s.yaml", system)
+    named = SystemConfig(python="a:b", version="1", knobs={**KNOBS, "top_k": {"type": "int", "default": 5}})
+    space = SearchSpace.of({"params": {"top_k": {"type": "int", "low": 1, "high": 3}}}, named)  # declared: its own
+    assert space.params["top_k"].high == 3
+    # the builtin pipeline's own spaces are as before
+    assert load_space(Path(__file__).parents[1] / "search_spaces" / "quick.yaml").system is None
+
+
+def write_config(folder: Path, system: dict, **project) -> None:
+    (folder / "sys.yaml").write_text(yaml.safe_dump({
+        "system": {"version": "1", "knobs": KNOBS, **system}, "dataset": {"path": str(DEMO)}, **project}))
+    (folder / "space.yaml").write_text(yaml.safe_dump(SPACE))
+
+
+def optimize(limit: int = 3) -> tuple[str, ...]:
+    return ("optimize", "--config", "sys.yaml", "--search-space", "space.yaml", "--limit", str(limit), "--holdout",
+            "0", "--judge-check", "off", "--study", "s", "--own-cache")
+
+
+OPTIMIZE = optimize()
+
+
+@pytest.mark.parametrize("entry, said", [
+    ("nowhere:answer", "system python:nowhere:answer: no module 'nowhere' in"),
+    ("own_system:answers", "system python:own_system:answers: module own_system has no 'answers'"),
+    ("json:dumps", "system python:json:dumps: dumps(obj, *, skipkeys=False"),
+])
+def test_an_entry_point_that_does_not_import_or_has_the_wrong_signature_is_one_line(tmp_path, entry, said):
+    write_config(tmp_path, {"python": entry, "path": str(TESTS)})
+    result = tuner(*OPTIMIZE, "--target", "ndcg@10", "--trials", "1", cwd=tmp_path)
+    line = one_line_error(result, said)
+    if entry == "json:dumps":
+        assert "cannot be called as dumps(question, params)" in line
+    assert result.returncode == 2
+
+
+def own_answer(question, params):
+    sys.path.insert(0, str(TESTS))
+    import own_system
+
+    return own_system.answer(question, params)
+
+
+@pytest.mark.parametrize("mode, said", [
+    ("not json", "question q01: the reply is not JSON ('<html>Bad Gateway</html>')"),
+    ("no answer", "question q01: the reply lacks 'answer' (it has 'contexts', 'usage'); a system that retrieves "
+                  "only is configured with answers: false"),
+    ("text context", "question q01: context 1 of the reply is int, not text (a context is text, or an object with "
+                     "text and id)"),
+    ("500", "question q01: the system answered HTTP 500 (4 tries): KeyError: 'embedding'"),
+    ("slow", "question q01: the system did not reply within 0.3 s (4 tries; raise system.timeout for a slow "
+             "system)"),
+])
+def test_a_bad_reply_fails_its_question_in_one_line_naming_it(tmp_path, own, mode, said):
+    """As printed by `tuner optimize` (the judge a local scripted endpoint): each question's bad reply is one line
+    naming it, the trial fails with the cause in one line, and the study ends as usual, its report written."""
+    with SystemServer(own_answer, "ok" if mode == "slow" else mode, delay=1.0 if mode == "slow" else 0) as server, \
+            FakeEndpoint("scripted", delay=0) as judge:
+        model = {"backend": "openai-compatible", "base_url": judge.url, "model": "m"}
+        write_config(tmp_path, {"http": server.url, "timeout": 0.3}, judge=model, generator=model)
+        result = tuner(*OPTIMIZE, "--target", "faithfulness", "--trials", "1", cwd=tmp_path)
+    warned = [line for line in result.stderr.splitlines() if line.startswith("question q0")]
+    assert len(warned) == 3, result.stderr  # each question once
+    assert warned[0].startswith(said) and (mode == "slow" or warned[0] == said), warned
+    assert "Traceback" not in result.stderr
+    assert "no question could be scored on faithfulness (faithfulness: 3 system" in result.stderr
+    assert (tmp_path / "reports" / "s" / "report.md").exists()
+
+
+def test_a_system_that_rejects_a_parameter_fails_that_trial_and_the_study_goes_on(tmp_path, fake_embedder, own):
+    with SystemServer(own_answer, "400") as server:
+        project = ProjectConfig(cache_dir=tmp_path / "cache", system={"http": server.url, "version": "1",
+                                                                      "knobs": KNOBS})
+        session = open_session(tmp_path, fake_embedder, SPACE, limit=3, project=project)
+        session.run(2)
+    trials = session.study.trials
+    assert [t.state.name for t in trials] == ["FAIL", "FAIL"]
+    assert trials[0].user_attrs["error"] == "the system refused the request with HTTP 400: k=2 is more than this " \
+                                            "index holds"
+
+
+def test_an_http_system_waits_out_a_429_and_answers_with_its_concurrency(tmp_path, fake_embedder, own):
+    with SystemServer(own_answer, "429 once", delay=0.2) as server:
+        project = ProjectConfig(cache_dir=tmp_path / "cache", system={"http": server.url, "version": "1",
+                                                                      "knobs": KNOBS, "concurrency": 4})
+        session = open_session(tmp_path, fake_embedder, SPACE, targets=("ndcg@10",), limit=8, project=project)
+        assert session.run(1) == 1
+    assert len(server.bodies) == 9  # the refused request asked again, once
+    result = session.folder.read_trial(0).result
+    assert [q.id for q in result.questions] == [q.id for q in session.search_questions]  # in question order
+    assert result.value("ndcg@10") is not None
+
+
+def test_an_id_target_reads_the_system_s_context_ids_and_is_refused_when_it_has_none(tmp_path, fake_embedder, own):
+    session = open_session(tmp_path, fake_embedder, SPACE, targets=("ndcg@10",), limit=6,
+                           project=python_project(tmp_path))
+    assert session.run(2) == 2
+    result = session.folder.read_trial(0).result
+    data = load_dataset(DEMO, "auto", 6)
+    gold = {q.id: set(q.relevant_ids) for q in data.questions}
+    first = result.questions[0]
+    assert first.retrieval.gold_ids and set(first.retrieval.gold_ids) == gold[first.id]
+    assert first.retrieval.metrics["ndcg@10"] == pytest.approx(
+        1.0 if first.selected[0].doc_id in gold[first.id] else first.retrieval.metrics["ndcg@10"])
+    assert 0 < result.value("ndcg@10") <= 1
+    bare = python_project(tmp_path, knobs={**KNOBS, "ids": {"type": "bool", "default": False}})
+    without = open_session(tmp_path, fake_embedder, SPACE, targets=("ndcg@10",), limit=6, project=bare, name="bare")
+    with pytest.raises(ConfigError, match=r"--target ndcg@10: the contexts system python:own_system:answer "
+                                          r"returned for question q0\d carry no document id"):
+        without.run(1)
+    assert not without.study.trials or without.study.trials[0].state.name == "WAITING"
+
+
+def test_a_study_refuses_to_resume_under_another_version(tmp_path, fake_embedder, own):
+    open_session(tmp_path, fake_embedder, SPACE, limit=3, project=python_project(tmp_path)).run(1)
+    with pytest.raises(ConfigError, match="study s tuned system python:own_system:answer version 1, not system "
+                                          "python:own_system:answer version 2"):
+        open_session(tmp_path, fake_embedder, SPACE, limit=3, project=python_project(tmp_path, version="2"))
+
+
+def test_a_contexts_only_system_serves_retrieval_targets_and_refuses_answer_targets(tmp_path, fake_embedder, own):
+    with pytest.raises(ConfigError, match="--target/--constraint faithfulness: system python:own_system:answer "
+                                          "returns contexts only"):
+        open_session(tmp_path, fake_embedder, SPACE, limit=3, project=python_project(tmp_path, answers=False))
+    session = open_session(tmp_path, fake_embedder, SPACE, targets=("recall@5",), limit=3, name="r",
+                           project=python_project(tmp_path, answers=False))
+    assert session.run(1) == 1
+
+
+def test_a_judged_study_of_a_system_gives_its_verdict_and_report(tmp_path, fake_embedder, own):
+    """The held-out verdict and the report read a system's trials as they read the pipeline's."""
+    from tuner.analysis.verdict import give_verdict
+    from tuner.reports import write_report
+    from tuner.study.results import read_study
+
+    project = python_project(tmp_path)
+    project = project.model_copy(update={"dataset": project.dataset.model_copy(update={"holdout": 0.5})})
+    session = open_session(tmp_path, fake_embedder, SPACE, limit=8, project=project, llm=StrictIsUnfaithful())
+    session.run(3)
+    view = give_verdict(read_study(session.folder), session.runner())
+    best = view.best
+    assert best.held_out is not None and best.held_out.models["system"] == "python:own_system:answer version 1"
+    assert {q.id for q in best.held_out.questions} == {q.id for q in session.split.holdout(session.dataset.questions)}
+    text = write_report(view, tmp_path / "report").path.read_text()
+    assert "held-out" in text.lower() and "prompt" in text
+
+
+# --- nothing lost: kill -9, Ctrl-C and SIGTERM mid-study ------------------------------------------------------------
+
+def test_kill_9_mid_study_then_a_resume_asks_the_system_no_question_twice(tmp_path, own, monkeypatch):
+    """The system's own call log is the count: every (question, knobs) it answered before the kill is answered
+    from the cache on resume."""
+    import os
+    import signal
+    import time
+
+    from tests.helpers import started
+
+    monkeypatch.setenv("OWN_SYSTEM_DELAY", "0.15")
+    write_config(tmp_path, {"python": "own_system:answer", "path": str(TESTS)})
+    args = (*optimize(8), "--target", "ndcg@10", "--trials", "6")
+    process = started([sys.executable, "-m", "tuner", *args], tmp_path)
+    deadline = time.monotonic() + 120
+    while len(calls(own)) < 12 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate()
+    before = calls(own)
+    assert 12 <= len(before) < 48, len(before)  # killed mid-study
+    again = tuner(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    after = calls(own)
+    assert len(after) == len(set(after)), [c for c in after if after.count(c) > 1]
+    assert len(after) > len(before)
+
+
+@pytest.mark.parametrize("number", ["SIGINT", "SIGTERM"])
+def test_replies_that_arrive_while_tuner_stops_are_kept(tmp_path, own, number):
+    """Eight questions in flight at an HTTP system that answers 0.5 s after each request; the stop comes as the
+    eighth arrives, so the replies reach tuner while it stops. The run again asks the system for none of them
+    (counted by request body at the system)."""
+    import signal
+    import time
+
+    from tests.helpers import interruptible, signal_when
+
+    number = getattr(signal, number)
+    with SystemServer(own_answer, delay=0.5) as server:
+        write_config(tmp_path, {"http": server.url, "concurrency": 8})
+        args = (*optimize(10), "--target", "ndcg@10", "--trials", "1")
+        process = interruptible([sys.executable, "-m", "tuner", *args], tmp_path)
+        stderr, took = signal_when(process, lambda: len(server.bodies) >= 9, number)  # q1 once before trial 0
+        left = time.monotonic()
+        assert process.returncode == 128 + number and "Traceback" not in stderr, stderr
+        # tuner leaves once its calls in flight are done (within 1.5 s of the signal): each reply sent before then was
+        # read and cached
+        answered = {body for body, at in server.answered if at < left}
+        asked = len(server.bodies)
+        again = tuner(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert len(answered) >= 8 and took < 1.5, (len(answered), took)
+    assert not answered & set(server.bodies[asked:])
