@@ -35,8 +35,14 @@ def run(folder: Path, url: str, width: int, limit: int) -> tuple[float, list, li
     folder.mkdir()
     model = {"backend": "openai-compatible", "base_url": url, "model": "m", "concurrency": width}
     (folder / "tuner.yaml").write_text(yaml.safe_dump({"generator": model, "judge": model}))
+    return trial_0(folder, "quick", limit)
+
+
+def trial_0(folder: Path, space: str, limit: int) -> tuple[float, list, list]:
+    """A one-trial faithfulness study of `folder`'s tuner.yaml over `space`: its wall seconds, its answers and
+    scores, and its journal."""
     subprocess.run([sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--study", "s",
-                    "--search-space", "quick", "--limit", str(limit), "--holdout", "0", "--judge-check", "off",
+                    "--search-space", space, "--limit", str(limit), "--holdout", "0", "--judge-check", "off",
                     "--target", "faithfulness", "--trials", "1", "--own-cache"], cwd=folder, check=True,
                    capture_output=True, text=True)
     where = study_folder(folder / "studies", "s")
@@ -46,26 +52,36 @@ def run(folder: Path, url: str, width: int, limit: int) -> tuple[float, list, li
     return result.cost.seconds, answers, journal
 
 
+def widths_table(title: str, widths: str, limit: int, measure) -> Table:
+    """`measure(folder, width)` -> (seconds, answers, journal, most requests at once) for each width, each in a
+    folder of its own, as a table against the first width."""
+    table = Table(title=title)
+    for column in ("concurrency", "trial seconds", "questions / hour", "vs 1", "most at once", "same results"):
+        table.add_column(column)
+    with tempfile.TemporaryDirectory() as tmp:
+        first = None
+        for width in map(int, widths.split(",")):
+            seconds, answers, journal, most = measure(Path(tmp) / f"w{width}", width)
+            first = first or (seconds, answers, journal)
+            same = "yes" if (answers, journal) == first[1:] else "NO"
+            table.add_row(str(width), f"{seconds:.1f}", f"{limit / seconds * 3600:.0f}",
+                          f"{first[0] / seconds:.2f}×", str(most), same)
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=16, help="demo questions")
     parser.add_argument("--delay", type=float, default=1.0, help="seconds the endpoint takes a call")
     parser.add_argument("--widths", default="1,2,4,8")
     args = parser.parse_args()
-    table = Table(title=f"{args.limit} demo questions, one trial, endpoint {args.delay:g} s a call")
-    for column in ("concurrency", "trial seconds", "questions / hour", "vs 1", "most at once", "same results"):
-        table.add_column(column)
-    with tempfile.TemporaryDirectory() as tmp:
-        first = None
-        for width in map(int, args.widths.split(",")):
-            with FakeEndpoint("scripted", delay=args.delay) as server:
-                seconds, answers, journal = run(Path(tmp) / f"w{width}", server.url, width, args.limit)
-                most = server.most_at_once
-            first = first or (seconds, answers, journal)
-            same = "yes" if (answers, journal) == first[1:] else "NO"
-            table.add_row(str(width), f"{seconds:.1f}", f"{args.limit / seconds * 3600:.0f}",
-                          f"{first[0] / seconds:.2f}×", str(most), same)
-    Console().print(table)
+
+    def measure(folder: Path, width: int):
+        with FakeEndpoint("scripted", delay=args.delay) as server:
+            return (*run(folder, server.url, width, args.limit), server.most_at_once)
+
+    Console().print(widths_table(f"{args.limit} demo questions, one trial, endpoint {args.delay:g} s a call",
+                                 args.widths, args.limit, measure))
 
 
 if __name__ == "__main__":

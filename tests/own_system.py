@@ -68,3 +68,17 @@ def answer(question: dict, params: dict) -> dict:
         with _lock, open(os.environ["OWN_SYSTEM_CALLS"], "a") as log:
             log.write(json.dumps({"id": question["id"], "params": params}, sort_keys=True) + "\n")
     return reply
+
+
+def broken(question: dict, params: dict) -> dict:
+    """A system with a bug: it raises on every question."""
+    raise KeyError("embedding")
+
+
+def picky(question: dict, params: dict) -> dict:
+    """A system that refuses a k its index cannot serve, as tuner's contract asks (`Rejected`)."""
+    from tuner.systems import Rejected
+
+    if params.get("k", 0) > 1:
+        raise Rejected(f"k={params['k']}: this index serves at most 1 passage")
+    return answer(question, params)

@@ -128,6 +128,10 @@ def own_answer(question, params):
     return own_system.answer(question, params)
 
 
+#: what the tests' HTTP system does wrong on purpose
+MODES = ("not json", "no answer", "text context", "500")
+
+
 @pytest.mark.parametrize("mode, said", [
     ("not json", "question q01: the reply is not JSON ('<html>Bad Gateway</html>')"),
     ("no answer", "question q01: the reply lacks 'answer' (it has 'contexts', 'usage'); a system that retrieves "
@@ -137,14 +141,20 @@ def own_answer(question, params):
     ("500", "question q01: the system answered HTTP 500 (4 tries): KeyError: 'embedding'"),
     ("slow", "question q01: the system did not reply within 0.3 s (4 tries; raise system.timeout for a slow "
              "system)"),
+    ("python raises", "question q01: the system raised KeyError: 'embedding'"),
+    ("python slow", "question q01: the system did not reply within 0.3 s (raise system.timeout for a slow system)"),
 ])
-def test_a_bad_reply_fails_its_question_in_one_line_naming_it(tmp_path, own, mode, said):
+def test_a_bad_reply_fails_its_question_in_one_line_naming_it(tmp_path, own, monkeypatch, mode, said):
     """As printed by `tuner optimize` (the judge a local scripted endpoint): each question's bad reply is one line
     naming it, the trial fails with the cause in one line, and the study ends as usual, its report written."""
-    with SystemServer(own_answer, "ok" if mode == "slow" else mode, delay=1.0 if mode == "slow" else 0) as server, \
+    with SystemServer(own_answer, mode if mode in MODES else "ok", delay=1.0 if mode == "slow" else 0) as server, \
             FakeEndpoint("scripted", delay=0) as judge:
         model = {"backend": "openai-compatible", "base_url": judge.url, "model": "m"}
-        write_config(tmp_path, {"http": server.url, "timeout": 0.3}, judge=model, generator=model)
+        system = {"http": server.url} if not mode.startswith("python") else {
+            "python": "own_system:broken" if mode == "python raises" else "own_system:answer", "path": str(TESTS)}
+        write_config(tmp_path, {**system, "timeout": 0.3}, judge=model, generator=model)
+        if mode == "python slow":
+            monkeypatch.setenv("OWN_SYSTEM_DELAY", "1")  # the tuner child inherits it
         result = tuner(*OPTIMIZE, "--target", "faithfulness", "--trials", "1", cwd=tmp_path)
     warned = [line for line in result.stderr.splitlines() if line.startswith("question q0")]
     assert len(warned) == 3, result.stderr  # each question once
@@ -164,6 +174,13 @@ def test_a_system_that_rejects_a_parameter_fails_that_trial_and_the_study_goes_o
     assert [t.state.name for t in trials] == ["FAIL", "FAIL"]
     assert trials[0].user_attrs["error"] == "the system refused the request with HTTP 400: k=2 is more than this " \
                                             "index holds"
+    # a Python system says so by raising Rejected: the trials it refuses fail, the ones it takes complete
+    picky = open_session(tmp_path, fake_embedder, SPACE, limit=3, name="picky",
+                         project=python_project(tmp_path, python="own_system:picky"))
+    picky.run(4)
+    states = {t.params.get("k", 2): t.state.name for t in picky.study.trials if "duplicate" not in t.user_attrs}
+    assert states[2] == "FAIL" and all(state == ("COMPLETE" if k == 1 else "FAIL") for k, state in states.items())
+    assert picky.study.trials[0].user_attrs["error"] == "k=2: this index serves at most 1 passage"
 
 
 def test_an_http_system_waits_out_a_429_and_answers_with_its_concurrency(tmp_path, fake_embedder, own):
@@ -230,6 +247,7 @@ def test_a_judged_study_of_a_system_gives_its_verdict_and_report(tmp_path, fake_
     assert {q.id for q in best.held_out.questions} == {q.id for q in session.split.holdout(session.dataset.questions)}
     text = write_report(view, tmp_path / "report").path.read_text()
     assert "held-out" in text.lower() and "prompt" in text
+    assert "| system | python:own_system:answer version 1 (your own: it retrieves and answers; tuner judges) |" in text
 
 
 # --- nothing lost: kill -9, Ctrl-C and SIGTERM mid-study ------------------------------------------------------------
@@ -287,3 +305,53 @@ def test_replies_that_arrive_while_tuner_stops_are_kept(tmp_path, own, number):
     assert again.returncode == 0, again.stderr
     assert len(answered) >= 8 and took < 1.5, (len(answered), took)
     assert not answered & set(server.bodies[asked:])
+
+
+def test_proposals_over_a_system_s_knobs_extend_fix_and_leave_the_stages_to_the_user():
+    """--rounds over an own system: a best value on a range's edge extends it (a system knob has no hard limit of
+    tuner's), a knob that moves nothing is fixed, and a limiting stage is advice, never one of tuner's knobs."""
+    from types import SimpleNamespace
+
+    from tests.helpers import question
+    from tuner.analysis.importance import KnobEffect
+    from tuner.analysis.propose import next_space, propose
+    from tuner.analysis.stages import attribute
+
+    system = SystemConfig(python="a:b", version="1", knobs={**KNOBS, "top_k": {"type": "int", "default": 100}})
+    space = SearchSpace.of({"params": {**SPACE["params"], "top_k": {"type": "int", "low": 90, "high": 100}}}, system)
+    project = ProjectConfig(system=system.model_dump())
+    view = SimpleNamespace(space=space, project=project, name="s", best=SimpleNamespace(
+        params={"k": 4, "prompt": "plain", "top_k": 100}, pipeline={}, result=None, number=3))
+    flat = KnobEffect("prompt", "all trials", 12, 0.01, (("plain", 0.5, 6), ("quote", 0.5, 6)), None)
+    generation = attribute([question(f"g{i}", 0.0) for i in range(3)], "faithfulness")
+    proposals = propose(view, [flat], generation)
+    by_knob = {p.knob: p for p in proposals if p.in_space}
+    assert (by_knob["k"].kind, by_knob["k"].param.low, by_knob["k"].param.high) == ("extend", 2, 6)
+    assert (by_knob["top_k"].kind, by_knob["top_k"].param.high) == ("extend", 105)  # past tuner's top_k limit 100
+    assert by_knob["prompt"].kind == "fix"
+    assert set(by_knob) == {"k", "top_k", "prompt"}  # no reranker, program or index knob of tuner's
+    advice = [p.change for p in proposals if not p.in_space]
+    assert advice == ["look at your system's generation: declare a knob of it under system.knobs and search it"]
+    nxt = next_space(space, proposals, view.best.params, "s")
+    assert nxt.system is system and nxt.params["k"].high == 6
+
+
+def test_compare_gates_two_settings_of_a_system_as_it_gates_two_pipelines(tmp_path, own):
+    """`tuner compare` on two configs of one system (k 1 vs 4): evaluated through the shared cache, compared
+    question by question; the second run asks the system nothing."""
+    for name, k in (("base", 1), ("new", 4)):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({
+            "system": {"python": "own_system:answer", "path": str(TESTS), "version": "1", "knobs": KNOBS},
+            "pipeline": {"system": {"k": k}}, "dataset": {"path": str(DEMO)}}))
+    args = ("compare", "base.yaml", "new.yaml", "--metric", "recall@5", "--limit", "8", "--json")
+    first = tuner(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    asked = len(calls(own))
+    assert asked == 16  # eight questions, two settings
+    gate = json.loads(first.stdout)
+    assert "recall@5" in json.dumps(gate)
+    assert gate.pop("llm_calls_paid") == {"base": 8, "new": 8}  # the system's replies, counted as calls
+    again = tuner(*args, cwd=tmp_path)
+    rerun = json.loads(again.stdout)
+    assert again.returncode == 0 and rerun.pop("llm_calls_paid") == {"base": 0, "new": 0} and rerun == gate
+    assert len(calls(own)) == asked

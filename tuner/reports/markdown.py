@@ -211,14 +211,17 @@ def _question(view: StudyView) -> list[str]:
         ["target", ", ".join(view.targets)],
         ["guards", ", ".join(view.constraints) or "none"],
         ["dataset", f"{dataset} ({questions} search questions" + (f", {held} held out)" if held else ")")],
+        ["system", f"{project.system.identity} (your own: it retrieves and answers; tuner judges)"]
+        if project.system else
         ["generator", _model(models, "generator", project.generator.model, "no answer was generated")],
         ["judge", _model(models, "judge", project.judge_llm.model, "nothing was judged") + _own_answers(view)
          + (f"; its verdicts were {models['verdicts']}" if models and models.get("verdicts") else "")],
         ["trials", states],
         ["wall time", f"{duration(_data.wall_seconds(view))} from the first trial's start to the last's end; "
                       f"{duration(spend.trial_seconds)} inside trials"],
-        ["LLM calls", f"{spend.calls} paid ({spend.tokens:,} tokens), {spend.cache_hits} served from the cache "
-                      f"({spend.cached_tokens:,} tokens)"],
+        ["LLM calls" + (" and system replies" if project.system else ""),
+         f"{spend.calls} paid ({spend.tokens:,} tokens), {spend.cache_hits} served from the cache "
+         f"({spend.cached_tokens:,} tokens)"],
     ]
     if spend.indexes:
         rows.append(["indexes", f"{spend.indexes} built by trials for their index knobs, "
