@@ -355,3 +355,11 @@ def test_compare_gates_two_settings_of_a_system_as_it_gates_two_pipelines(tmp_pa
     rerun = json.loads(again.stdout)
     assert again.returncode == 0 and rerun.pop("llm_calls_paid") == {"base": 0, "new": 0} and rerun == gate
     assert len(calls(own)) == asked
+
+
+def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):
+    with SystemServer(own_answer) as gone:  # a port where nothing listens any more
+        url = gone.url
+    write_config(tmp_path, {"http": url})
+    result = tuner(*OPTIMIZE, "--target", "ndcg@10", "--trials", "1", cwd=tmp_path)
+    one_line_error(result, f"cannot reach the system at {url} (", "is it running?", started=True)

@@ -103,3 +103,22 @@ def test_tuner_optimize_track_logs_trials_and_the_report_and_resumes_without_dup
                           capture_output=True, text=True, timeout=300)
     assert down.returncode != 0 and "did not answer" in down.stderr and "Traceback" not in down.stderr
     assert not (tmp_path / "studies" / "other").exists()  # refused before the study was created
+
+
+def test_an_own_system_s_trials_log_its_knobs_not_tuner_s_pipeline(tmp_path, fake_embedder, monkeypatch):
+    from pathlib import Path
+
+    from tuner.config import ProjectConfig
+
+    tests = Path(__file__).parent
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OWN_SYSTEM_CORPUS", str(tests.parent / "tuner" / "data" / "demo" / "corpus.jsonl"))
+    project = ProjectConfig(cache_dir=tmp_path / "cache", system={
+        "python": "own_system:answer", "path": tests, "version": "1", "knobs": {"k": {"type": "int", "default": 2}}})
+    session = open_session(tmp_path, fake_embedder, {"params": {"k": {"type": "int", "low": 1, "high": 3}}},
+                           sampler="grid", limit=3, project=project)
+    session.run(2)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert MlflowTracker(uri).sync(read_study(session.folder)) == 2
+    for child in runs(uri, "trial"):
+        assert set(child.data.params) == {"k"} and "faithfulness" in child.data.metrics

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -177,3 +178,42 @@ def test_a_second_worker_reads_another_s_labels_and_compiled_program_from_the_da
     assert load_program(str(copies[recorded])).respond.signature.instructions == \
         load_program("strict").respond.signature.instructions
     assert [label.question_id for label in there.labels().values()] == ["q1"]
+
+
+def test_two_workers_tune_one_own_system_and_label_its_answers_from_another_machine(tmp_path, postgres_url,
+                                                                                    monkeypatch):
+    """An HTTP system shared by two workers of one PostgreSQL study: no (question, knobs) is asked of it twice, no
+    judge call paid twice, and its answers are labelled from a third machine."""
+    from tests.fakes import SystemServer
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    monkeypatch.setenv("OWN_SYSTEM_CORPUS", str(Path(__file__).parents[1] / "tuner" / "data" / "demo" /
+                                                 "corpus.jsonl"))
+    import own_system
+
+    with FakeEndpoint("scripted", delay=0.05) as endpoint, SystemServer(own_system.answer, delay=0.05) as system:
+        folders = [machine(tmp_path, f"machine{i}", endpoint) for i in range(2)]
+        for folder in folders:
+            config = yaml.safe_load((folder / "tuner.yaml").read_text())
+            config["system"] = {"http": system.url, "version": "1", "knobs": {"k": {"type": "int", "default": 2}}}
+            (folder / "tuner.yaml").write_text(yaml.safe_dump(config))
+            (folder / "space.yaml").write_text(yaml.safe_dump({"params": {"k": {"type": "int", "low": 1,
+                                                                                "high": 6}}}))
+        for done in [finish(p) for p in [worker(f, postgres_url, "--trials", "4", "--search-space", "space.yaml")
+                                         for f in folders]]:
+            assert "report:" in done
+        asked = system.asked()
+    assert asked and len(asked) == len(set(asked))  # the system answered each question once per knobs
+    assert paid_twice(endpoint) == []
+    view = read_study(study_folder(tmp_path / "elsewhere", "shared", postgres_url))
+    ran = [t for t in view.trials if t.state in ("complete", "pruned")]
+    assert len(ran) >= 4 and all("system" in t.result.models for t in ran)
+    (tmp_path / "elsewhere").mkdir()
+    export = tmp_path / "elsewhere" / "to_label.csv"
+    said = tuner("judge", "label", "--study", "shared", "--storage", postgres_url, "--n", "2", "--export",
+                 str(export), cwd=tmp_path / "elsewhere")
+    assert said.returncode == 0, said.stderr
+    with export.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    answers = {q.answer for t in ran for q in t.result.questions}
+    assert rows and all(row["answer"] in answers for row in rows)  # the system's own answers, to label

@@ -122,7 +122,9 @@ class MlflowTracker:
             tags={"mlflow.parentRunId": parent, STUDY_TAG: view.name, ROLE_TAG: "trial", TRIAL_TAG: str(trial.number),
                   "tuner.state": trial.state, "tuner.baseline": str(trial.baseline)})
         run_id = run.info.run_id
-        for name, value in {**trial.file.pipeline, **trial.params}.items():
+        # an own system's trial: its knobs alone (tuner's pipeline settings did nothing)
+        pipeline = trial.file.pipeline.get("system") if view.project.system else trial.file.pipeline
+        for name, value in {**pipeline, **trial.params}.items():
             self.client.log_param(run_id, name, value)
         for name, value in metrics_of(result, trial.values, view.targets).items():
             self.client.log_metric(run_id, name, value, step=trial.number)

@@ -64,9 +64,12 @@ class AskedSystem:
     def _pay(self, asked: dict[str, str], params: Mapping[str, Any]) -> tuple[Reply, float]:
         self.meter.before_paid_call()  # after a stop, no question begins
         started = time.perf_counter()
-        raw = self.inner.ask(asked, params)
+        try:
+            reply = Reply.parse(self.inner.ask(asked, params), self.config.answers)
+        except BadReply:  # asked and paid for, but nothing to keep
+            self.meter.record_call(0, 0, cache_hit=False, seconds=time.perf_counter() - started)
+            raise
         seconds = time.perf_counter() - started
-        reply = Reply.parse(raw, self.config.answers)
         self.meter.record_call(reply.prompt_tokens, reply.completion_tokens, cache_hit=False, seconds=seconds)
         return reply, seconds
 
