@@ -220,6 +220,10 @@ def test_a_study_refuses_to_resume_under_another_version(tmp_path, fake_embedder
     with pytest.raises(ConfigError, match="study s tuned system python:own_system:answer version 1, not system "
                                           "python:own_system:answer version 2"):
         open_session(tmp_path, fake_embedder, SPACE, limit=3, project=python_project(tmp_path, version="2"))
+    other_default = {**KNOBS, "prompt": {"type": "str", "default": "quote"}}
+    with pytest.raises(ConfigError, match=r"study s declared the knobs k \(int, default 2\), prompt \(str, default "
+                                          r"'plain'\), not k \(int, default 2\), prompt \(str, default 'quote'\)"):
+        open_session(tmp_path, fake_embedder, SPACE, limit=3, project=python_project(tmp_path, knobs=other_default))
 
 
 def test_a_contexts_only_system_serves_retrieval_targets_and_refuses_answer_targets(tmp_path, fake_embedder, own):

@@ -539,6 +539,7 @@ KNOBS: dict[str, Knob] = {
     "generator": Knob(carried="your application's generator model", model=True),
     "embedder": Knob(carried="the vectors you ingest and search with (this embedding model)", index="embedder.model",
                      model=True),
+    "system": Knob(carried="your own system's settings (they are its own: `tuner best -o` writes them)"),
     "reranker_model": Knob(lost="reranker model {value} (rerank with it in your application)",
                            active=lambda p, _: p.reranker_model is not None and p.reranker != "none", model=True),
 }

@@ -314,7 +314,7 @@ class RagRunner:
                 reply = self.system.reply(question.id, question.text, config.system)
             except BadReply as exc:
                 log.warning(f"question {question.id}: {exc}")
-                return Response("", [], (), RetrievalTrace(gold_ids=tuple(sorted(gold))), not gold,
+                return Response("", [], (), RetrievalTrace(gold_ids=tuple(sorted(gold)), traced=False), not gold,
                                 failed=str(exc))
         ids = [c.id for c in reply.contexts]
         contexts = [c.text for c in reply.contexts]

@@ -302,9 +302,16 @@ def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConf
     def said(config: ProjectConfig) -> str:
         return f"system {config.system.identity}" if config.system else "tuner's built-in pipeline"
 
+    again = "resume with the study's own config, or choose another --study"
     if said(recorded) != said(project):
         raise ConfigError(f"study {name} tuned {said(recorded)}, not {said(project)}: its trials are that system's "
-                          f"answers; resume with the study's own config, or choose another --study")
+                          f"answers; {again}")
+    if project.system is not None and recorded.system.knobs != project.system.knobs:
+        def knobs(config: ProjectConfig) -> str:
+            return ", ".join(f"{n} ({k.type}, default {k.default!r})" for n, k in config.system.knobs.items())
+
+        raise ConfigError(f"study {name} declared the knobs {knobs(recorded) or 'none'}, not {knobs(project) or 'none'}"
+                          f": a knob the space leaves out runs at its default in every trial; {again}")
 
 
 def recorded_space(path: Path | str, meta: StudyMeta | None, system: SystemConfig | None) -> SearchSpace:
