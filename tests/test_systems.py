@@ -383,3 +383,25 @@ def test_an_estimate_measures_the_system_on_the_first_questions(tmp_path, fake_e
     assert told.sampled == 2 and len(calls(own)) == 2
     assert told.seconds_per_question >= 0.3 and told.calls_per_question >= 2  # the reply and the judge's verdicts
     assert told.questions == 80
+
+
+def test_the_judge_check_and_a_refused_knob_as_printed_on_a_system_study(tmp_path, fake_embedder, own):
+    """The judge check needs no index of tuner's: with an own system it checks the judge on the gold documents
+    whole; and a trial whose knobs the system refuses is said with the system's own words."""
+    from tuner.evaluation.judge_check import KINDS, check_judge, make_cases
+
+    session = open_session(tmp_path, fake_embedder, SPACE, limit=6, project=python_project(tmp_path))
+    runner = session.runner()
+    assert runner.workspace.index is None
+    kinds = [k for k in KINDS if k != "paraphrase" and not k.startswith("labelled_")]
+    cases = make_cases(runner, session.dataset, session.dataset.questions, ["faithfulness"], 4, kinds)
+    checked = check_judge(runner, cases)
+    assert cases and checked.metrics["faithfulness"].auc is not None
+
+    with SystemServer(own_answer, "400") as server, FakeEndpoint("scripted", delay=0) as judge:
+        model = {"backend": "openai-compatible", "base_url": judge.url, "model": "m"}
+        (tmp_path / "cli").mkdir()
+        write_config(tmp_path / "cli", {"http": server.url}, judge=model, generator=model)
+        result = tuner(*OPTIMIZE, "--target", "faithfulness", "--trials", "1", cwd=tmp_path / "cli")
+    assert "the system refused the request with HTTP 400: k=2 is more than this index holds" in \
+        one_line_error(result, started=True)
