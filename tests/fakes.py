@@ -37,6 +37,21 @@ class HashingEmbedder(Embedder):
         return normalise(rows)
 
 
+def send(handler, status: int, body: bytes, kind: str, headers: dict | None = None) -> bool:
+    """A local test server's answer; False when the client gave up first (a timeout, Ctrl-C)."""
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", kind)
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    except OSError:
+        return False
+    return True
+
+
 class ScriptedLLM(LLM):
     """Answers like a well-behaved model: DSPy's field format for generation, valid JSON for each RAGAS
     response model, a yes-probability from word overlap. `garbage=True` makes every JSON reply unparsable."""
@@ -160,15 +175,8 @@ class FakeEndpoint:
                     "choices": [{"index": 0, "finish_reason": "stop", "logprobs": logprobs,
                                  "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}).encode()))
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", kind)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
+                if send(self, status, body, kind):
                     endpoint.answered.append((request_body, time.monotonic()))
-                except OSError:  # the client gave up (timeout, Ctrl-C)
-                    pass
 
             def log_message(self, *args):
                 pass
@@ -212,7 +220,8 @@ class SystemServer:
                 request = json.loads(body)
                 status, reply, kind = 200, None, "application/json"
                 if server.mode == "429 once" and len(server.bodies) == 1:
-                    return self._send(429, b'{"error": "slow down"}', kind, {"Retry-After": f"{server.delay:g}"})
+                    send(self, 429, b'{"error": "slow down"}', kind, {"Retry-After": f"{server.delay:g}"})
+                    return
                 with lock:
                     holding[0] += 1
                     server.most_at_once = max(server.most_at_once, holding[0])
@@ -231,20 +240,8 @@ class SystemServer:
                     elif server.mode == "text context":
                         reply["contexts"][0] = 42
                 data = b"<html>Bad Gateway</html>" if server.mode == "not json" else json.dumps(reply).encode()
-                self._send(status, data, "text/html" if server.mode == "not json" else kind)
+                send(self, status, data, "text/html" if server.mode == "not json" else kind)
                 server.answered.append((body, time.monotonic()))
-
-            def _send(self, status, data, kind, headers=None):
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", kind)
-                    for name, value in (headers or {}).items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the client gave up (timeout, Ctrl-C)
-                    pass
 
             def log_message(self, *args):
                 pass
