@@ -1,5 +1,5 @@
-# Two commands for a newcomer on a fresh machine (both idempotent: a second run reuses the venv, pip's cached
-# llama.cpp wheel and the assembled model):
+# Two commands for a newcomer on a fresh machine (both idempotent: a second run reuses the venv, the llama.cpp
+# wheel built for its flags and the assembled model):
 #   make demo   set everything up and tune the bundled demo (tuner optimize --target faithfulness)
 #   make test   set up what the tests need, lint, and run them (.ci/run calls it in a fresh venv)
 PYTHON ?= python3
@@ -13,6 +13,10 @@ MODEL ?= qwen2.5-1.5b
 TEST_MODELS ?= qwen2.5-0.5b qwen2.5-1.5b
 # portable x86-64-v3 llama.cpp, not -march=native: a cached wheel never dies with "Illegal instruction" elsewhere
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+# pip's own wheel cache is keyed by the sdist alone, not by CMAKE_ARGS: a wheel once built natively (AVX-512) would
+# be reused here and change greedy outputs. So the wheel is built once per set of flags into a folder of its own.
+LLAMA_CPP := $(shell sed -n 's/.*"\(llama-cpp-python\)\[server\]\(==[0-9.]*\)".*/\1\2/p' pyproject.toml)
+LLAMA_WHEELS := $(HOME)/.cache/tuner/wheels/$(shell echo "$(LLAMA_CPP) $(CMAKE_ARGS)" | sha1sum | cut -c1-12)
 
 .PHONY: demo test test-openvino install
 
@@ -22,7 +26,9 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e ".[embed,llm,dev]"
+	ls $(LLAMA_WHEELS)/*.whl >/dev/null 2>&1 || \
+	  $(BIN)/python -m pip wheel -q --no-deps --no-cache-dir $(LLAMA_CPP) -w $(LLAMA_WHEELS)
+	$(BIN)/python -m pip install -q --find-links $(LLAMA_WHEELS) -e ".[embed,llm,dev]"
 	touch $@
 
 demo: install
@@ -34,7 +40,7 @@ demo: install
 test: install
 	for model in $(TEST_MODELS); do $(BIN)/tuner models install $$model || exit 1; done
 	$(BIN)/ruff check tuner tests bench
-	$(BIN)/python -m pytest -q; status=$$?; \
+	$(BIN)/python -m pytest -q --durations=25; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$status
 	$(MAKE) test-openvino
 
