@@ -14,11 +14,22 @@ pays nothing.
 
     python bench/judge.py                                   # demo + amnesty_qa, 0.5B and 1.5B, 20 questions
     python bench/judge.py --models qwen2.5-0.5b --datasets demo --n 5
+
+With --labels DEV (a labels file; bench/ragtruth.py builds one from RAGTruth's claims that people labelled) the
+cases are those labels instead, judged under each graded setting (contexts joined or each passage alone, the
+support or the NLI question) by each model, and by a jury of the models (the mean of their log-odds). Per setting
+it prints the AUC with its 95 % bootstrap interval, the balanced accuracy of a cross-validated cut, the cut itself,
+the balanced accuracy at 0.5 and seconds per claim (cold), and the AUC per task. Claims that share their passages
+are judged one after another, as a question's verdicts are in a study (their prefix is computed once).
+
+    python bench/judge.py --labels ~/.cache/tuner/datasets/ragtruth/dev-labels.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 from pathlib import Path
 
 from rich.console import Console
@@ -26,7 +37,18 @@ from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import EvaluationConfig, LlamaCppConfig, ProjectConfig
-from tuner.evaluation.judge_check import VERDICT_SETTINGS, check_judge, choose, make_cases, save_checks, setting_name
+from tuner.evaluation.judge_check import (
+    VERDICT_SETTINGS,
+    CaseScore,
+    JudgeCheck,
+    check_judge,
+    choose,
+    label_cases,
+    make_cases,
+    save_checks,
+    setting_name,
+)
+from tuner.evaluation.labels import read as read_labels
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.workspace import open_workspace
 
@@ -46,6 +68,83 @@ def cache(out: Path, name: str, model: str) -> Path:
     return out / f"cache-{name}-{model}"
 
 
+#: the graded settings compared on people's labels (RAGAS's sampled verdicts cost several calls a claim)
+LABEL_SETTINGS = [s for s in VERDICT_SETTINGS if s.get("statements") == "sentences"]
+
+
+def logit(p: float) -> float:
+    p = min(max(p, 1e-4), 1 - 1e-4)
+    return math.log(p / (1 - p))
+
+
+def jury(checks: list[JudgeCheck]) -> JudgeCheck:
+    """The models' verdicts combined as one judge: each case's score the mean of their log-odds, its seconds
+    their sum."""
+    scored = []
+    for cases in zip(*(c.cases for c in checks)):
+        values = [s.value for s in cases]
+        value = None if None in values else 1 / (1 + math.exp(-sum(map(logit, values)) / len(values)))
+        cold = [s.cold_seconds for s in cases]
+        scored.append(CaseScore(cases[0].case, value, next((s.failure for s in cases if s.failure), None),
+                                sum(s.seconds for s in cases), 0, 0,
+                                cold_seconds=None if None in cold else sum(cold)))
+    return JudgeCheck.of(" + ".join(c.judge for c in checks), checks[0].dataset, checks[0].empty_judgement, scored,
+                         setting=checks[0].setting)
+
+
+def by_task(check: JudgeCheck, tasks: dict[str, str]) -> str:
+    from tuner.evaluation.judge_check import auc
+    out = []
+    for task in sorted(set(tasks.values())):
+        mine = [s for s in check.cases if tasks.get(s.case.question_id) == task and s.value is not None]
+        value = auc([s.value for s in mine if s.case.supported], [s.value for s in mine if not s.case.supported])
+        out.append(f"{task} {'—' if value is None else f'{value:.2f}'}")
+    return ", ".join(out)
+
+
+def against_labels(args) -> None:
+    """Each model and the jury under each graded setting, on the claims people labelled."""
+    labels = read_labels(args.labels)
+    tasks = {}
+    for line in args.labels.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        tasks[str(row["question_id"])] = row.get("task") or "—"
+    cases = sorted(label_cases(labels.values()), key=lambda c: (c.contexts, c.question_id))
+    positives = sum(not c.supported for c in cases)
+    console.print(f"{args.labels}: {len(cases)} claims, {positives} labelled unsupported")
+    table = Table(title=f"faithfulness judge on people's labels: {len(cases)} claims ({positives} unsupported)")
+    for column in ("judge", "setting", "AUC [95% CI]", "bal. acc cv", "cut", "bal. acc @0.5", "s/claim (cold)",
+                   "AUC by task", "unscored"):
+        table.add_column(column)
+    wanted = [s for s in LABEL_SETTINGS if not args.settings or setting_name(_evaluation(s)) in args.settings]
+    for setting in wanted:
+        checks = []
+        for model in args.models:
+            runner = RagRunner(open_workspace(project(model, None, args.out / f"cache-labels-{model}", **setting)))
+            name = setting_name(runner.workspace.config.evaluation)
+            checks.append(check_judge(runner, cases, 0, lambda i, c: console.print(
+                f"  {model} {name} {i + 1}/{len(cases)}", end="\r")))
+        if len(checks) > 1:
+            checks.append(jury(checks))
+        for check in checks:
+            m = check.metrics["faithfulness"]
+            interval = "" if m.auc_interval is None else " [{:.2f}, {:.2f}]".format(*m.auc_interval)
+            table.add_row(check.judge, check.setting, ("—" if m.auc is None else f"{m.auc:.2f}") + interval,
+                          _f(m.balanced_accuracy), _f(m.cut), _f(m.balanced_accuracy_at_pass),
+                          _f(m.seconds_per_case, "{:.2f}"), by_task(check, tasks),
+                          f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}")
+        save_checks(checks, args.out / f"labels-{checks[0].setting.replace(', ', '-')}.json")
+    console.print(table)
+
+
+def _evaluation(setting):
+    return EvaluationConfig(metrics=METRICS, **setting)
+
+
+def _f(value, pattern="{:.2f}"):
+    return "—" if value is None else pattern.format(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["qwen2.5-0.5b", "qwen2.5-1.5b"])
@@ -54,7 +153,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20)
     parser.add_argument("--agreement", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("studies/bench-judge"))
+    parser.add_argument("--labels", type=Path, help="judge people's labels (a labels file) instead of built cases")
+    parser.add_argument("--settings", nargs="+", help="with --labels: only these settings, by name (e.g. "
+                        "\"graded, sentences, each passage\")")
     args = parser.parse_args()
+    if args.labels is not None:
+        return against_labels(args)
 
     table = Table(title=f"judge check, faithfulness: {args.n} questions per set, supported vs unsupported cases")
     for column in ("set", "judge", "setting", "cases", "AUC", "acc@0.5", "unscored sup/unsup", "flip rate",

@@ -81,7 +81,7 @@ class ScriptedLLM(LLM):
                        f"\n\n" for name in names)
 
     def yes_probability(self, messages, reuse_prefix=False):
-        """A reranker's question (after "question:"), a graded verdict's statement (after "statement:") or a
+        """A reranker's question (after "question:"), a graded verdict's statement (after "statement:" or "claim:") or a
         graded usefulness verdict's reference (after "reference answer:", the passage after "passage:"): the share
         of its words the passage or context holds, three words or more counting as sure. Its own scripted answer
         it grades supported, as its sampled verdicts do."""
@@ -92,7 +92,7 @@ class ScriptedLLM(LLM):
         if "reference answer:" in text:
             passage, asked = text.split("passage:")[1], text.split("reference answer:")[1].split("\n\n")[0]
         else:
-            marker = "statement:" if "statement:" in text else "question:"
+            marker = next(m for m in ("statement:", "claim:", "question:") if m in text)
             passage, asked = text.split(marker)[0], text.split(marker)[1].split("\n\n")[0]
         overlap = len(set(re.findall(r"\w{4,}", asked)) & set(re.findall(r"\w{4,}", passage)))
         return Completion(repr(min(1.0, overlap / 3)), 30, 0)

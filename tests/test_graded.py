@@ -13,7 +13,18 @@ from tests.fakes import FakeEndpoint, ScriptedLLM
 from tests.helpers import ANSWER, CONTEXTS, scorer, tuner
 from tuner.config import EvaluationConfig
 from tuner.cost import CostMeter
-from tuner.evaluation.judge_check import JudgeCheck, MetricCheck, choose, load_checks
+from tuner.evaluation.judge_check import (
+    JudgeCheck,
+    MetricCheck,
+    auc,
+    auc_interval,
+    balanced_accuracy,
+    best_cut,
+    choose,
+    cross_validated,
+    load_checks,
+    setting_name,
+)
 from tuner.evaluation.metrics.graded import answer_sentences
 from tuner.models.llms import CachedLLM
 from tuner.models.llms._openai import OpenAICompatibleLLM
@@ -52,6 +63,53 @@ def test_graded_on_sentences_is_the_default_and_sampled_is_ragas_one_setting_awa
     assert EvaluationConfig(verdicts="sampled").statements == "judge"
     with pytest.raises(ValueError, match="statements: sentences needs verdicts: graded"):
         EvaluationConfig(verdicts="sampled", statements="sentences")
+    with pytest.raises(ValueError, match="verdict_prompt is a setting of graded verdicts"):
+        EvaluationConfig(verdicts="sampled", verdict_prompt="nli")
+
+
+PASSAGES = ["The Sorrel Bridge crosses the Vell river at Dunmore.", "   ",
+            "The bridge opened in 1892 with purple arches."]
+CLAIM = "The Sorrel Bridge opened in 1892. Its arches were painted purple by Dunmore masons."
+
+
+def test_graded_verdicts_on_each_passage_take_the_best_and_compute_each_passage_s_prefix_once():
+    llm = ScriptedLLM()
+    each = scorer(llm, verdict_contexts="each").score("faithfulness", "When?", CLAIM, PASSAGES, None)
+    prompts = [c["messages"][-1]["content"] for c in llm.calls]
+    # the blank passage is left out; both sentences on the first passage, then both on the last: two prefixes
+    assert [p.split("\n\nStatement: ")[0] for p in prompts] == [f"Context:\n{PASSAGES[0]}"] * 2 + \
+        [f"Context:\n{PASSAGES[2]}"] * 2
+    grades = [float(ScriptedLLM().yes_probability([{"role": "user", "content": p}]).text) for p in prompts]
+    assert each.value == pytest.approx((max(grades[0], grades[2]) + max(grades[1], grades[3])) / 2)
+    joined = scorer(ScriptedLLM()).score("faithfulness", "When?", CLAIM, PASSAGES, None)
+    assert each.value != joined.value  # one verdict on all passages at once is another setting, and another score
+
+
+def test_the_nli_verdict_asks_whether_every_detail_of_the_claim_is_in_the_document():
+    llm = ScriptedLLM()
+    scorer(llm, verdict_prompt="nli", metrics=["faithfulness", "context_recall"]).score(
+        "context_recall", "Which bridge?", ANSWER, CONTEXTS, REFERENCE)
+    prompt = llm.calls[0]["messages"][-1]["content"]
+    assert prompt.startswith(f"Document:\n{CONTEXTS[0]}\n\nClaim: The Sorrel Bridge crosses the Vell river.")
+    assert prompt.endswith("Is every detail of the claim stated in the document or implied by it? Answer yes or no.")
+    assert setting_name(EvaluationConfig(verdict_contexts="each", verdict_prompt="nli")) == \
+        "graded, sentences, each passage, nli"
+
+
+def test_a_cut_is_chosen_for_balanced_accuracy_and_scored_on_cases_it_was_not_chosen_on():
+    supported = [0.95, 0.9, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.55, 0.5]
+    unsupported = [0.9, 0.72, 0.65, 0.6, 0.4]
+    verdicts = [(v, True) for v in supported] + [(v, False) for v in unsupported] + [(None, True)]
+    # at 0.5 nearly everything reads supported: the rare class is mostly missed
+    assert balanced_accuracy(verdicts, 0.5) == pytest.approx((10 / 11 + 1 / 5) / 2)
+    cut = best_cut(verdicts)
+    assert cut == pytest.approx(0.735) and balanced_accuracy(verdicts, cut) == pytest.approx((6 / 11 + 4 / 5) / 2)
+    assert cross_validated(verdicts) == cross_validated(list(reversed(verdicts)))  # seeded folds, order-free
+    assert cross_validated(verdicts) <= balanced_accuracy(verdicts, cut)  # never flatters itself
+    assert cross_validated(verdicts[:12]) is None  # fewer unsupported cases than folds: not told
+    assert auc([0.9, 0.5], [0.5, 0.1]) == pytest.approx((2 + 1.5) / 4)  # a tie counts half
+    low, high = auc_interval(supported, unsupported)
+    assert low < auc(supported, unsupported) < high and auc_interval(supported, unsupported) == (low, high)
 
 
 REFERENCE = "The Sorrel Bridge crosses the Vell river. Gustave Eiffel designed its purple arches."
@@ -147,14 +205,15 @@ def test_judge_check_settings_with_the_real_0_5b_model_compare_and_choose(tmp_pa
                    "--settings", "--agreement", "1", "--no-paraphrase", "--out", "check.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     checks = load_checks(tmp_path / "check.json")
-    assert [c.setting for c in checks] == ["sampled", "graded", "graded, sentences"]
+    assert [c.setting for c in checks] == ["sampled", "graded", "graded, sentences", "graded, sentences, each passage",
+                                           "graded, sentences, nli", "graded, sentences, each passage, nli"]
     for one in checks:
         faithfulness = one.metrics["faithfulness"]
         assert faithfulness.auc is not None and faithfulness.seconds_per_case > 0
         assert all(s.cold_seconds is not None for s in one.cases)
     sentences = checks[2].metrics["faithfulness"]
     assert sentences.flip_rate == 0  # no sampled step: a seed changes nothing
-    assert re.search(r"^use faithfulness (sampled|graded|graded, sentences) with gguf:", result.stdout, re.M), \
+    assert re.search(r"^use faithfulness (sampled|graded)[a-z, ]* with gguf:", result.stdout, re.M), \
         result.stdout
 
 

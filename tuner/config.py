@@ -389,6 +389,12 @@ class EvaluationConfig(_Strict):
     statements: Literal["judge", "sentences"] = Field(
         "sentences", description="what faithfulness checks: the statements the judge extracts from the answer "
         "(RAGAS), or the answer's sentences (no call; graded verdicts only, so judge when verdicts: sampled)")
+    verdict_contexts: Literal["joined", "each"] = Field(
+        "joined", description="graded verdicts of faithfulness and context recall: one verdict per statement on "
+        "the contexts joined, or one per passage with the statement's verdict the best of them (each)")
+    verdict_prompt: Literal["support", "nli"] = Field(
+        "support", description="the graded verdict's question: does the context support the statement (support), or "
+        "is every detail of the claim stated in the document or implied by it (nli)")
 
     @model_validator(mode="after")
     def _sentences_are_graded(self) -> EvaluationConfig:
@@ -397,6 +403,10 @@ class EvaluationConfig(_Strict):
         if self.statements == "sentences" and self.verdicts != "graded":
             raise ValueError("statements: sentences needs verdicts: graded (RAGAS's sampled verdicts check the "
                              "judge's own statements)")
+        graded_only = [f for f in ("verdict_contexts", "verdict_prompt")
+                       if getattr(self, f) != type(self).model_fields[f].default]
+        if self.verdicts != "graded" and graded_only:
+            raise ValueError(f"{graded_only[0]} is a setting of graded verdicts (verdicts: graded)")
         return self
 
 

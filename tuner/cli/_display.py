@@ -186,8 +186,8 @@ def print_judge_checks(checks) -> None:
     from tuner.evaluation.judge_check import choose
 
     table = Table(title="judge check: supported vs unsupported cases")
-    for column in ("judge", "setting", "metric", "cases", "mean sup", "mean unsup", "AUC", "acc@0.5",
-                   "unscored sup/unsup", "empty sup/unsup", "flip rate", "s/case"):
+    for column in ("judge", "setting", "metric", "cases", "mean sup", "mean unsup", "AUC [95% CI]", "acc@0.5",
+                   "bal. acc cv", "best cut", "unscored sup/unsup", "empty sup/unsup", "flip rate", "s/case"):
         table.add_column(column, justify="left" if column in ("judge", "setting", "metric") else "right")
 
     def f(value, pattern="{:.2f}"):
@@ -197,11 +197,15 @@ def print_judge_checks(checks) -> None:
         for name, m in check.metrics.items():
             setting = check.setting if name == "faithfulness" else ""
             table.add_row(check.judge, setting, name, f"{m.supported.cases}/{m.unsupported.cases}",
-                          f(m.supported.mean), f(m.unsupported.mean), f(m.auc), f(m.accuracy),
+                          f(m.supported.mean), f(m.unsupported.mean),
+                          f(m.auc) + ("" if m.auc_interval is None else " [{:.2f}, {:.2f}]".format(*m.auc_interval)),
+                          f(m.accuracy), f(m.balanced_accuracy), f(m.cut),
                           f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}",
                           f"{m.supported.empty:.0%}/{m.unsupported.empty:.0%}",
                           f(m.flip_rate, "{:.0%}") + (f" of {m.agreement_cases}" if m.agreement_cases else ""),
                           f(m.seconds_per_case, "{:.1f}"))
+    table.caption = ("bal. acc cv: balanced accuracy of a cut chosen on the other folds of these cases (5-fold), "
+                     "not on the cases it classifies; best cut: the cut with the best balanced accuracy on them all")
     console.print(table)
     for check in checks:
         for problem in check.problems:

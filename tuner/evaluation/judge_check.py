@@ -18,8 +18,10 @@ or leaves one class unscored more often than the other is named before anyone op
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +42,9 @@ MIN_AUC = 0.8
 #: unscored shares of the two classes further apart than this bias every mean (one class drops out more)
 MAX_UNSCORED_GAP = 0.2
 PASS = 0.5  # a score at or above it reads as "supported"
+#: folds of the cross-validated cut; resamples of the AUC's bootstrap interval
+CUT_FOLDS = 5
+BOOTSTRAP_RESAMPLES = 500
 
 #: kind -> (supported?, what the case is)
 KINDS: dict[str, tuple[bool, str]] = {
@@ -314,8 +319,66 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
     """ROC AUC: the chance a supported case outscores an unsupported one (ties count half)."""
     if not positives or not negatives:
         return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    ordered = sorted(negatives)
+    wins = sum(bisect_left(ordered, p) + 0.5 * (bisect_right(ordered, p) - bisect_left(ordered, p))
+               for p in positives)
     return wins / (len(positives) * len(negatives))
+
+
+def auc_interval(positives: Sequence[float], negatives: Sequence[float], level: float = 0.95,
+                 resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float] | None:
+    """The AUC's percentile bootstrap interval, each class resampled on its own (seeded: a check says the same
+    twice). Ten unsupported cases leave an AUC uncertain by ±0.1: the interval says so."""
+    if len(positives) < 2 or len(negatives) < 2:
+        return None
+    rng = random.Random(0)
+    draws = sorted(auc(rng.choices(positives, k=len(positives)), rng.choices(negatives, k=len(negatives)))
+                   for _ in range(resamples))
+    tail = (1 - level) / 2
+    return draws[int(tail * resamples)], draws[min(resamples - 1, int((1 - tail) * resamples))]
+
+
+Verdict = tuple[float | None, bool]  # (score, supported?): an unscored case has no score
+
+
+def balanced_accuracy(verdicts: Sequence[Verdict], cut: float) -> float | None:
+    """The mean of the two classes' accuracies when a score at or above `cut` reads supported (an unscored case
+    is wrong): what a cut is worth when one class is rare, as hallucinations are."""
+    classes = [[v for v, supported in verdicts if supported == side] for side in (True, False)]
+    if not all(classes):
+        return None
+    right = (sum(v is not None and v >= cut for v in classes[0]) / len(classes[0]),
+             sum(v is not None and v < cut for v in classes[1]) / len(classes[1]))
+    return sum(right) / 2
+
+
+def best_cut(verdicts: Sequence[Verdict]) -> float | None:
+    """The cut with the best balanced accuracy on `verdicts`, midway between neighbouring scores (of equals, the
+    one nearest PASS)."""
+    values = sorted({v for v, _ in verdicts if v is not None})
+    if balanced_accuracy(verdicts, PASS) is None or not values:
+        return None
+    candidates = [(a + b) / 2 for a, b in zip(values, values[1:])] or values
+    return max(candidates, key=lambda cut: (balanced_accuracy(verdicts, cut), -abs(cut - PASS)))
+
+
+def cross_validated(verdicts: Sequence[Verdict], folds: int = CUT_FOLDS) -> float | None:
+    """Balanced accuracy of a cut chosen without the labels it is scored on: each fold is classified by the best
+    cut of the other folds (stratified, seeded). None with fewer cases of a class than folds."""
+    classes = [[x for x in verdicts if x[1] == side] for side in (True, False)]
+    if min(len(c) for c in classes) < folds:
+        return None
+    rng, assigned = random.Random(0), [[] for _ in range(folds)]
+    for members in classes:
+        members = list(members)
+        rng.shuffle(members)
+        for i, member in enumerate(members):
+            assigned[i % folds].append(member)
+    predicted = []
+    for i, held in enumerate(assigned):
+        cut = best_cut([x for j, fold in enumerate(assigned) if j != i for x in fold])
+        predicted += [((1.0 if v is not None and v >= cut else 0.0) if v is not None else None, s) for v, s in held]
+    return balanced_accuracy(predicted, 0.5)
 
 
 @dataclass(frozen=True)
@@ -348,6 +411,13 @@ class MetricCheck:
     #: mean seconds of a case on a cold cache (a cached call counts at what it took when paid); None when unknown
     seconds_per_case: float | None
     by_kind: Mapping[str, float | None] = field(default_factory=dict)
+    #: the AUC's 95 % bootstrap interval
+    auc_interval: tuple[float, float] | None = None
+    #: the cut with the best balanced accuracy on these cases, and the balanced accuracy of a cut chosen without
+    #: the cases it classifies (cross-validated), beside the one at PASS
+    cut: float | None = None
+    balanced_accuracy: float | None = None
+    balanced_accuracy_at_pass: float | None = None
 
     @classmethod
     def of(cls, metric: str, scored: Sequence[CaseScore]) -> MetricCheck:
@@ -363,12 +433,14 @@ class MetricCheck:
             values = [s.value for s in mine if s.case.kind == kind and s.value is not None]
             if any(s.case.kind == kind for s in mine):
                 kinds[kind] = sum(values) / len(values) if values else None
-        return cls(metric, ClassStats.of(pos), ClassStats.of(neg),
-                   auc([s.value for s in pos if s.value is not None], [s.value for s in neg if s.value is not None]),
+        scores = ([s.value for s in pos if s.value is not None], [s.value for s in neg if s.value is not None])
+        verdicts = [(s.value, s.case.supported) for s in mine]
+        return cls(metric, ClassStats.of(pos), ClassStats.of(neg), auc(*scores),
                    right / len(mine) if mine else 0.0,
                    sum((a >= PASS) == (b >= PASS) for a, b in pairs) / len(pairs) if pairs else None,
                    sum(len(s.samples) == 2 for s in mine),
-                   sum(cold) / len(cold) if cold else None, kinds)
+                   sum(cold) / len(cold) if cold else None, kinds, auc_interval(*scores), best_cut(verdicts),
+                   cross_validated(verdicts), balanced_accuracy(verdicts, PASS))
 
     @property
     def flip_rate(self) -> float | None:
@@ -401,15 +473,22 @@ VERDICT_SETTINGS: tuple[Mapping[str, str], ...] = (
     {"verdicts": "sampled", "statements": "judge"},
     {"verdicts": "graded", "statements": "judge"},
     {"verdicts": "graded", "statements": "sentences"},
+    {"verdicts": "graded", "statements": "sentences", "verdict_contexts": "each"},
+    {"verdicts": "graded", "statements": "sentences", "verdict_prompt": "nli"},
+    {"verdicts": "graded", "statements": "sentences", "verdict_contexts": "each", "verdict_prompt": "nli"},
 )
 #: AUCs closer than this are one: the faster setting is the one to use
 SAME_AUC = 0.02
 
 
 def setting_name(evaluation, read_off_text: str = "") -> str:
-    """How faithfulness was judged, in the words of the config: "sampled", "graded" or "graded, sentences"; a
-    graded setting whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
+    """How faithfulness was judged, in the words of the config: "sampled", "graded", "graded, sentences", then
+    ", each passage" and ", nli" where the graded verdict reads passages alone or asks the NLI question; a graded
+    setting whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
     name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
+    if evaluation.verdicts == "graded":
+        name += (", each passage" if evaluation.verdict_contexts == "each" else "") + \
+            (", nli" if evaluation.verdict_prompt == "nli" else "")
     if read_off_text and evaluation.verdicts == "graded":
         name += f" (as sampled yes/no: the judge {read_off_text})"
     return name

@@ -293,7 +293,8 @@ class Session:
 INDEX_SETTINGS = (*INDEX_KNOBS.values(), "chunking", "embedder.backend", "embedder.precision", "backend.type",
                   "backend.candidates", "backend.bm25", "graph")
 #: how every trial of a study was judged: a resume judging otherwise would rank scores of two scales together
-JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.statements")
+JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.statements", "evaluation.verdict_contexts",
+                  "evaluation.verdict_prompt")
 
 
 def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConfig) -> None:

@@ -108,7 +108,7 @@ class MetricSpec:
 def _faithfulness(tools: JudgeTools) -> Any:
     if tools.settings.verdicts == "graded":
         from tuner.evaluation.metrics.graded import GradedFaithfulness
-        return GradedFaithfulness(tools.llm, tools.settings.statements)
+        return GradedFaithfulness(tools.llm, tools.settings)
     from ragas.metrics.collections import Faithfulness
     return Faithfulness(llm=tools.llm)
 
@@ -129,7 +129,7 @@ def _context_precision(tools: JudgeTools) -> Any:
 def _context_recall(tools: JudgeTools) -> Any:
     if tools.settings.verdicts == "graded":
         from tuner.evaluation.metrics.graded import GradedContextRecall
-        return GradedContextRecall(llm=tools.llm)
+        return GradedContextRecall(tools.llm, tools.settings)
     from ragas.metrics.collections import ContextRecall
     return ContextRecall(llm=tools.llm)
 

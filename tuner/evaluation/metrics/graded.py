@@ -15,6 +15,12 @@ Statements are the judge's (RAGAS's statement prompt) or the answer's sentences 
 decomposition unnecessary): `evaluation.statements`. An endpoint that gives no log-probabilities answers with its
 sampled yes/no instead: the verdict is then 1 or 0, counted, and said once.
 
+Two settings of the verdict itself, measured on people's labels (docs/performance.md, "Judge on people's labels"):
+`evaluation.verdict_contexts` reads the contexts joined (one prompt per statement) or each passage alone, the
+statement's verdict the best of them (as MiniCheck and AlignScore do for long documents: a small model reading four
+passages at once dilutes its attention); `evaluation.verdict_prompt` asks RAGAS-style "does the context support
+the statement" or NLI-style "is every detail of the claim stated in the document".
+
 Imported when a scorer is built (it subclasses RAGAS's metric), never at the registry's import.
 """
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ragas.metrics.collections import ContextPrecision, ContextRecall, Faithfulness
@@ -34,9 +41,13 @@ from tuner.text import sentences
 
 log = logging.getLogger(__name__)
 
-#: the contexts first: every verdict of one question resumes the same prefix
-VERDICT_PROMPT = "Context:\n{context}\n\nStatement: {statement}\n\nDoes the context above support the statement? " \
-                 "Answer yes or no."
+#: the contexts first: every verdict of one question resumes the same prefix (`evaluation.verdict_prompt`)
+VERDICT_PROMPTS = {
+    "support": "Context:\n{context}\n\nStatement: {statement}\n\nDoes the context above support the statement? "
+               "Answer yes or no.",
+    "nli": "Document:\n{context}\n\nClaim: {statement}\n\nIs every detail of the claim stated in the document or "
+           "implied by it? Answer yes or no.",
+}
 #: the question and reference first: every passage of one question resumes them
 USEFUL_PROMPT = "Question: {question}\nReference answer: {reference}\n\nPassage: {passage}\n\nIs the passage useful " \
                 "for arriving at the reference answer? Answer yes or no."
@@ -44,8 +55,8 @@ _CITATION = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
 _said_sampled: set[tuple[str, str]] = set()
 
 
-def verdict_messages(context: str, statement: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": VERDICT_PROMPT.format(context=context, statement=statement)}]
+def verdict_messages(context: str, statement: str, prompt: str = "support") -> list[dict[str, str]]:
+    return [{"role": "user", "content": VERDICT_PROMPTS[prompt].format(context=context, statement=statement)}]
 
 
 def useful_messages(question: str, reference: str, passage: str) -> list[dict[str, str]]:
@@ -77,20 +88,32 @@ def answer_sentences(answer: str) -> list[str]:
     return [s for s in (_CITATION.sub("", sentence).strip() for sentence in sentences(answer)) if s]
 
 
+def supported(llm: Any, contexts: Sequence[str], statements: Sequence[str], settings: Any) -> list[float]:
+    """P(the contexts support it) per statement: one verdict on the contexts joined as RAGAS joins them, or the best
+    verdict over the passages read one at a time (`settings.verdict_contexts`). Passage by passage, every statement
+    of a passage runs before the next passage, so each passage's prefix is computed once."""
+    prompt = settings.verdict_prompt
+    if settings.verdict_contexts == "joined":
+        context = "\n".join(contexts)
+        return [grade(llm, verdict_messages(context, s, prompt)) for s in statements]
+    passages = [c for c in contexts if c.strip()] or [""]
+    verdicts = [[grade(llm, verdict_messages(passage, s, prompt)) for s in statements] for passage in passages]
+    return [max(column) for column in zip(*verdicts)]
+
+
 class GradedFaithfulness(Faithfulness):
-    def __init__(self, judge: Any, statements: str):
+    def __init__(self, judge: Any, settings: Any):
         """`judge`: the RAGAS-facing judge (its `llm` is tuner's LLM; its `replies` are what compile reads);
-        `statements`: "judge" or "sentences"."""
+        `settings`: the project's evaluation settings (statements, verdict_contexts, verdict_prompt)."""
         super().__init__(llm=judge)
-        self.split = statements == "sentences"
+        self.settings = settings
 
     async def ascore(self, user_input: str, response: str, retrieved_contexts: list[str]) -> MetricResult:
-        statements = answer_sentences(response) if self.split else \
+        statements = answer_sentences(response) if self.settings.statements == "sentences" else \
             await self._create_statements(user_input, response)
         if not statements:
             return MetricResult(value=float("nan"))
-        context = "\n".join(retrieved_contexts)  # as RAGAS joins them
-        graded = [(s, grade(self.llm.llm, verdict_messages(context, s))) for s in statements]
+        graded = list(zip(statements, supported(self.llm.llm, retrieved_contexts, statements, self.settings)))
         # the verdicts as RAGAS's reply holds them, for compile's feedback on unsupported statements
         self.llm.replies.append(NLIStatementOutput(statements=[
             StatementFaithfulnessAnswer(statement=s, reason=f"P(supported) = {p:.2f}", verdict=int(p >= 0.5))
@@ -102,9 +125,12 @@ class GradedContextRecall(ContextRecall):
     """The share of the reference's sentences the contexts support, each P(yes) under faithfulness' prompt (and
     prefix: a question's faithfulness verdicts computed it already)."""
 
+    def __init__(self, judge: Any, settings: Any):
+        super().__init__(llm=judge)
+        self.settings = settings
+
     async def ascore(self, user_input: str, retrieved_contexts: list[str], reference: str) -> MetricResult:
-        context = "\n".join(retrieved_contexts)
-        return mean([grade(self.llm.llm, verdict_messages(context, s)) for s in answer_sentences(reference)])
+        return mean(supported(self.llm.llm, retrieved_contexts, answer_sentences(reference), self.settings))
 
 
 class GradedContextPrecision(ContextPrecision):
