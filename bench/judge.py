@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 from pathlib import Path
 
 from rich.console import Console
@@ -77,6 +78,15 @@ def logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+def sample(cases: list, supported: int | None) -> list:
+    """Every unsupported case and `supported` of the supported ones (seeded): AUC and balanced accuracy do not
+    depend on how many of each class there are, so the rare class is kept whole and the common one thinned."""
+    if supported is None:
+        return cases
+    keep = set(random.Random(0).sample([c.key for c in cases if c.supported], supported))
+    return [c for c in cases if not c.supported or c.key in keep]
+
+
 def jury(checks: list[JudgeCheck]) -> JudgeCheck:
     """The models' verdicts combined as one judge: each case's score the mean of their log-odds, its seconds
     their sum."""
@@ -109,7 +119,7 @@ def against_labels(args) -> None:
     for line in args.labels.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         tasks[str(row["question_id"])] = row.get("task") or "—"
-    cases = sorted(label_cases(labels.values()), key=lambda c: (c.contexts, c.question_id))
+    cases = sorted(sample(label_cases(labels.values()), args.supported), key=lambda c: (c.contexts, c.question_id))
     positives = sum(not c.supported for c in cases)
     console.print(f"{args.labels}: {len(cases)} claims, {positives} labelled unsupported")
     table = Table(title=f"faithfulness judge on people's labels: {len(cases)} claims ({positives} unsupported)")
@@ -124,12 +134,14 @@ def against_labels(args) -> None:
             name = setting_name(runner.workspace.config.evaluation)
             checks.append(check_judge(runner, cases, 0, lambda i, c: console.print(
                 f"  {model} {name} {i + 1}/{len(cases)}", end="\r")))
+        names = list(args.models)
         if len(checks) > 1:
             checks.append(jury(checks))
-        for check in checks:
+            names.append("jury (mean log-odds)")
+        for name, check in zip(names, checks):
             m = check.metrics["faithfulness"]
             interval = "" if m.auc_interval is None else " [{:.2f}, {:.2f}]".format(*m.auc_interval)
-            table.add_row(check.judge, check.setting, ("—" if m.auc is None else f"{m.auc:.2f}") + interval,
+            table.add_row(name, check.setting, ("—" if m.auc is None else f"{m.auc:.2f}") + interval,
                           _f(m.balanced_accuracy), _f(m.cut), _f(m.balanced_accuracy_at_pass),
                           _f(m.seconds_per_case, "{:.2f}"), by_task(check, tasks),
                           f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}")
@@ -154,6 +166,8 @@ def main() -> None:
     parser.add_argument("--agreement", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("studies/bench-judge"))
     parser.add_argument("--labels", type=Path, help="judge people's labels (a labels file) instead of built cases")
+    parser.add_argument("--supported", type=int, help="with --labels: judge this many of the supported claims (a "
+                        "seeded sample) and every unsupported one")
     parser.add_argument("--settings", nargs="+", help="with --labels: only these settings, by name (e.g. "
                         "\"graded, sentences, each passage\")")
     args = parser.parse_args()

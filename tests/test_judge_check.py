@@ -14,6 +14,8 @@ from tuner.config import EvaluationConfig, ProjectConfig
 from tuner.data import load_dataset
 from tuner.errors import ConfigError
 from tuner.evaluation.judge_check import (
+    GENERATED_KINDS,
+    HARD_KINDS,
     KINDS,
     MIN_AUC,
     JudgeCheck,
@@ -34,7 +36,7 @@ from tuner.models.provider import Models
 from tuner.workspace import open_workspace
 
 #: the kinds built from the data (paraphrase needs a model; the labelled kinds come from people)
-NO_PARAPHRASE = [k for k in KINDS if k != "paraphrase" and not k.startswith("labelled_")]
+NO_PARAPHRASE = [k for k in KINDS if k not in GENERATED_KINDS and not k.startswith("labelled_")]
 
 
 def prompt_input(messages) -> dict:
@@ -129,6 +131,14 @@ def test_cases_are_deterministic_and_labelled_by_what_the_data_supports(demo):
             assert case.answer != source.question.reference
             assert set(re.findall(r"\d+", case.answer)) != set(re.findall(r"\d+", source.question.reference)) \
                 or words(case.answer) - words(" ".join(own_gold))  # a number or a name the contexts do not hold
+        elif case.kind == "subtle_change":  # one sentence, not the first, differs from the contexts' own
+            said = re.split(r"(?<=[.!?])\s+", case.answer)
+            held = [x for x in said if x in " ".join(" ".join(g.split()) for g in own_gold)]
+            assert len(said) in (3, 4) and len(held) == len(said) - 1 and said[0] in held
+        elif case.kind == "one_in_four":  # the partner's first sentence third among three of the contexts
+            said = re.split(r"(?<=[.!?])\s+", case.answer)
+            assert len(said) == 4 and other.answer.startswith(said[2])
+            assert all(x in " ".join(" ".join(g.split()) for g in own_gold) for x in said[:2] + said[3:])
         elif case.kind == "wrong_question":
             assert case.question == other.question.text and case.answer == source.question.reference
         elif case.kind == "other_contexts":
@@ -164,7 +174,8 @@ def test_a_judge_answering_at_random_gets_chance_auc_and_a_warning(demo, runner_
 
 def test_a_judge_that_reads_the_contexts_passes_the_check(demo, runner_for):
     runner = runner_for(OracleJudge())
-    cases = make_cases(runner, demo, demo.questions, ["faithfulness", "answer_relevancy"], 20, NO_PARAPHRASE)
+    classic = [k for k in NO_PARAPHRASE if k not in HARD_KINDS]
+    cases = make_cases(runner, demo, demo.questions, ["faithfulness", "answer_relevancy"], 20, classic)
     checked = check_judge(runner, cases, agreement=3)
     assert checked.metrics["faithfulness"].auc >= 0.9 and checked.metrics["faithfulness"].accuracy >= 0.85
     assert checked.metrics["answer_relevancy"].auc >= MIN_AUC  # own question beats another's
@@ -172,6 +183,11 @@ def test_a_judge_that_reads_the_contexts_passes_the_check(demo, runner_for):
     assert checked.metrics["faithfulness"].agreement_cases == 3 and checked.metrics["faithfulness"].agreement == 1.0
     again = JudgeCheck.from_json(json.loads(json.dumps(checked.to_json())))  # what the report reads back
     assert again.metrics["faithfulness"].auc == checked.metrics["faithfulness"].auc
+    # the kinds modelled on real hallucinations catch what counting words misses: one number changed inside a long
+    # answer, one foreign sentence among four
+    hard = make_cases(runner, demo, demo.questions, ["faithfulness"], 20, ["reference", "context", *HARD_KINDS])
+    harder = check_judge(runner, hard).metrics["faithfulness"]
+    assert harder.by_kind["subtle_change"] > 0.5 and harder.auc < checked.metrics["faithfulness"].auc
 
 
 def test_an_empty_judgement_is_re_asked_then_scored_unsupported_not_dropped(fake_embedder):

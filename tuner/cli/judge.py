@@ -44,8 +44,9 @@ def judge_check_command(
         "--metrics", "-m", help="comma-separated RAGAS metrics (default: the config's)")] = None,
     agreement: Annotated[int, typer.Option(
         "--agreement", min=0, help="cases per metric also judged under two sampled seeds (agreement)")] = 5,
-    paraphrase: Annotated[bool, typer.Option(help="add the generator's paraphrase of each reference as a "
-                                             "supported case")] = True,
+    paraphrase: Annotated[bool, typer.Option(help="add the cases the generator writes: its paraphrase of each "
+                                             "reference (supported) and an answer with a detail it added "
+                                             "(unsupported)")] = True,
     study: Annotated[Optional[str], study_option(
         "check on a study's search questions with its project; saved in the study, shown in "
         "its report")] = None,
@@ -71,6 +72,7 @@ def judge_check_command(
     accuracy, NaN rates."""
     from tuner.data.split import Split
     from tuner.evaluation.judge_check import (
+        GENERATED_KINDS,
         KINDS,
         VERDICT_SETTINGS,
         check_judge,
@@ -115,7 +117,7 @@ def judge_check_command(
             questions = questions_from.search(data.questions) if questions_from else data.questions
             wanted = requested or project.evaluation.metrics
             with status("building labelled cases" + (" (paraphrasing)" if paraphrase and not quick else "")):
-                kinds = [k for k in KINDS if paraphrase or k != "paraphrase"]
+                kinds = [k for k in KINDS if paraphrase or k not in GENERATED_KINDS]
                 cases = quick_cases(runner, questions, wanted) if quick else \
                     make_cases(runner, data, questions, wanted, n, kinds)
             agreement = 0 if quick else agreement

@@ -5,7 +5,11 @@ No human labels are needed: the data itself vouches for some answers and rules o
 - supported (should score high): the question's reference answer; sentences copied from its gold contexts; the
   reference reworded by the generator (`paraphrase`, marked: a small model can slip while rewording).
 - unsupported (should score low): another question's answer on these contexts (`other_answer`, taken from a
-  question whose gold documents are disjoint); the supported answer with its numbers or names swapped.
+  question whose gold documents are disjoint); the supported answer with its numbers or names swapped. And three
+  kinds modelled on the hallucinations people label in real answers (RAGTruth), which sit inside otherwise
+  faithful text: the supported answer with one plausible detail the contexts do not hold added by the generator
+  (`addition`), a long supported answer with one number or name changed in one sentence (`subtle_change`), and
+  three sentences of the gold contexts with another question's sentence among them (`one_in_four`).
 - answer relevancy: the supported answer to its own question vs to another question's; context precision and
   recall (with references): the question's own gold contexts vs another question's.
 
@@ -53,6 +57,11 @@ KINDS: dict[str, tuple[bool, str]] = {
     "paraphrase": (True, "the reference reworded by the generator (generated: may err)"),
     "other_answer": (False, "another question's answer, on these contexts"),
     "swapped": (False, "the supported answer with its numbers or names swapped"),
+    "addition": (False, "the supported answer with one plausible detail its contexts do not hold, added by the "
+                        "generator (generated: may err)"),
+    "subtle_change": (False, "three or four sentences of the gold contexts with one number or name changed in one "
+                             "of them"),
+    "one_in_four": (False, "three sentences of the gold contexts with another question's sentence among them"),
     "right_question": (True, "the supported answer, asked with its own question"),
     "wrong_question": (False, "the supported answer, asked with another question"),
     "own_contexts": (True, "the question's own gold contexts"),
@@ -66,6 +75,13 @@ QUICK_QUESTIONS = 3
 
 PARAPHRASE_PROMPT = ("Rewrite the answer below in other words. Keep every fact, add nothing, and reply with the "
                      "rewritten answer only.\n\nAnswer: {answer}")
+ADDITION_PROMPT = ("Here is an answer:\n\n{answer}\n\nWrite one more sentence that continues it with a specific, "
+                   "plausible detail (a name, a number, a date or a cause) that the answer does not state. Reply with "
+                   "that sentence only.")
+#: the unsupported kinds modelled on the hallucinations people label in real answers: inside faithful text
+HARD_KINDS = ("addition", "subtle_change", "one_in_four")
+#: the kinds the generator writes (`tuner judge check --no-paraphrase` leaves them out)
+GENERATED_KINDS = ("paraphrase", "addition")
 
 
 @dataclass(frozen=True)
@@ -164,8 +180,10 @@ def partner(items: Sequence[Source], index: int) -> Source | None:
 
 
 def build_cases(items: Sequence[Source], metrics: Sequence[str], kinds: Sequence[str] = tuple(KINDS),
-                paraphrase: Callable[[str], str] | None = None) -> list[Case]:
-    """Labelled cases for each metric, question by question; a kind the data cannot build is left out."""
+                paraphrase: Callable[[str], str] | None = None,
+                add_detail: Callable[[str], str] | None = None) -> list[Case]:
+    """Labelled cases for each metric, question by question; a kind the data cannot build is left out.
+    `paraphrase` and `add_detail` are the generator's rewording of an answer and the sentence it adds to one."""
     cases = []
     for index, source in enumerate(items):
         other = partner(items, index)
@@ -177,7 +195,10 @@ def build_cases(items: Sequence[Source], metrics: Sequence[str], kinds: Sequence
             answers = {"reference": q.reference, "context": context_sentences(gold), "other_answer": other.answer,
                        "swapped": swap(source, other),
                        "paraphrase": paraphrase(q.reference) if paraphrase and q.reference and "paraphrase" in kinds
-                       else None}
+                       else None,
+                       "addition": f"{source.answer.strip()} {add_detail(source.answer).strip()}"
+                       if add_detail and "addition" in kinds else None,
+                       "subtle_change": subtle_change(source, other), "one_in_four": one_in_four(source, other)}
         for metric in metrics:
             for kind in REGISTRY[metric].check_kinds:
                 if kind not in kinds:
@@ -208,6 +229,36 @@ def label_cases(labels: Iterable[Label]) -> list[Case]:
         raise DataError("no label says supported or not supported (only skips, or empty answers): nothing to check "
                         "the judge against")
     return cases
+
+
+def gold_sentences(gold: Sequence[str], limit: int) -> list[str]:
+    """The first `limit` sentences of the gold contexts, in order, each whole."""
+    text = " ".join(" ".join(g.split()) for g in gold)
+    return [s for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 3][:limit]
+
+
+def subtle_change(source: Source, other: Source) -> str | None:
+    """Up to four sentences of the gold contexts (three at least) with one fact changed in one of them, not the
+    first: its first number
+    shifted, else its first name replaced by one the contexts do not hold. None when no sentence has either."""
+    sentences = gold_sentences(source.gold, 4)
+    donors = [n for n in names(" ".join(other.gold)) if n not in " ".join(source.gold)]
+    for i in [*range(1, len(sentences)), 0][: len(sentences)] if len(sentences) >= 3 else []:
+        changed = _NUMBER.sub(lambda m: _shift(m.group(0)), sentences[i], count=1)
+        if changed == sentences[i] and names(sentences[i]) and donors:
+            changed = re.sub(rf"\b{re.escape(names(sentences[i])[0])}\b", donors[0], sentences[i], count=1)
+        if changed != sentences[i]:
+            return " ".join([*sentences[:i], changed, *sentences[i + 1:]])
+    return None
+
+
+def one_in_four(source: Source, other: Source) -> str | None:
+    """Three sentences of the gold contexts with the other question's first sentence third among them; None when
+    the contexts hold fewer than three sentences."""
+    sentences, intruder = gold_sentences(source.gold, 3), gold_sentences([other.answer], 1)
+    if len(sentences) < 3 or not intruder:
+        return None
+    return " ".join([*sentences[:2], intruder[0], sentences[2]])
 
 
 def context_sentences(gold: Sequence[str], limit: int = 2) -> str:
@@ -566,7 +617,8 @@ def make_cases(runner, dataset: Dataset, questions: Sequence[Question], metrics:
     if not usable:
         raise DataError("the judge check has no metric to check: the ones asked need reference answers")
     return build_cases(sources(dataset, questions, n, gold_chunks(runner.workspace)), usable, kinds,
-                       paraphrase=lambda text: paraphrase(runner, text))
+                       paraphrase=lambda text: paraphrase(runner, text),
+                       add_detail=lambda text: write(runner, ADDITION_PROMPT, text))
 
 
 def tokens_needed(judge, max_tokens: int, case: Case) -> int:
@@ -592,8 +644,13 @@ def check_judge(runner, cases: Sequence[Case], agreement: int = 0,
 
 def paraphrase(runner, text: str) -> str:
     """The generator's rewording of `text` (greedy, cached like every call)."""
+    return write(runner, PARAPHRASE_PROMPT, text)
+
+
+def write(runner, prompt: str, answer: str) -> str:
+    """What the generator writes for `prompt` about `answer` (greedy, cached like every call)."""
     with runner.meter.stage("paraphrase", "judge_check"):
-        reply = runner.generator.chat([{"role": "user", "content": PARAPHRASE_PROMPT.format(answer=text)}],
+        reply = runner.generator.chat([{"role": "user", "content": prompt.format(answer=answer)}],
                                       max_tokens=256, temperature=0.0)
     return reply.text.strip()
 

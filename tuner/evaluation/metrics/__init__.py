@@ -148,8 +148,9 @@ def _cost(name: str, description: str) -> MetricSpec:
 REGISTRY: dict[str, MetricSpec] = {spec.name: spec for spec in (
     MetricSpec("faithfulness", ("answer", "contexts"), _faithfulness,
                "share of the answer's statements the contexts support", calls=2, template_tokens=750,
-               check_kinds=("reference", "context", "paraphrase", "other_answer", "swapped", "labelled_supported",
-                            "labelled_unsupported"), no_contexts=None),
+               check_kinds=("reference", "context", "paraphrase", "other_answer", "swapped", "addition",
+                            "subtle_change", "one_in_four", "labelled_supported", "labelled_unsupported"),
+               no_contexts=None),
     # its strictness samples make it the dearest: one question generated per sample
     MetricSpec("answer_relevancy", ("answer",), _answer_relevancy,
                "how well questions generated from the answer match the question", calls=3, template_tokens=500,
