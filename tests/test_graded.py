@@ -91,7 +91,8 @@ def test_the_nli_verdict_asks_whether_every_detail_of_the_claim_is_in_the_docume
         "context_recall", "Which bridge?", ANSWER, CONTEXTS, REFERENCE)
     prompt = llm.calls[0]["messages"][-1]["content"]
     assert prompt.startswith(f"Document:\n{CONTEXTS[0]}\n\nClaim: The Sorrel Bridge crosses the Vell river.")
-    assert prompt.endswith("Is every detail of the claim stated in the document or implied by it? Answer yes or no.")
+    assert "Is the claim supported by the document?" in prompt and "states no fact" in prompt
+    assert prompt.endswith("Answer yes or no.")
     assert setting_name(EvaluationConfig(verdict_contexts="each", verdict_prompt="nli")) == \
         "graded, sentences, each passage, nli"
 

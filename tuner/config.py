@@ -394,7 +394,8 @@ class EvaluationConfig(_Strict):
         "the contexts joined, or one per passage with the statement's verdict the best of them (each)")
     verdict_prompt: Literal["support", "nli"] = Field(
         "support", description="the graded verdict's question: does the context support the statement (support), or "
-        "is every detail of the claim stated in the document or implied by it (nli)")
+        "is every fact of the claim stated in the document or implied by it, a claim that states no fact counting "
+        "as supported (nli)")
 
     @model_validator(mode="after")
     def _sentences_are_graded(self) -> EvaluationConfig:

@@ -19,7 +19,8 @@ Two settings of the verdict itself, measured on people's labels (docs/performanc
 `evaluation.verdict_contexts` reads the contexts joined (one prompt per statement) or each passage alone, the
 statement's verdict the best of them (as MiniCheck and AlignScore do for long documents: a small model reading four
 passages at once dilutes its attention); `evaluation.verdict_prompt` asks RAGAS-style "does the context support
-the statement" or NLI-style "is every detail of the claim stated in the document".
+the statement" or NLI-style "is every fact of the claim in the document" (a claim that states no fact, such as a
+question or a remark about the passages, is supported: people do not call it a hallucination).
 
 Imported when a scorer is built (it subclasses RAGAS's metric), never at the registry's import.
 """
@@ -45,8 +46,9 @@ log = logging.getLogger(__name__)
 VERDICT_PROMPTS = {
     "support": "Context:\n{context}\n\nStatement: {statement}\n\nDoes the context above support the statement? "
                "Answer yes or no.",
-    "nli": "Document:\n{context}\n\nClaim: {statement}\n\nIs every detail of the claim stated in the document or "
-           "implied by it? Answer yes or no.",
+    "nli": "Document:\n{context}\n\nClaim: {statement}\n\nIs the claim supported by the document? Yes if every "
+           "fact in it is stated in the document or follows from it, or if it states no fact (a question, a "
+           "greeting, a remark about the document itself); no if it adds or changes any fact. Answer yes or no.",
 }
 #: the question and reference first: every passage of one question resumes them
 USEFUL_PROMPT = "Question: {question}\nReference answer: {reference}\n\nPassage: {passage}\n\nIs the passage useful " \
