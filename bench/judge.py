@@ -102,6 +102,25 @@ def jury(checks: list[JudgeCheck]) -> JudgeCheck:
                          setting=checks[0].setting)
 
 
+def constructed_cases(labels, n: int, writer_model: str, out: Path) -> list:
+    """The judge check's own cases, built from the development set as from any data: each of `n` supported claims
+    (one per set of passages) is a question's reference on its passages, and the check's kinds are made from it
+    (the detail of `addition` written by `writer_model`). Scored beside people's labels, they tell how far the
+    check's AUC is from the AUC on real answers."""
+    from tuner.data import Question
+    from tuner.evaluation.judge_check import ADDITION_PROMPT, HARD_KINDS, Source, build_cases, write
+
+    seen, items = set(), []
+    for label in labels.values():
+        if label.supported and label.contexts not in seen and len(label.answer.split()) >= 6:
+            seen.add(label.contexts)
+            items.append(Source(Question(label.question_id, label.question, (label.answer,)), label.contexts))
+    items = random.Random(0).sample(items, min(n, len(items)))
+    writer = RagRunner(open_workspace(project(writer_model, None, out / f"cache-labels-{writer_model}")))
+    kinds = ("reference", "context", "other_answer", "swapped", *HARD_KINDS)
+    return build_cases(items, ["faithfulness"], kinds, add_detail=lambda text: write(writer, ADDITION_PROMPT, text))
+
+
 def by_task(check: JudgeCheck, tasks: dict[str, str]) -> str:
     from tuner.evaluation.judge_check import auc
     out = []
@@ -127,6 +146,8 @@ def against_labels(args) -> None:
                    "AUC by task", "unscored"):
         table.add_column(column)
     wanted = [s for s in LABEL_SETTINGS if not args.settings or setting_name(_evaluation(s)) in args.settings]
+    built = constructed_cases(labels, args.constructed, args.models[-1], args.out) if args.constructed else []
+    default, constructed = setting_name(EvaluationConfig()), []
     for setting in wanted:
         checks = []
         for model in args.models:
@@ -134,6 +155,12 @@ def against_labels(args) -> None:
             name = setting_name(runner.workspace.config.evaluation)
             checks.append(check_judge(runner, cases, 0, lambda i, c: console.print(
                 f"  {model} {name} {i + 1}/{len(cases)}", end="\r")))
+            if built and name == default:  # the check's own cases, under the default setting
+                mine = check_judge(runner, built, 0).metrics["faithfulness"]
+                kinds = ", ".join(f"{k} {v:.2f}" for k, v in mine.by_kind.items() if v is not None)
+                constructed.append(f"{model} ({name}): AUC {mine.auc:.2f} on {len(built)} constructed cases "
+                                   f"against {checks[-1].metrics['faithfulness'].auc:.2f} on people's labels; "
+                                   f"mean score by kind {kinds}")
         names = list(args.models)
         if len(checks) > 1:
             checks.append(jury(checks))
@@ -147,6 +174,8 @@ def against_labels(args) -> None:
                           f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}")
         save_checks(checks, args.out / f"labels-{checks[0].setting.replace(', ', '-')}.json")
     console.print(table)
+    for line in constructed:
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def _evaluation(setting):
@@ -168,6 +197,8 @@ def main() -> None:
     parser.add_argument("--labels", type=Path, help="judge people's labels (a labels file) instead of built cases")
     parser.add_argument("--supported", type=int, help="with --labels: judge this many of the supported claims (a "
                         "seeded sample) and every unsupported one")
+    parser.add_argument("--constructed", type=int, default=0, help="with --labels: also build the judge check's own "
+                        "cases from this many supported claims and score them under the default setting")
     parser.add_argument("--settings", nargs="+", help="with --labels: only these settings, by name (e.g. "
                         "\"graded, sentences, each passage\")")
     args = parser.parse_args()
