@@ -66,3 +66,38 @@ def test_labels_import_from_csv_and_jsonl_and_refuse_bad_rows(tmp_path):
     assert target.read_text() == before  # a bad file gives no label
     with pytest.raises(DataError, match="no such file"):
         import_labels(tmp_path / "none.csv", resolve)
+
+
+def test_people_s_labels_of_real_claims_become_a_labels_file_the_judge_check_reads(tmp_path):
+    """bench/ragtruth.py: RAGTruth's claim lines (a page of them: torn first and last lines) as labels; claims whose
+    truth was only implied or rests on a missing reference are left out, and the validation split is refused."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tuner.evaluation.judge_check import label_cases
+
+    def claim(i, hallucinated, task="QA", **extra):
+        return json.dumps({"example_id": f"7:{i}", "claim": f"Claim {i} about the bridge.", "label": hallucinated,
+                           "evidence": [f"Passage {i}.", "", "Another passage."], "task_type": task,
+                           "generator_model": "llama-2-7b-chat", "implicit_true": False, "due_to_null": False,
+                           **extra})
+    page = tmp_path / "test.jsonl"
+    page.write_text('"label": false, "evidence": []}\n' + "\n".join(
+        [claim(0, False), claim(1, True, "Summary"), claim(2, False, implicit_true=True),
+         claim(3, True, due_to_null=True), claim(4, False, "Data2txt")]) + '\n{"example_id": "7:5", "cla')
+    script = Path(__file__).resolve().parents[1] / "bench" / "ragtruth.py"
+    made = subprocess.run([sys.executable, str(script), str(page), "--out", str(tmp_path / "dev.jsonl")],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("2 claims (QA 1, Summary 1), 1 hallucinated (Summary 1)")
+    labels = read(tmp_path / "dev.jsonl")
+    assert [(k, x.supported, x.contexts) for k, x in labels.items()] == [
+        ("ragtruth:7:0", True, ("Passage 0.", "Another passage.")),
+        ("ragtruth:7:1", False, ("Passage 1.", "Another passage."))]
+    assert [c.kind for c in label_cases(labels.values())] == ["labelled_supported", "labelled_unsupported"]
+    (tmp_path / "validation.jsonl").write_text(page.read_text())
+    refused = subprocess.run([sys.executable, str(script), str(tmp_path / "validation.jsonl"), "--out", "x"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 1 and refused.stderr.strip() == \
+        "error: the validation split is the release measurement; build the development set from test.jsonl"
