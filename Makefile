@@ -35,12 +35,15 @@ demo: install
 	$(BIN)/tuner models install $(MODEL)
 	$(BIN)/tuner optimize --target faithfulness --trials 40
 
+# one pytest worker per usable core, each pinned to its own (tests/conftest.py): on 2 cores the suite took 42 min
+# against 61 min in one process (one llama.cpp thread prompt-evaluates about as fast as two on these cores)
+TEST_WORKERS ?= $(shell nproc)
 # pytest's exit 5 (no test collected) is a failure too; then the embedder tests again beside the openvino extra,
 # in a venv of its own (its pins would move the main one's transformers)
 test: install
 	for model in $(TEST_MODELS); do $(BIN)/tuner models install $$model || exit 1; done
 	$(BIN)/ruff check tuner tests bench
-	$(BIN)/python -m pytest -q --durations=25; status=$$?; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$status
 	$(MAKE) test-openvino
 

@@ -3,17 +3,40 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Any
 
-import pytest
+# a pytest-xdist worker inherits the environment of the controller, where importing tuner already set its offline
+# defaults (HF_HUB_OFFLINE, ...): without them again, the worker's tuner tells its own defaults from a user's
+for _key in os.environ.pop("TUNER_TEST_SET_BY_TUNER", "").split(","):
+    os.environ.pop(_key, None)
+_before_tuner = set(os.environ)
 
-from tests.fakes import HashingEmbedder
-from tests.helpers import require_real
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tests.fakes import HashingEmbedder  # noqa: E402
+from tests.helpers import require_real  # noqa: E402
+
+os.environ["TUNER_TEST_SET_BY_TUNER"] = ",".join(sorted(set(os.environ) - _before_tuner))
 
 #: fixtures that load a real model (weights from a registry package, or a tiny random transformer): a test using one
 #: is a slow test whatever it says, so `-m "not slow"` leaves out every test that loads a model through them
 REAL_MODEL_FIXTURES = {"real_embedder", "small_llm", "tiny_cross_encoder", "tiny_embedder"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under `pytest -n N` (pytest-xdist, as `make test` runs) each worker is pinned to its own cores, and the
+    models and `tuner` processes it starts inherit that (tuner sizes llama.cpp's threads by the affinity): two model
+    tests side by side then share the machine without oversubscribing it, which slows llama.cpp's spinning
+    threads far more than it shares them."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
+    if worker and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        index = int(worker.removeprefix("gw"))
+        mine = cores[index::count] or [cores[index % len(cores)]]
+        os.sched_setaffinity(0, mine)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -233,7 +233,7 @@ class LlamaCppConfig(_LLMSettings):
     backend: Literal["llama-cpp"] = "llama-cpp"
     path: Path | None = Field(None, description="llama-cpp: GGUF file (wins over the named model's packages)")
     n_ctx: int = Field(4096, ge=512, description="llama-cpp: context window in tokens")
-    n_threads: int | None = Field(None, ge=1, description="llama-cpp: CPU threads (default: all cores)")
+    n_threads: int | None = Field(None, ge=1, description="llama-cpp: CPU threads (default: the cores it may use)")
     decoding: Literal["fast", "plain"] = Field(
         "fast", description="llama-cpp: fast = resume saved prompt prefixes, check the JSON grammar after sampling, "
         "stop a block repeated three times (greedy output otherwise the same); plain = llama-cpp-python's own")

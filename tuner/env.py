@@ -1,4 +1,4 @@
-"""Environment defaults that must be in place before heavy libraries are imported.
+"""Environment defaults that must be in place before heavy libraries are imported, and the cores tuner may use.
 
 The machines tuner runs on often have no internet: every library that would phone home
 (Hugging Face hub, RAGAS telemetry, LiteLLM's cost map) is told to stay local. A user's own
@@ -28,3 +28,12 @@ def set_offline_defaults() -> None:
         if key not in os.environ:
             os.environ[key] = value
             SET_HERE.add(key)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (a container's cpuset, `taskset`, a pinned test worker),
+    not every core of the machine, which would oversubscribe them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on macOS or Windows
+        return os.cpu_count() or 1

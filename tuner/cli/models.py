@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
@@ -11,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli._app import app
+from tuner.env import usable_cores
 from tuner.errors import TunerError
 from tuner.ui import console, err_console, note, status
 
@@ -85,6 +85,6 @@ def models_serve(
     if not path.is_file():
         raise TunerError(f"{path}: GGUF file not found")
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
-               "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(os.cpu_count() or 2)]
+               "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(usable_cores())]
     err_console.print(f"serving {path.name} at http://127.0.0.1:{port}/v1 (Ctrl-C stops)")
     raise typer.Exit(subprocess.call(command))

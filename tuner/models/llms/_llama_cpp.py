@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tuner.env import usable_cores
 from tuner.errors import first_line
 from tuner.models.llms._base import LLM, NO_YES_NO, Completion, LLMError, Messages, PromptTooLong
 from tuner.models.llms._llama_decoding import PrefixStates, common_prefix, fast_llama
@@ -51,7 +51,7 @@ class LlamaCppLLM(LLM):
         self.path = path
         # the cache identity of this model (and of how it decodes: see _llama_decoding)
         self.name = f"gguf:{path.name}:{fingerprint(path)}" + ("" if decoding == "plain" else f":{decoding}")
-        self._settings = {"n_ctx": n_ctx, "n_threads": n_threads or os.cpu_count(), "decoding": decoding}
+        self._settings = {"n_ctx": n_ctx, "n_threads": n_threads or usable_cores(), "decoding": decoding}
         self.context_window = n_ctx
         try:
             self.footprint = footprint(path, n_ctx, decoding)
