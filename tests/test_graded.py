@@ -14,6 +14,8 @@ from tests.helpers import ANSWER, CONTEXTS, scorer, tuner
 from tuner.config import EvaluationConfig
 from tuner.cost import CostMeter
 from tuner.evaluation.judge_check import (
+    Case,
+    CaseScore,
     JudgeCheck,
     MetricCheck,
     auc,
@@ -23,8 +25,8 @@ from tuner.evaluation.judge_check import (
     choose,
     cross_validated,
     load_checks,
-    setting_name,
 )
+from tuner.evaluation.judge_cut import MEASURED, Cut, OnPeople, judge_cut, overstatement, setting_name
 from tuner.evaluation.metrics.graded import answer_sentences
 from tuner.models.llms import CachedLLM
 from tuner.models.llms._openai import OpenAICompatibleLLM
@@ -111,6 +113,63 @@ def test_a_cut_is_chosen_for_balanced_accuracy_and_scored_on_cases_it_was_not_ch
     assert auc([0.9, 0.5], [0.5, 0.1]) == pytest.approx((2 + 1.5) / 4)  # a tie counts half
     low, high = auc_interval(supported, unsupported)
     assert low < auc(supported, unsupported) < high and auc_interval(supported, unsupported) == (low, high)
+
+
+JUDGE_1_5B = "gguf:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf:1a2b3c:fast"
+
+
+def test_the_judge_s_cut_is_the_user_s_then_the_one_measured_on_people_s_labels_then_the_middle(monkeypatch):
+    graded, unmeasured = EvaluationConfig(), EvaluationConfig(statements="judge")
+    monkeypatch.setitem(MEASURED, ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", setting_name(graded)),
+                        OnPeople(cut=0.81, auc=0.76, constructed=0.92, claims=304))
+    assert judge_cut(graded, JUDGE_1_5B, setting_name(graded)) == Cut(0.81, "measured on 304 claims people labelled")
+    assert judge_cut(EvaluationConfig(cut=0.7), JUDGE_1_5B, setting_name(graded)) == Cut(0.7, "evaluation.cut")
+    # another model, or the same one under a setting nobody measured: the middle, said as such
+    assert judge_cut(graded, "gguf:mine.gguf:9f:fast", setting_name(graded)).value == 0.5
+    assert str(judge_cut(unmeasured, JUDGE_1_5B, setting_name(unmeasured))) == \
+        "0.50 (the middle: no cut is known for this judge)"
+    said = overstatement(JUDGE_1_5B, setting_name(graded))
+    assert "AUC 0.76 where the check's kinds of case built from them gave 0.92" in said
+    assert "reads about 0.16 above" in said
+    assert overstatement("gguf:mine.gguf:9f:fast", setting_name(graded)) is None
+    with pytest.raises(ValueError, match="cut is a setting of graded verdicts"):
+        EvaluationConfig(verdicts="sampled", cut=0.7)
+
+
+def test_the_shipped_measurements_read_the_1_5b_high_and_leave_a_judge_no_better_than_chance_at_the_middle():
+    """The development set's figures as shipped (docs/performance.md): the 1.5B's supported claims sit near 0.87,
+    so it is read at its measured cut; the 0.5B ranked people's labels no better than chance, so no cut is claimed."""
+    graded = EvaluationConfig()
+    assert judge_cut(graded, JUDGE_1_5B, setting_name(graded)).value == pytest.approx(0.86)
+    low = judge_cut(graded, "gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5:fast", setting_name(graded))
+    assert low.value == 0.5 and "no better than chance (AUC 0.42)" in low.source
+    assert "reads about 0.28 above" in overstatement(JUDGE_1_5B, setting_name(graded))
+    each = EvaluationConfig(verdict_contexts="each")  # measured on people, not on constructed cases: no gap claimed
+    assert judge_cut(each, JUDGE_1_5B, setting_name(each)).value == pytest.approx(0.89)
+    assert overstatement(JUDGE_1_5B, setting_name(each)) is None
+    with pytest.raises(ValueError):
+        EvaluationConfig(cut=1.0)
+
+
+def test_every_rule_reading_a_graded_verdict_as_yes_or_no_uses_the_cut():
+    supported = [0.95, 0.9, 0.85, 0.8, 0.75]
+    unsupported = [0.7, 0.6, 0.4]
+    scored = [CaseScore(Case("faithfulness", f"q{i}", "reference" if ok else "other_answer", "q?", "a.", ("c",), None),
+                        v, None, 1.0, 1, 0) for i, (v, ok) in enumerate([(v, True) for v in supported] +
+                                                                       [(v, False) for v in unsupported])]
+    middle = JudgeCheck.of("judge", "demo", "unsupported", scored)
+    at_cut = JudgeCheck.of("judge", "demo", "unsupported", scored, setting="graded, sentences",
+                           cut=Cut(0.72, "evaluation.cut"))
+    assert middle.metrics["faithfulness"].accuracy == pytest.approx(6 / 8)  # 0.7 and 0.6 read supported at 0.5
+    assert at_cut.metrics["faithfulness"].accuracy == 1.0 and at_cut.metrics["faithfulness"].read_at == 0.72
+    assert at_cut.metrics["faithfulness"].balanced_accuracy_at_cut == 1.0
+    again = JudgeCheck.from_json(json.loads(json.dumps(at_cut.to_json())))  # a saved check keeps its cut
+    assert again.cut == Cut(0.72, "evaluation.cut") and again.metrics == at_cut.metrics
+    # compile's feedback on unsupported sentences reads the verdicts at the cut too
+    for cut, verdicts in ((0.5, [1, 0]), (0.1, [1, 1])):
+        graded = scorer(ScriptedLLM(), cut=cut)
+        graded.score("faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
+        assert [s.verdict for s in graded.judge.replies[-1].statements] == verdicts
 
 
 REFERENCE = "The Sorrel Bridge crosses the Vell river. Gustave Eiffel designed its purple arches."

@@ -25,6 +25,7 @@ from tuner.analysis.regression_gate import gate
 from tuner.analysis.verdict import give_verdict, verdict
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
+from tuner.evaluation.judge_cut import MEASURED, OnPeople
 from tuner.evaluation.labels import LABELS_FILE, Label, append, fingerprint, read
 from tuner.models.provider import Models
 from tuner.reports.markdown import render
@@ -260,8 +261,11 @@ def test_a_stop_signal_ends_the_labelling_session_as_an_interruption_with_its_la
     assert list(read(path)) == [items[0].key]
 
 
-def test_judge_check_against_the_labels_scores_every_labelled_answer_with_the_judge(judged, cli_with, tmp_path):
-    """`tuner judge check --labels`: the same table as the built cases, from people's verdicts."""
+def test_judge_check_against_the_labels_scores_every_labelled_answer_with_the_judge(judged, cli_with, tmp_path,
+                                                                                   monkeypatch):
+    """`tuner judge check --labels`: the same table as the built cases, from people's verdicts; a judge measured on
+    the development set is said to be, with how far its constructed cases overstate it."""
+    monkeypatch.setitem(MEASURED, ("scripted", "graded, sentences"), OnPeople(0.8, 0.7, 0.9, 304))
     label_all(judged, lambda item: judged.best.number in item.trials)
     labels_file = judged.folder.root / LABELS_FILE
     labels = read(labels_file)
@@ -275,6 +279,13 @@ def test_judge_check_against_the_labels_scores_every_labelled_answer_with_the_ju
     assert faithfulness["unsupported"]["cases"] == len(labels) - supported
     assert {c["kind"] for c in checked["cases"]} == {"labelled_supported", "labelled_unsupported"}
     assert "faithfulness" in result.output and "AUC" in result.output
+    # with labels, the judge's cut comes from them: said as a setting to copy
+    cut = faithfulness["cut"]
+    printed = " ".join(result.output.split())
+    assert f"set evaluation.cut: {cut:.2f} to read its scores there" in printed
+    assert ("on 304 real answers people labelled (RAGTruth), this judge (graded, sentences) scored AUC 0.70 where "
+            "the check's kinds of case built from them gave 0.90: the check's AUC reads about 0.20 above what real "
+            "answers give") in printed
     skipped = tmp_path / "skips.jsonl"
     append(skipped, Label.of(judged.best.held_out.questions[0], None, judged.best.number))
     result = invoke("judge", "check", "--labels", str(skipped))

@@ -396,6 +396,11 @@ class EvaluationConfig(_Strict):
         "support", description="the graded verdict's question: does the context support the statement (support), or "
         "is every fact of the claim stated in the document or implied by it, a claim that states no fact counting "
         "as supported (nli)")
+    cut: float | None = Field(
+        None, gt=0, lt=1, description="where a graded P(supported) reads as supported: the judge check's accuracy, "
+        "compile's feedback on unsupported sentences, the judge's agreement with labels (default: the cut measured "
+        "on people's labels for a known judge model and setting, else 0.5; `tuner judge check --labels` prints "
+        "the one your labels give)")
 
     @model_validator(mode="after")
     def _sentences_are_graded(self) -> EvaluationConfig:
@@ -404,7 +409,7 @@ class EvaluationConfig(_Strict):
         if self.statements == "sentences" and self.verdicts != "graded":
             raise ValueError("statements: sentences needs verdicts: graded (RAGAS's sampled verdicts check the "
                              "judge's own statements)")
-        graded_only = [f for f in ("verdict_contexts", "verdict_prompt")
+        graded_only = [f for f in ("verdict_contexts", "verdict_prompt", "cut")
                        if getattr(self, f) != type(self).model_fields[f].default]
         if self.verdicts != "graded" and graded_only:
             raise ValueError(f"{graded_only[0]} is a setting of graded verdicts (verdicts: graded)")

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from tuner.analysis.ppi import MIN_LABELLED, Corrected, correct, correct_difference
 from tuner.analysis.stats import per_question
-from tuner.evaluation.judge_check import PASS, auc
+from tuner.evaluation.judge_check import auc, best_cut, cross_validated
+from tuner.evaluation.judge_cut import MIDDLE
 from tuner.evaluation.labels import LABELLED_METRIC, Label, fingerprint, given
 from tuner.evaluation.records import EvalResult
 
@@ -48,6 +49,10 @@ class Agreement:
     bias: float  # mean(judge − label): above 0 the judge is lenient, below it strict
     judge_mean: float
     human_mean: float
+    #: the cut the labels themselves give (best balanced accuracy on them), and the balanced accuracy of a cut
+    #: chosen on other labels than those it classifies (5-fold; None with fewer than 5 of a class)
+    cut: float | None = None
+    balanced_accuracy: float | None = None
 
     @classmethod
     def of(cls, pairs: Sequence[tuple[float, float]]) -> Agreement | None:
@@ -56,16 +61,21 @@ class Agreement:
             return None
         judge, human = [p[0] for p in pairs], [p[1] for p in pairs]
         n = len(pairs)
-        return cls(n, int(sum(human)), sum((f >= PASS) == (y == 1) for f, y in pairs) / n,
+        verdicts = [(f, y == 1) for f, y in pairs]
+        return cls(n, int(sum(human)), sum((f >= MIDDLE) == (y == 1) for f, y in pairs) / n,
                    auc([f for f, y in pairs if y == 1], [f for f, y in pairs if y == 0]),
-                   (sum(judge) - sum(human)) / n, sum(judge) / n, sum(human) / n)
+                   (sum(judge) - sum(human)) / n, sum(judge) / n, sum(human) / n,
+                   best_cut(verdicts), cross_validated(verdicts))
 
     def sentence(self) -> str:
         separation = "one class only, so no AUC" if self.auc is None else f"AUC {self.auc:.2f}"
         lean = "lenient" if self.bias > 0 else "strict" if self.bias < 0 else "unbiased"
+        cut = "" if self.cut is None else f"; the labels' own cut is {self.cut:.2f}" + (
+            "" if self.balanced_accuracy is None else
+            f" (balanced accuracy {self.balanced_accuracy:.2f} when chosen on other labels: evaluation.cut)")
         return (f"on {self.answers} labelled answers ({self.supported} supported) the judge agrees with the labels "
                 f"on {self.accuracy:.0%} at 0.5 ({separation}) and is {lean} by {self.bias:+.3f} "
-                f"(judge {self.judge_mean:.3f} vs labels {self.human_mean:.3f})")
+                f"(judge {self.judge_mean:.3f} vs labels {self.human_mean:.3f}){cut}")
 
 
 def agreement(results: Iterable[EvalResult | None], labels: Mapping[str, Label]) -> Agreement | None:

@@ -184,9 +184,10 @@ def print_judge_checks(checks) -> None:
     """One row per judge (and faithfulness setting) and metric, side by side; then each judge's problems, one line
     each; then, when several were checked, which to use for faithfulness."""
     from tuner.evaluation.judge_check import choose
+    from tuner.evaluation.judge_cut import overstatement
 
     table = Table(title="judge check: supported vs unsupported cases")
-    for column in ("judge", "setting", "metric", "cases", "mean sup", "mean unsup", "AUC [95% CI]", "acc@0.5",
+    for column in ("judge", "setting", "metric", "cases", "mean sup", "mean unsup", "AUC [95% CI]", "acc@cut",
                    "bal. acc cv", "best cut", "unscored sup/unsup", "empty sup/unsup", "flip rate", "s/case"):
         table.add_column(column, justify="left" if column in ("judge", "setting", "metric") else "right")
 
@@ -204,12 +205,16 @@ def print_judge_checks(checks) -> None:
                           f"{m.supported.empty:.0%}/{m.unsupported.empty:.0%}",
                           f(m.flip_rate, "{:.0%}") + (f" of {m.agreement_cases}" if m.agreement_cases else ""),
                           f(m.seconds_per_case, "{:.1f}"))
-    table.caption = ("bal. acc cv: balanced accuracy of a cut chosen on the other folds of these cases (5-fold), "
-                     "not on the cases it classifies; best cut: the cut with the best balanced accuracy on them all")
+    cuts = "; ".join(dict.fromkeys(f"{check.setting}: {check.cut}" for check in checks))
+    table.caption = (f"acc@cut: share of cases on the right side of the judge's cut, {cuts}; bal. acc cv: balanced "
+                     "accuracy of a cut chosen on the other folds of these cases (5-fold), not on the cases it "
+                     "classifies; best cut: the cut with the best balanced accuracy on them all")
     console.print(table)
     for check in checks:
         for problem in check.problems:
             warning(f"judge {check.judge} ({check.setting}): {problem}")
+        if "faithfulness" in check.metrics and (known := overstatement(check.judge, check.setting)):
+            note(f"judge {check.judge}: {known}")
     chosen = choose(checks)
     if chosen is not None:
         console.print(chosen[1], highlight=False, soft_wrap=True)

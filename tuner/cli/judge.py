@@ -26,7 +26,7 @@ from tuner.cli._options import (
 )
 from tuner.config import load_config
 from tuner.errors import ConfigError
-from tuner.ui import console, err_console, progress, status
+from tuner.ui import console, err_console, note, progress, status
 
 judge_app = typer.Typer(help="Check the RAGAS judge on your own data before optimising against it.",
                         no_args_is_help=True)
@@ -131,6 +131,14 @@ def judge_check_command(
             checks.append(check_judge(runner, cases, agreement, on_progress))
             bar.update(task, completed=len(cases))
     print_judge_checks(checks)
+    if labels is not None:  # with labels, the judge's cut comes from them
+        for check in checks:
+            faithfulness = check.metrics.get("faithfulness")
+            if faithfulness is not None and faithfulness.cut is not None:
+                cv = "" if faithfulness.balanced_accuracy is None else \
+                    f" (balanced accuracy {faithfulness.balanced_accuracy:.2f} when chosen on other labels)"
+                note(f"your labels put {check.judge}'s cut ({check.setting}) at {faithfulness.cut:.2f}{cv}: set "
+                     f"evaluation.cut: {faithfulness.cut:.2f} to read its scores there")
     err_console.print(f"results {save_checks(checks, out, folder, against_labels=labels is not None)}")
 
 

@@ -14,9 +14,9 @@ No human labels are needed: the data itself vouches for some answers and rules o
   recall (with references): the question's own gold contexts vs another question's.
 
 The configured judge scores every case through the usual scorer and cache, and the check reports per metric:
-mean score per class, ROC AUC, accuracy at 0.5, unscored and empty-judgement rates per class, agreement
-between two sampled judge seeds, and seconds per case. A judge that cannot separate the classes (AUC < 0.8)
-or leaves one class unscored more often than the other is named before anyone optimises against it.
+mean score per class, ROC AUC, accuracy at the judge's cut (judge_cut.py), unscored and empty-judgement rates per
+class, agreement between two sampled judge seeds, and seconds per case. A judge that cannot separate the classes
+(AUC < 0.8) or leaves one class unscored more often than the other is named before anyone optimises against it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.data import Dataset, Question
 from tuner.errors import DataError
+from tuner.evaluation.judge_cut import MIDDLE, Cut, judge_cut, setting_name
 from tuner.evaluation.labels import Label
 from tuner.evaluation.metrics import JUDGED_METRICS, REGISTRY
 from tuner.files import write_json
@@ -45,7 +46,6 @@ CHECK_FILE = "judge_check.json"
 MIN_AUC = 0.8
 #: unscored shares of the two classes further apart than this bias every mean (one class drops out more)
 MAX_UNSCORED_GAP = 0.2
-PASS = 0.5  # a score at or above it reads as "supported"
 #: folds of the cross-validated cut; resamples of the AUC's bootstrap interval
 CUT_FOLDS = 5
 BOOTSTRAP_RESAMPLES = 500
@@ -405,12 +405,12 @@ def balanced_accuracy(verdicts: Sequence[Verdict], cut: float) -> float | None:
 
 def best_cut(verdicts: Sequence[Verdict]) -> float | None:
     """The cut with the best balanced accuracy on `verdicts`, midway between neighbouring scores (of equals, the
-    one nearest PASS)."""
+    one nearest the middle)."""
     values = sorted({v for v, _ in verdicts if v is not None})
-    if balanced_accuracy(verdicts, PASS) is None or not values:
+    if balanced_accuracy(verdicts, MIDDLE) is None or not values:
         return None
     candidates = [(a + b) / 2 for a, b in zip(values, values[1:])] or values
-    return max(candidates, key=lambda cut: (balanced_accuracy(verdicts, cut), -abs(cut - PASS)))
+    return max(candidates, key=lambda cut: (balanced_accuracy(verdicts, cut), -abs(cut - MIDDLE)))
 
 
 def cross_validated(verdicts: Sequence[Verdict], folds: int = CUT_FOLDS) -> float | None:
@@ -454,7 +454,7 @@ class MetricCheck:
     supported: ClassStats
     unsupported: ClassStats
     auc: float | None
-    #: share of all cases on the right side of 0.5 (an unscored case counts as wrong)
+    #: share of all cases on the right side of the cut (`read_at`; an unscored case counts as wrong)
     accuracy: float
     #: share of the doubly sampled cases whose two sampled verdicts fall on the same side of 0.5
     agreement: float | None
@@ -465,17 +465,19 @@ class MetricCheck:
     #: the AUC's 95 % bootstrap interval
     auc_interval: tuple[float, float] | None = None
     #: the cut with the best balanced accuracy on these cases, and the balanced accuracy of a cut chosen without
-    #: the cases it classifies (cross-validated), beside the one at PASS
+    #: the cases it classifies (cross-validated), beside the one at the judge's cut
     cut: float | None = None
     balanced_accuracy: float | None = None
-    balanced_accuracy_at_pass: float | None = None
+    balanced_accuracy_at_cut: float | None = None
+    #: the judge's cut, where `accuracy` and `balanced_accuracy_at_cut` read a score as supported
+    read_at: float = MIDDLE
 
     @classmethod
-    def of(cls, metric: str, scored: Sequence[CaseScore]) -> MetricCheck:
+    def of(cls, metric: str, scored: Sequence[CaseScore], cut: float = MIDDLE) -> MetricCheck:
         mine = [s for s in scored if s.case.metric == metric]
         pos = [s for s in mine if s.case.supported]
         neg = [s for s in mine if not s.case.supported]
-        right = sum(s.value is not None and (s.value >= PASS) == s.case.supported for s in mine)
+        right = sum(s.value is not None and (s.value >= cut) == s.case.supported for s in mine)
         pairs = [s.samples for s in mine if len(s.samples) == 2 and None not in s.samples]
         cold = [s.cold_seconds for s in mine if s.cold_seconds is not None] or \
             [s.seconds for s in mine if s.paid_calls and not s.cached_calls]  # a check saved before cold_seconds
@@ -488,10 +490,10 @@ class MetricCheck:
         verdicts = [(s.value, s.case.supported) for s in mine]
         return cls(metric, ClassStats.of(pos), ClassStats.of(neg), auc(*scores),
                    right / len(mine) if mine else 0.0,
-                   sum((a >= PASS) == (b >= PASS) for a, b in pairs) / len(pairs) if pairs else None,
+                   sum((a >= MIDDLE) == (b >= MIDDLE) for a, b in pairs) / len(pairs) if pairs else None,
                    sum(len(s.samples) == 2 for s in mine),
                    sum(cold) / len(cold) if cold else None, kinds, auc_interval(*scores), best_cut(verdicts),
-                   cross_validated(verdicts), balanced_accuracy(verdicts, PASS))
+                   cross_validated(verdicts), balanced_accuracy(verdicts, cut), cut)
 
     @property
     def flip_rate(self) -> float | None:
@@ -532,19 +534,6 @@ VERDICT_SETTINGS: tuple[Mapping[str, str], ...] = (
 SAME_AUC = 0.02
 
 
-def setting_name(evaluation, read_off_text: str = "") -> str:
-    """How faithfulness was judged, in the words of the config: "sampled", "graded", "graded, sentences", then
-    ", each passage" and ", nli" where the graded verdict reads passages alone or asks the NLI question; a graded
-    setting whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
-    name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
-    if evaluation.verdicts == "graded":
-        name += (", each passage" if evaluation.verdict_contexts == "each" else "") + \
-            (", nli" if evaluation.verdict_prompt == "nli" else "")
-    if read_off_text and evaluation.verdicts == "graded":
-        name += f" (as sampled yes/no: the judge {read_off_text})"
-    return name
-
-
 @dataclass(frozen=True)
 class JudgeCheck:
     judge: str
@@ -557,13 +546,16 @@ class JudgeCheck:
     window: int | None = None
     #: the faithfulness verdict setting judged with (`setting_name`)
     setting: str = "sampled"
+    #: where a graded score reads as supported, and why there (judge_cut.py)
+    cut: Cut = Cut(MIDDLE, "the middle")
 
     @classmethod
     def of(cls, judge: str, dataset: str, empty_judgement: str, scored: Sequence[CaseScore],
-           too_long: Sequence[str] = (), window: int | None = None, setting: str = "sampled") -> JudgeCheck:
+           too_long: Sequence[str] = (), window: int | None = None, setting: str = "sampled",
+           cut: Cut = Cut(MIDDLE, "the middle")) -> JudgeCheck:
         metrics = list(dict.fromkeys(s.case.metric for s in scored))
-        return cls(judge, dataset, empty_judgement, {m: MetricCheck.of(m, scored) for m in metrics}, tuple(scored),
-                   tuple(too_long), window, setting)
+        return cls(judge, dataset, empty_judgement, {m: MetricCheck.of(m, scored, cut.value) for m in metrics},
+                   tuple(scored), tuple(too_long), window, setting, cut)
 
     @property
     def problems(self) -> list[str]:
@@ -578,7 +570,7 @@ class JudgeCheck:
 
     def to_json(self) -> dict[str, Any]:
         return {"judge": self.judge, "dataset": self.dataset, "empty_judgement": self.empty_judgement,
-                "setting": self.setting,
+                "setting": self.setting, "cut": self.cut.value, "cut_source": self.cut.source,
                 "questions": self.questions, "problems": self.problems, "too_long": list(self.too_long),
                 "window": self.window,
                 "metrics": {m: c.to_json() for m, c in self.metrics.items()},
@@ -588,7 +580,8 @@ class JudgeCheck:
     def from_json(cls, data: Mapping[str, Any]) -> JudgeCheck:
         scored = [CaseScore.from_json(c) for c in data.get("cases", [])]
         return cls.of(data["judge"], data.get("dataset", ""), data.get("empty_judgement", "unsupported"), scored,
-                      data.get("too_long", ()), data.get("window"), data.get("setting", "sampled"))
+                      data.get("too_long", ()), data.get("window"), data.get("setting", "sampled"),
+                      Cut(data.get("cut", MIDDLE), data.get("cut_source", "the middle")))
 
 
 def choose(checks: Sequence[JudgeCheck], metric: str = "faithfulness") -> tuple[JudgeCheck, str] | None:
@@ -638,8 +631,9 @@ def check_judge(runner, cases: Sequence[Case], agreement: int = 0,
     kept = [case for case in cases if case.key not in too_long]
     scored = score_cases(runner.scorer, runner.meter, kept, agreement, on_progress)
     evaluation = runner.workspace.config.evaluation
+    setting = setting_name(evaluation, judge.why_read_off_text)
     return JudgeCheck.of(judge.name, runner.workspace.dataset.name, evaluation.empty_judgement, scored, too_long,
-                         window, setting_name(evaluation, judge.why_read_off_text))
+                         window, setting, judge_cut(evaluation, judge.name, setting))
 
 
 def paraphrase(runner, text: str) -> str:

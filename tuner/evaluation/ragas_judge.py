@@ -25,6 +25,7 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
 from tuner.config import EvaluationConfig
+from tuner.evaluation.judge_cut import judge_cut, setting_name
 from tuner.evaluation.metrics import REGISTRY, JudgeOutputError, JudgeTools
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM, PromptTooLong
@@ -146,7 +147,8 @@ class RagasScorer:
     def __init__(self, judge: LLM, embedder: Embedder, settings: EvaluationConfig, max_tokens: int):
         self.judge = JudgeLLM(judge, settings.retries, max_tokens)
         self.empty_judgement = settings.empty_judgement
-        self.tools = JudgeTools(self.judge, JudgeEmbeddings(embedder), settings)
+        self.tools = JudgeTools(self.judge, JudgeEmbeddings(embedder), settings,
+                                judge_cut(settings, judge.name, setting_name(settings)).value)
         self._scorers: dict[str, Any] = {}
 
     def scorer(self, metric: str) -> Any:

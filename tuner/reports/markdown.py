@@ -7,6 +7,7 @@ from typing import Any
 from tuner.analysis import Analysis, testset
 from tuner.analysis.corrections import none_matched
 from tuner.analysis.stages import STAGES
+from tuner.evaluation.judge_cut import overstatement
 from tuner.evaluation.metrics import REGISTRY, lower_is_better
 from tuner.reports import _data
 from tuner.study.results import StudyView
@@ -363,13 +364,16 @@ def _judge_check(analysis: Analysis) -> list[str]:
            f"question). A judge worth optimising against scores the first high and the second low: ROC AUC near 1, "
            f"0.5 is chance. `tuner judge check --study {analysis.view.name}` runs the full check.", ""]
     out += _table(["metric", "cases (supported / unsupported)", "mean supported", "mean unsupported", "AUC",
-                   "accuracy at 0.5", "unscored (supported / unsupported)"],
+                   f"accuracy at {check.cut.value:.2f}", "unscored (supported / unsupported)"],
                   [[m, f"{c.supported.cases} / {c.unsupported.cases}", _f(c.supported.mean), _f(c.unsupported.mean),
                     _f(c.auc, 2), f"{c.accuracy:.0%}", f"{c.supported.unscored:.0%} / {c.unsupported.unscored:.0%}"]
                    for m, c in check.metrics.items()])
     out += [("Problems: " + " ".join(p + "." for p in check.problems)) if check.problems else
             "The judge separated the classes on these cases.", ""]
-    return out
+    out += [f"A score reads as supported from {check.cut}."]
+    if "faithfulness" in check.metrics and (known := overstatement(check.judge, check.setting)):
+        out += [f"Known of this judge: {known}."]
+    return out + [""]
 
 
 def _failures(view: StudyView) -> list[str]:

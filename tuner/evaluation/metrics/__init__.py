@@ -26,11 +26,12 @@ INPUTS = {"answer": "response", "contexts": "retrieved_contexts", "reference": "
 
 @dataclass(frozen=True)
 class JudgeTools:
-    """What a scorer is built from: the judge (a RAGAS-facing LLM), the project's embedder as RAGAS wants it and
-    the evaluation settings."""
+    """What a scorer is built from: the judge (a RAGAS-facing LLM), the project's embedder as RAGAS wants it,
+    the evaluation settings and the judge's cut (where a graded verdict reads as supported)."""
     llm: Any
     embeddings: Any
     settings: Any
+    cut: float = 0.5
 
 
 class Computed:
@@ -108,7 +109,7 @@ class MetricSpec:
 def _faithfulness(tools: JudgeTools) -> Any:
     if tools.settings.verdicts == "graded":
         from tuner.evaluation.metrics.graded import GradedFaithfulness
-        return GradedFaithfulness(tools.llm, tools.settings)
+        return GradedFaithfulness(tools.llm, tools.settings, tools.cut)
     from ragas.metrics.collections import Faithfulness
     return Faithfulness(llm=tools.llm)
 

@@ -104,11 +104,13 @@ def supported(llm: Any, contexts: Sequence[str], statements: Sequence[str], sett
 
 
 class GradedFaithfulness(Faithfulness):
-    def __init__(self, judge: Any, settings: Any):
+    def __init__(self, judge: Any, settings: Any, cut: float = 0.5):
         """`judge`: the RAGAS-facing judge (its `llm` is tuner's LLM; its `replies` are what compile reads);
-        `settings`: the project's evaluation settings (statements, verdict_contexts, verdict_prompt)."""
+        `settings`: the project's evaluation settings (statements, verdict_contexts, verdict_prompt); `cut`: where
+        a statement's P(supported) reads as supported in those replies."""
         super().__init__(llm=judge)
         self.settings = settings
+        self.cut = cut
 
     async def ascore(self, user_input: str, response: str, retrieved_contexts: list[str]) -> MetricResult:
         statements = answer_sentences(response) if self.settings.statements == "sentences" else \
@@ -118,7 +120,7 @@ class GradedFaithfulness(Faithfulness):
         graded = list(zip(statements, supported(self.llm.llm, retrieved_contexts, statements, self.settings)))
         # the verdicts as RAGAS's reply holds them, for compile's feedback on unsupported statements
         self.llm.replies.append(NLIStatementOutput(statements=[
-            StatementFaithfulnessAnswer(statement=s, reason=f"P(supported) = {p:.2f}", verdict=int(p >= 0.5))
+            StatementFaithfulnessAnswer(statement=s, reason=f"P(supported) = {p:.2f}", verdict=int(p >= self.cut))
             for s, p in graded]))
         return mean([p for _, p in graded])
 

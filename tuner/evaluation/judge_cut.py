@@ -1,0 +1,103 @@
+"""Where a graded verdict reads as supported, and what is known of a judge beyond its own check.
+
+A graded judge gives P(supported); a rule that needs yes or no (the judge check's accuracy, compile's feedback on
+unsupported sentences, the agreement with people's labels) reads it at a cut. A small model's scale is not
+calibrated: on people's labels its unsupported claims still average P(yes) well above 0.5, so 0.5 reads almost
+everything as supported. The cut is, in this order:
+
+- `evaluation.cut`, the user's (set it to the cut `tuner judge check --labels` prints for your labels);
+- the cut measured on people's labels for a known judge model under the same verdict setting (`MEASURED`);
+- 0.5.
+
+`MEASURED` also says how far the judge check's own constructed cases overstate a known judge: its AUC on them
+against its AUC on real answers people labelled (RAGTruth's test claims, `bench/judge.py --labels`,
+docs/performance.md "Judge on people's labels").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: the cut when nothing better is known: the middle of the scale
+MIDDLE = 0.5
+
+
+def setting_name(evaluation, read_off_text: str = "") -> str:
+    """How faithfulness was judged, in the words of the config: "sampled", "graded", "graded, sentences", then
+    ", each passage" and ", nli" where the graded verdict reads passages alone or asks the NLI question; a graded
+    setting whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
+    name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
+    if evaluation.verdicts == "graded":
+        name += (", each passage" if evaluation.verdict_contexts == "each" else "") + \
+            (", nli" if evaluation.verdict_prompt == "nli" else "")
+    if read_off_text and evaluation.verdicts == "graded":
+        name += f" (as sampled yes/no: the judge {read_off_text})"
+    return name
+
+
+@dataclass(frozen=True)
+class OnPeople:
+    """A judge (a model file under a verdict setting) measured on the development set of people's labels."""
+
+    cut: float | None  # the best cut there; None where the judge ranked no better than chance, so no cut means much
+    auc: float  # AUC on people's labels
+    constructed: float | None  # AUC on the judge check's own kinds of case built from the same claims, if measured
+    claims: int  # how many labelled claims it was measured on
+
+
+_1_5B, _0_5B = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+#: (model file, verdict setting) -> what the development set measured: 50 of its claims, 10 labelled unsupported
+#: (`bench/judge.py --labels DEV --supported 40 --constructed 10`, docs/performance.md). With 10 unsupported claims an
+#: AUC is known to about ±0.2, so these are a judge's scale and a warning, not a ranking of settings.
+MEASURED: dict[tuple[str, str], OnPeople] = {
+    (_1_5B, "graded, sentences"): OnPeople(cut=0.86, auc=0.60, constructed=0.88, claims=50),
+    (_1_5B, "graded, sentences, each passage"): OnPeople(cut=0.89, auc=0.67, constructed=None, claims=50),
+    (_1_5B, "graded, sentences, nli"): OnPeople(cut=0.70, auc=0.55, constructed=None, claims=50),
+    (_1_5B, "graded, sentences, each passage, nli"): OnPeople(cut=0.72, auc=0.69, constructed=None, claims=50),
+    (_0_5B, "graded, sentences"): OnPeople(cut=None, auc=0.42, constructed=0.63, claims=50),
+    (_0_5B, "graded, sentences, each passage"): OnPeople(cut=None, auc=0.54, constructed=None, claims=50),
+    (_0_5B, "graded, sentences, nli"): OnPeople(cut=None, auc=0.38, constructed=None, claims=50),
+    (_0_5B, "graded, sentences, each passage, nli"): OnPeople(cut=None, auc=0.39, constructed=None, claims=50),
+}
+
+
+def measured(judge: str, setting: str) -> OnPeople | None:
+    """What the development set says of this judge (its cache name holds its model file) under `setting`."""
+    return next((facts for (model, known), facts in MEASURED.items() if model in judge and known == setting), None)
+
+
+@dataclass(frozen=True)
+class Cut:
+    value: float
+    source: str  # where it came from, in words: "evaluation.cut", "measured on people's labels", "the middle"
+
+    def __str__(self) -> str:
+        return f"{self.value:.2f} ({self.source})"
+
+
+def judge_cut(evaluation, judge: str, setting: str) -> Cut:
+    """The cut for `judge` (its cache name) judging under `evaluation` (whose `setting_name` is `setting`)."""
+    if evaluation.cut is not None:
+        return Cut(evaluation.cut, "evaluation.cut")
+    facts = measured(judge, setting) if evaluation.verdicts == "graded" else None
+    if facts is None:
+        return Cut(MIDDLE, "the middle: no cut is known for this judge")
+    if facts.cut is None:
+        return Cut(MIDDLE, f"the middle: on {facts.claims} claims people labelled this judge ranked no better than "
+                           f"chance (AUC {facts.auc:.2f}), so no cut reads it well")
+    return Cut(facts.cut, f"measured on {facts.claims} claims people labelled")
+
+
+def overstatement(judge: str, setting: str) -> str | None:
+    """How far the judge check's constructed cases are known to overstate this judge, in one sentence; None when
+    it was not measured."""
+    facts = measured(judge, setting)
+    if facts is None or facts.constructed is None:
+        return None
+    gap = facts.constructed - facts.auc
+    reading = f"the check's AUC reads about {gap:.2f} above what real answers give" if gap > 0 else \
+        "the check's AUC is not above what real answers give"
+    return (f"on {facts.claims} real answers people labelled (RAGTruth), this judge ({setting}) scored AUC "
+            f"{facts.auc:.2f} where the check's kinds of case built from them gave {facts.constructed:.2f}: "
+            f"{reading}")
