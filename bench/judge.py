@@ -23,6 +23,9 @@ the balanced accuracy at 0.5 and seconds per claim (cold), and the AUC per task.
 are judged one after another, as a question's verdicts are in a study (their prefix is computed once).
 
     python bench/judge.py --labels ~/.cache/tuner/datasets/ragtruth/dev-labels.jsonl
+
+With --align N it runs `tuner judge align`'s cross-validation on the labels instead (two halves, each judged by the
+winner of an N-candidate search on the other) and prints held-out AUC and balanced accuracy before and after.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import argparse
 import json
 import math
 import random
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -185,6 +189,27 @@ def against_labels(args) -> None:
         console.print(line, highlight=False, soft_wrap=True)
 
 
+def aligned_on_labels(args) -> None:
+    """`tuner judge align`'s cross-validation on the development set: does a judge aligned on one half agree better
+    with people on the other? Calls are cached with --labels' own, so today's verdicts are not paid again."""
+    from tuner.evaluation.judge_align import align
+
+    cases = sorted(sample(label_cases(read_labels(args.labels).values()), args.supported),
+                   key=lambda c: (c.contexts, c.question_id))
+    console.print(f"{args.labels}: {len(cases)} claims, {sum(not c.supported for c in cases)} labelled unsupported")
+    for model in args.models:
+        runner = RagRunner(open_workspace(project(model, None, args.out / f"cache-labels-{model}")))
+        started = time.perf_counter()
+        def shown(done: int, total: int) -> None:
+            console.print(f"  {model} aligning {done}/{total}", end="\r")
+        aligned = align(runner, runner.workspace.config.evaluation, cases, 2, args.align, shown)
+        adopted = aligned.adopted
+        what = "nothing adopted" if adopted is None else \
+            f"adopted: wording {adopted.prompt}, {len(adopted.demos)} demos, cut {_f(adopted.cut)}"
+        console.print(f"{model}: {aligned.sentence()}; {what} ({time.perf_counter() - started:.0f} s)",
+                      highlight=False, soft_wrap=True)
+
+
 def hard_auc(check: JudgeCheck) -> float | None:
     """AUC of the supported cases against the kinds modelled on real hallucinations only (an added detail, a subtle
     change, one sentence in four)."""
@@ -244,9 +269,12 @@ def main() -> None:
                         "cases from this many supported claims and score them under the default setting")
     parser.add_argument("--settings", nargs="+", help="with --labels: only these settings, by name (e.g. "
                         "\"graded, sentences, each passage\")")
+    parser.add_argument("--align", type=int, metavar="CANDIDATES", help="with --labels: align each model's judge "
+                        "(default setting) on the claims in two folds, each half judged by the winner of a search of "
+                        "this many candidates on the other half, and print held-out agreement before and after")
     args = parser.parse_args()
     if args.labels is not None:
-        return against_labels(args)
+        return aligned_on_labels(args) if args.align else against_labels(args)
 
     table = Table(title=f"judge check, faithfulness: {args.n} questions per set, supported vs unsupported cases")
     for column in ("set", "judge", "setting", "cases", "AUC", "acc@0.5", "unscored sup/unsup", "flip rate",

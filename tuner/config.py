@@ -7,6 +7,8 @@ Relative paths inside a file are resolved against the file's own folder.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -366,6 +368,36 @@ def _program_name(value: str) -> str:
 
 
 
+class VerdictDemo(_Strict):
+    """A labelled example a graded verdict is shown before its own: a passage (an excerpt), a statement, the
+    label."""
+
+    context: str = Field(min_length=1)
+    statement: str = Field(min_length=1)
+    supported: bool
+
+
+class JudgeAlignment(_Strict):
+    """The graded judge aligned with people's labels (`tuner judge align` writes it; `evaluation.alignment` names
+    the file): the verdict's wording and the demonstrations shown before every verdict, chosen for agreement with
+    the labels and adopted because agreement rose on labels they were not chosen on. A study records it whole."""
+
+    prompt: Literal["support", "nli"]
+    demos: list[VerdictDemo] = Field(default_factory=list, max_length=8)
+    cut: float | None = Field(None, gt=0, lt=1, description="the labels' best cut under this alignment")
+    labels: int = Field(ge=0, description="how many labels it was aligned on")
+    held_out: str = Field("", description="what cross-validation measured, in words")
+
+    @property
+    def digest(self) -> str:
+        """What the judge is shown, hashed: the wording and the demos (the figures are not part of it)."""
+        body = json.dumps([self.prompt, [d.model_dump() for d in self.demos]], ensure_ascii=False)
+        return hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
+
+    def __repr__(self) -> str:  # what a refused resume prints: the identity, not every demo's text
+        return f"alignment {self.digest}"
+
+
 class EvaluationConfig(_Strict):
     metrics: list[MetricName] = Field(list(DEFAULT_METRICS), min_length=1)
     strictness: int = Field(3, ge=1, le=10, description="questions generated per answer for answer_relevancy")
@@ -401,6 +433,9 @@ class EvaluationConfig(_Strict):
         "compile's feedback on unsupported sentences, the judge's agreement with labels (default: the cut measured "
         "on people's labels for a known judge model and setting, else 0.5; `tuner judge check --labels` prints "
         "the one your labels give)")
+    alignment: JudgeAlignment | None = Field(
+        None, description="a judge alignment `tuner judge align` wrote (its file, read when the config is): the "
+        "wording and labelled demonstrations every graded verdict is shown; recorded whole in a study")
 
     @model_validator(mode="after")
     def _sentences_are_graded(self) -> EvaluationConfig:
@@ -409,7 +444,12 @@ class EvaluationConfig(_Strict):
         if self.statements == "sentences" and self.verdicts != "graded":
             raise ValueError("statements: sentences needs verdicts: graded (RAGAS's sampled verdicts check the "
                              "judge's own statements)")
-        graded_only = [f for f in ("verdict_contexts", "verdict_prompt", "cut")
+        if self.alignment is not None:
+            if "verdict_prompt" in self.model_fields_set and self.verdict_prompt != self.alignment.prompt:
+                raise ValueError(f"verdict_prompt: {self.verdict_prompt} contradicts the alignment's wording "
+                                 f"({self.alignment.prompt}); leave verdict_prompt out")
+            self.verdict_prompt = self.alignment.prompt
+        graded_only = [f for f in ("alignment", "verdict_contexts", "verdict_prompt", "cut")
                        if getattr(self, f) != type(self).model_fields[f].default]
         if self.verdicts != "graded" and graded_only:
             raise ValueError(f"{graded_only[0]} is a setting of graded verdicts (verdicts: graded)")
@@ -680,12 +720,29 @@ def load_config(path: Path | str | None) -> ProjectConfig:
     if path is None:
         return ProjectConfig()
     path = Path(path)
-    raw = read_yaml(path)
+    raw = _read_alignment(read_yaml(path), path.parent)
     try:
         config = ProjectConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc)}") from None
     return _resolve_paths(config, path.parent)
+
+
+def _read_alignment(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    """`evaluation.alignment: FILE` (relative to the config's folder) replaced by the file's content: a study
+    records the alignment itself, so a later edit of the file cannot change what its trials were judged by."""
+    evaluation = raw.get("evaluation")
+    if not isinstance(evaluation, dict) or not isinstance(evaluation.get("alignment"), str):
+        return raw
+    where = base / evaluation["alignment"]
+    refuse_special(where, ConfigError)
+    if not where.is_file():
+        raise ConfigError(f"evaluation.alignment: {where}: file not found (`tuner judge align` writes one)")
+    try:
+        content = json.loads(where.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"evaluation.alignment: {where}: not a judge alignment ({first_line(exc)})") from None
+    return {**raw, "evaluation": {**evaluation, "alignment": content}}
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

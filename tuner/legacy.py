@@ -20,7 +20,8 @@ UNNAMED_BACKEND = "llama-cpp"
 #: evaluation settings added later, at the value every study ran with before they existed (a study recorded
 #: before them resumes with these, and its project hash leaves them out)
 EVALUATION_AS_BEFORE: Mapping[str, Any] = {"verdicts": "sampled", "statements": "judge", "verdict_contexts": "joined",
-                                            "verdict_prompt": "support", "cut": None}
+                                            "verdict_prompt": "support", "cut": None,
+                                            "alignment": None}
 
 
 def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""`tuner judge check` (the RAGAS judge scored on labelled cases built from your own data, or on your labels) and
-`tuner judge label` (people's labels of a study's answers, read by the report's PPI++ correction)."""
+"""`tuner judge check` (the RAGAS judge scored on labelled cases built from your own data, or on your labels),
+`tuner judge label` (people's labels of a study's answers, read by the report's PPI++ correction) and `tuner judge
+align` (the graded judge's wording and demonstrations fitted to those labels)."""
 
 from __future__ import annotations
 
@@ -140,6 +141,52 @@ def judge_check_command(
                 note(f"your labels put {check.judge}'s cut ({check.setting}) at {faithfulness.cut:.2f}{cv}: set "
                      f"evaluation.cut: {faithfulness.cut:.2f} to read its scores there")
     err_console.print(f"results {save_checks(checks, out, folder, against_labels=labels is not None)}")
+
+
+@judge_app.command("align")
+def judge_align_command(
+    labels: Annotated[Path, typer.Option("--labels", help="people's labels (a labels.jsonl from `tuner judge label`)")],
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", "-c", help="project config YAML whose judge is aligned (default: built-in defaults)")] = None,
+    folds: Annotated[int, typer.Option("--folds", min=2, max=10, help="folds of the labels: each is judged by "
+                                       "the winner of a search on the others")] = 2,
+    candidates: Annotated[int, typer.Option("--candidates", min=2, max=40, help="candidates per search (both "
+                                            "wordings zero-shot, then balanced demo sets)")] = 6,
+    out: Annotated[Path, typer.Option("--out", "-o", help="where the adopted alignment goes")] = Path(
+        "judge-alignment.json"),
+) -> None:
+    """Align the graded judge with your labels: its wording and a few labelled demonstrations, adopted only where
+    agreement rises on labels the search did not see."""
+    from tuner.evaluation.judge_align import align
+    from tuner.evaluation.judge_check import label_cases
+    from tuner.evaluation.labels import read as read_labels
+    from tuner.evaluation.rag_eval import RagRunner
+    from tuner.files import write_json
+    from tuner.workspace import open_workspace
+
+    if not labels.is_file():
+        raise ConfigError(f"--labels {labels}: no such file")
+    project = load_config(config)
+    if project.evaluation.verdicts != "graded":
+        raise ConfigError("judge alignment shapes graded verdicts; this config judges with verdicts: sampled")
+    cases = label_cases(read_labels(labels).values())
+    with index_progress() as shown:
+        runner = RagRunner(open_workspace(project, on_progress=shown))
+    with progress() as bar:
+        task = bar.add_task(f"aligning {runner.judge.name} on {len(cases)} labels", total=None)
+        aligned = align(runner, project.evaluation, cases, folds, candidates,
+                        lambda done, total: bar.update(task, completed=done, total=total))
+    console.print(aligned.sentence(), highlight=False)
+    if aligned.adopted is None:
+        why = "held-out agreement did not rise" if not aligned.rose else \
+            "on all the labels the judge as configured won"
+        note(f"not adopted: {why}; the judge stays as configured and nothing was written")
+        return
+    write_json(out, aligned.adopted.model_dump(mode="json"))
+    shown_demos = len(aligned.adopted.demos)
+    note(f"adopted: wording {aligned.adopted.prompt}, {shown_demos} demonstration(s), cut "
+         f"{aligned.adopted.cut if aligned.adopted.cut is None else round(aligned.adopted.cut, 2)}; written to {out}. "
+         f"Set evaluation.alignment: {out} to judge with it (a study records it, and refuses a resume under another)")
 
 
 KEYS = "[bold]y[/] supported · [bold]n[/] not supported · [bold]s[/] skip · [bold]b[/] back · [bold]q[/] quit"

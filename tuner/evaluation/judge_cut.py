@@ -6,6 +6,7 @@ calibrated: on people's labels its unsupported claims still average P(yes) well 
 everything as supported. The cut is, in this order:
 
 - `evaluation.cut`, the user's (set it to the cut `tuner judge check --labels` prints for your labels);
+- an aligned judge's own, chosen on the labels it was aligned on (`evaluation.alignment`);
 - the cut measured on people's labels for a known judge model under the same verdict setting (`MEASURED`);
 - 0.5.
 
@@ -24,12 +25,15 @@ MIDDLE = 0.5
 
 def setting_name(evaluation, read_off_text: str = "") -> str:
     """How faithfulness was judged, in the words of the config: "sampled", "graded", "graded, sentences", then
-    ", each passage" and ", nli" where the graded verdict reads passages alone or asks the NLI question; a graded
+    ", each passage" and ", nli" where the graded verdict reads passages alone or asks the NLI question, ", aligned"
+    where it is shown an alignment's demonstrations; a graded
     setting whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
     name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
     if evaluation.verdicts == "graded":
         name += (", each passage" if evaluation.verdict_contexts == "each" else "") + \
             (", nli" if evaluation.verdict_prompt == "nli" else "")
+    if evaluation.verdicts == "graded" and evaluation.alignment is not None:
+        name += ", aligned"
     if read_off_text and evaluation.verdicts == "graded":
         name += f" (as sampled yes/no: the judge {read_off_text})"
     return name
@@ -80,6 +84,8 @@ def judge_cut(evaluation, judge: str, setting: str) -> Cut:
     """The cut for `judge` (its cache name) judging under `evaluation` (whose `setting_name` is `setting`)."""
     if evaluation.cut is not None:
         return Cut(evaluation.cut, "evaluation.cut")
+    if evaluation.alignment is not None and evaluation.alignment.cut is not None:
+        return Cut(evaluation.alignment.cut, f"the alignment's, from {evaluation.alignment.labels} labels")
     facts = measured(judge, setting) if evaluation.verdicts == "graded" else None
     if facts is None:
         return Cut(MIDDLE, "the middle: no cut is known for this judge")

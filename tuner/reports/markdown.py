@@ -216,7 +216,8 @@ def _question(view: StudyView) -> list[str]:
         if project.system else
         ["generator", _model(models, "generator", project.generator.model, "no answer was generated")],
         ["judge", _model(models, "judge", project.judge_llm.model, "nothing was judged") + _own_answers(view)
-         + (f"; its verdicts were {models['verdicts']}" if models and models.get("verdicts") else "")],
+         + (f"; its verdicts were {models['verdicts']}" if models and models.get("verdicts") else "")
+         + _aligned(project.evaluation.alignment)],
         ["trials", states],
         ["wall time", f"{duration(_data.wall_seconds(view))} from the first trial's start to the last's end; "
                       f"{duration(spend.trial_seconds)} inside trials"],
@@ -351,6 +352,13 @@ def _noise(analysis: Analysis) -> list[str]:
                 f"{'above' if exceeds else 'within'} the judge's normal fluctuation (2 × √2 × {sd:.3f} = "
                 f"{2 * 2 ** 0.5 * sd:.3f})" + ("." if exceeds else ": it could be the judge's noise alone."), ""]
     return out
+
+
+def _aligned(alignment) -> str:
+    if alignment is None:
+        return ""
+    return (f"; aligned with {alignment.labels} of your labels ({alignment!r}: wording {alignment.prompt}, "
+            f"{len(alignment.demos)} demonstrations; {alignment.held_out or 'no held-out figure recorded'})")
 
 
 def _judge_check(analysis: Analysis) -> list[str]:

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from tuner.cache import is_database
 from tuner.compile.saved import Sidecar, compiled_programs, read_sidecar
-from tuner.config import INDEX_KNOBS, PipelineConfig, ProjectConfig, SystemConfig, setting_at
+from tuner.config import INDEX_KNOBS, JudgeAlignment, PipelineConfig, ProjectConfig, SystemConfig, setting_at
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
@@ -294,7 +294,7 @@ INDEX_SETTINGS = (*INDEX_KNOBS.values(), "chunking", "embedder.backend", "embedd
                   "backend.candidates", "backend.bm25", "graph")
 #: how every trial of a study was judged: a resume judging otherwise would rank scores of two scales together
 JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.statements", "evaluation.verdict_contexts",
-                  "evaluation.verdict_prompt")
+                  "evaluation.verdict_prompt", "evaluation.alignment")
 
 
 def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConfig) -> None:
@@ -351,7 +351,7 @@ def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], p
 
 def _leaves(value: Any, path: str) -> list[str]:
     """The dotted paths of every setting at or under `path` (a section names each of its keys)."""
-    if isinstance(value, BaseModel):
+    if isinstance(value, BaseModel) and not isinstance(value, JudgeAlignment):  # an alignment is one setting
         return [leaf for key in type(value).model_fields for leaf in _leaves(getattr(value, key), f"{path}.{key}")]
     return [path]
 

@@ -57,8 +57,15 @@ _CITATION = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
 _said_sampled: set[tuple[str, str]] = set()
 
 
-def verdict_messages(context: str, statement: str, prompt: str = "support") -> list[dict[str, str]]:
-    return [{"role": "user", "content": VERDICT_PROMPTS[prompt].format(context=context, statement=statement)}]
+def verdict_messages(context: str, statement: str, prompt: str = "support",
+                     demos: Sequence[Any] = ()) -> list[dict[str, str]]:
+    """The verdict's chat: an aligned judge's labelled demonstrations first, as earlier turns answered yes or no
+    (the same for every verdict, so they stay in the shared prefix), then the contexts and the statement."""
+    template = VERDICT_PROMPTS[prompt]
+    shown = [turn for demo in demos for turn in (
+        {"role": "user", "content": template.format(context=demo.context, statement=demo.statement)},
+        {"role": "assistant", "content": "yes" if demo.supported else "no"})]
+    return [*shown, {"role": "user", "content": template.format(context=context, statement=statement)}]
 
 
 def useful_messages(question: str, reference: str, passage: str) -> list[dict[str, str]]:
@@ -94,12 +101,12 @@ def supported(llm: Any, contexts: Sequence[str], statements: Sequence[str], sett
     """P(the contexts support it) per statement: one verdict on the contexts joined as RAGAS joins them, or the best
     verdict over the passages read one at a time (`settings.verdict_contexts`). Passage by passage, every statement
     of a passage runs before the next passage, so each passage's prefix is computed once."""
-    prompt = settings.verdict_prompt
+    prompt, demos = settings.verdict_prompt, settings.alignment.demos if settings.alignment else ()
     if settings.verdict_contexts == "joined":
         context = "\n".join(contexts)
-        return [grade(llm, verdict_messages(context, s, prompt)) for s in statements]
+        return [grade(llm, verdict_messages(context, s, prompt, demos)) for s in statements]
     passages = [c for c in contexts if c.strip()] or [""]
-    verdicts = [[grade(llm, verdict_messages(passage, s, prompt)) for s in statements] for passage in passages]
+    verdicts = [[grade(llm, verdict_messages(passage, s, prompt, demos)) for s in statements] for passage in passages]
     return [max(column) for column in zip(*verdicts)]
 
 
