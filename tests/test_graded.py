@@ -170,6 +170,18 @@ def test_every_rule_reading_a_graded_verdict_as_yes_or_no_uses_the_cut():
         graded = scorer(ScriptedLLM(), cut=cut)
         graded.score("faithfulness", "Which bridge?", ANSWER, CONTEXTS, None)
         assert [s.verdict for s in graded.judge.replies[-1].statements] == verdicts
+    # the judge's agreement with people's labels (the report, the verdict, `tuner compare --labels`) too
+    from tuner.analysis.corrections import Agreement
+    from tuner.evaluation.judge_cut import cut_of
+    from tuner.evaluation.records import EvalResult
+
+    pairs = [(v, 1.0) for v in supported] + [(v, 0.0) for v in unsupported]
+    assert Agreement.of(pairs).accuracy == pytest.approx(6 / 8)
+    read = Agreement.of(pairs, read_at=0.72)
+    assert read.accuracy == 1.0 and "on 100% at 0.72" in read.sentence()
+    judged = EvalResult({}, {}, (), None, {}, models={"judge": JUDGE_1_5B})
+    assert cut_of(EvaluationConfig(), judged) == pytest.approx(0.86)  # the shipped 1.5B's, as the report reads it
+    assert cut_of(EvaluationConfig(cut=0.6), judged) == 0.6 and cut_of(EvaluationConfig(), None) == 0.5
 
 
 REFERENCE = "The Sorrel Bridge crosses the Vell river. Gustave Eiffel designed its purple arches."

@@ -22,6 +22,7 @@ from tuner.analysis.stats import Comparison, compare_results
 from tuner.analysis.testset import TestsetReading, read_testset
 from tuner.analysis.verdict import Verdict, verdict
 from tuner.evaluation.judge_check import CHECK_FILE, JudgeCheck, parse_checks
+from tuner.evaluation.judge_cut import cut_of
 from tuner.study.results import StudyView
 from tuner.study.space import SearchSpace
 
@@ -61,7 +62,8 @@ def analyze(view: StudyView) -> Analysis:
             comparisons = list(compare_results(view.compared, baseline.result, best.result))
             if view.labels and not view.split.active:
                 fixed = corrections(baseline.result, best.result, view.labels,
-                                    names=("baseline", f"trial {best.number}"))
+                                    names=("baseline", f"trial {best.number}"),
+                                    read_at=cut_of(view.project.evaluation, best.result))
         spread = noise.spreads if noise and noise.trial == best.number and noise.metric == view.target else None
         shares = attribute(best.result.questions, view.target, spread)
     effects = knob_effects(view)

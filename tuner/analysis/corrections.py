@@ -44,7 +44,7 @@ class Agreement:
 
     answers: int
     supported: int  # of them, labelled supported
-    accuracy: float  # the judge's score on the label's side of 0.5
+    accuracy: float  # the judge's score on the label's side of `read_at`
     auc: float | None  # the chance a supported answer outscores an unsupported one; None: one class only
     bias: float  # mean(judge − label): above 0 the judge is lenient, below it strict
     judge_mean: float
@@ -53,19 +53,20 @@ class Agreement:
     #: chosen on other labels than those it classifies (5-fold; None with fewer than 5 of a class)
     cut: float | None = None
     balanced_accuracy: float | None = None
+    read_at: float = MIDDLE  # the judge's cut (`judge_cut`): where its score reads as supported
 
     @classmethod
-    def of(cls, pairs: Sequence[tuple[float, float]]) -> Agreement | None:
-        """`pairs`: (judge score, label 1/0) per labelled answer."""
+    def of(cls, pairs: Sequence[tuple[float, float]], read_at: float = MIDDLE) -> Agreement | None:
+        """`pairs`: (judge score, label 1/0) per labelled answer; `read_at`: the judge's cut."""
         if not pairs:
             return None
         judge, human = [p[0] for p in pairs], [p[1] for p in pairs]
         n = len(pairs)
         verdicts = [(f, y == 1) for f, y in pairs]
-        return cls(n, int(sum(human)), sum((f >= MIDDLE) == (y == 1) for f, y in pairs) / n,
+        return cls(n, int(sum(human)), sum((f >= read_at) == (y == 1) for f, y in pairs) / n,
                    auc([f for f, y in pairs if y == 1], [f for f, y in pairs if y == 0]),
                    (sum(judge) - sum(human)) / n, sum(judge) / n, sum(human) / n,
-                   best_cut(verdicts), cross_validated(verdicts))
+                   best_cut(verdicts), cross_validated(verdicts), read_at)
 
     def sentence(self) -> str:
         separation = "one class only, so no AUC" if self.auc is None else f"AUC {self.auc:.2f}"
@@ -74,12 +75,13 @@ class Agreement:
             "" if self.balanced_accuracy is None else
             f" (balanced accuracy {self.balanced_accuracy:.2f} when chosen on other labels: evaluation.cut)")
         return (f"on {self.answers} labelled answers ({self.supported} supported) the judge agrees with the labels "
-                f"on {self.accuracy:.0%} at 0.5 ({separation}) and is {lean} by {self.bias:+.3f} "
+                f"on {self.accuracy:.0%} at {self.read_at:.2f} ({separation}) and is {lean} by {self.bias:+.3f} "
                 f"(judge {self.judge_mean:.3f} vs labels {self.human_mean:.3f}){cut}")
 
 
-def agreement(results: Iterable[EvalResult | None], labels: Mapping[str, Label]) -> Agreement | None:
-    """The judge's faithfulness against the labels, each distinct labelled answer once."""
+def agreement(results: Iterable[EvalResult | None], labels: Mapping[str, Label],
+              read_at: float = MIDDLE) -> Agreement | None:
+    """The judge's faithfulness against the labels, each distinct labelled answer once, read at the judge's cut."""
     labels = given(labels)
     pairs: dict[str, tuple[float, float]] = {}
     for result in results:
@@ -87,7 +89,7 @@ def agreement(results: Iterable[EvalResult | None], labels: Mapping[str, Label])
             score = q.value(LABELLED_METRIC)
             if (key := fingerprint(q)) in labels and score is not None:
                 pairs[key] = (score, labels[key].value)
-    return Agreement.of(list(pairs.values()))
+    return Agreement.of(list(pairs.values()), read_at)
 
 
 @dataclass(frozen=True)
@@ -126,8 +128,8 @@ def none_matched(count: int) -> str:
 
 def corrections(reference: EvalResult, candidate: EvalResult, labels: Mapping[str, Label],
                 others: Mapping[str, EvalResult] | None = None,
-                names: tuple[str, str] = ("reference", "candidate")) -> Corrections | None:
-    """None when no answer compared carries a label."""
+                names: tuple[str, str] = ("reference", "candidate"), read_at: float = MIDDLE) -> Corrections | None:
+    """None when no answer compared carries a label; `read_at`: the judge's cut, where the agreement reads it."""
     results = {names[0]: reference, names[1]: candidate, **(others or {})}
     human = {name: human_scores(result, labels) for name, result in results.items()}
     labelled = {fingerprint(q) for name, result in results.items() for q in result.questions
@@ -139,7 +141,7 @@ def corrections(reference: EvalResult, candidate: EvalResult, labels: Mapping[st
     judge_difference = (sum(judge[names[1]][q] - judge[names[0]][q] for q in paired) / len(paired)) if paired \
         else None
     return Corrections(
-        len(labelled), agreement(results.values(), labels),
+        len(labelled), agreement(results.values(), labels, read_at),
         correct_difference(judge[names[0]], judge[names[1]], human[names[0]], human[names[1]]), judge_difference,
         {name: correct(judge[name], human[name]) for name in results})
 

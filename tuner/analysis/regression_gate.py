@@ -13,6 +13,7 @@ from typing import Any
 from tuner.analysis.corrections import Corrections, corrections, reading
 from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, per_question
+from tuner.evaluation.judge_cut import MIDDLE
 from tuner.evaluation.labels import LABELLED_METRIC, Label
 from tuner.evaluation.metrics import lower_is_better
 from tuner.evaluation.records import EvalResult
@@ -79,8 +80,8 @@ class Gate:
 
 
 def gate(metrics: Sequence[str], base: EvalResult, new: EvalResult, margin: float,
-         labels: Mapping[str, Label] | None = None) -> Gate:
+         labels: Mapping[str, Label] | None = None, read_at: float = MIDDLE) -> Gate:
     """`new` against `base` on each metric, paired by question (both must have answered the same questions);
-    `labels`: people's verdicts on answers, which correct faithfulness."""
-    fixed = corrections(base, new, labels, names=("BASE", "NEW")) if labels else None
+    `labels`: people's verdicts on answers, which correct faithfulness; `read_at`: the judge's cut."""
+    fixed = corrections(base, new, labels, names=("BASE", "NEW"), read_at=read_at) if labels else None
     return Gate(margin, tuple(compare(m, per_question(base, m), per_question(new, m)) for m in metrics), fixed)

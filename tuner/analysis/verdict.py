@@ -22,6 +22,7 @@ from tuner.analysis.corrections import Corrections, corrections, none_matched, r
 from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, compare_results, per_question
 from tuner.data.split import Split
+from tuner.evaluation.judge_cut import cut_of
 from tuner.evaluation.labels import LABELLED_METRIC
 from tuner.study.results import StudyView, TrialRecord
 
@@ -172,7 +173,8 @@ def verdict(view: StudyView) -> Verdict | None:
     if view.labels and held_out:
         corrected = corrections(baseline.held_out, best.held_out, view.labels,
                                 {f"trial {c.trial.number}": c.trial.held_out for c in rivals if c.held_out},
-                                ("baseline", f"trial {best.number}"))
+                                ("baseline", f"trial {best.number}"),
+                                cut_of(view.project.evaluation, best.held_out))
     return Verdict(metric, view.split, best, baseline, in_sample, held_out, rivals, corrected,
                    len(view.labels) if held_out else 0)
 

@@ -39,6 +39,7 @@ def compare_command(
     --margin with the CI excluding zero, else 0."""
     from tuner.analysis.regression_gate import gate
     from tuner.cli.evaluate import open_split, run_evaluation
+    from tuner.evaluation.judge_cut import cut_of
     from tuner.evaluation.labels import read as read_labels
     from tuner.evaluation.metrics import SCORED_METRICS, TARGETS
     from tuner.evaluation.records import unscorable
@@ -65,7 +66,7 @@ def compare_command(
     if [q.id for q in data.questions] != [q.id for q in other.questions]:
         raise ConfigError(f"{base} and {new} evaluate other questions ({data.name}, {len(data.questions)} vs "
                           f"{other.name}, {len(other.questions)}): give --dataset (and --limit) for both")
-    verdict = gate(metrics, before, after, margin, given)
+    verdict = gate(metrics, before, after, margin, given, cut_of(load_config(new).evaluation, after))
     if as_json:
         payload = verdict.to_json(str(base), str(new), len(data.questions))
         payload["llm_calls_paid"] = {"base": before.cost.llm_calls, "new": after.cost.llm_calls}

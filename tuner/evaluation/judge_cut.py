@@ -95,6 +95,12 @@ def judge_cut(evaluation, judge: str, setting: str) -> Cut:
     return Cut(facts.cut, f"measured on {facts.claims} claims people labelled")
 
 
+def cut_of(evaluation, result) -> float:
+    """The cut the judge that scored `result` (an EvalResult, or None) is read at under `evaluation`."""
+    judge = result.models.get("judge", "") if result is not None else ""
+    return judge_cut(evaluation, judge, setting_name(evaluation)).value
+
+
 def overstatement(judge: str, setting: str) -> str | None:
     """How far the judge check's constructed cases are known to overstate this judge, in one sentence; None when
     it was not measured."""
