@@ -66,7 +66,8 @@ def compare_command(
     if [q.id for q in data.questions] != [q.id for q in other.questions]:
         raise ConfigError(f"{base} and {new} evaluate other questions ({data.name}, {len(data.questions)} vs "
                           f"{other.name}, {len(other.questions)}): give --dataset (and --limit) for both")
-    verdict = gate(metrics, before, after, margin, given, cut_of(load_config(new).evaluation, after))
+    # the loop's last project is NEW's: its judge's cut reads the label agreement
+    verdict = gate(metrics, before, after, margin, given, cut_of(project.evaluation, after))
     if as_json:
         payload = verdict.to_json(str(base), str(new), len(data.questions))
         payload["llm_calls_paid"] = {"base": before.cost.llm_calls, "new": after.cost.llm_calls}
