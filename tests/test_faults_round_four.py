@@ -32,6 +32,7 @@ from tests.helpers import (
     signal_when,
     tuner,
 )
+from tuner.cli._interrupt import KEEP_REPLIES
 from tuner.cli._live import StudyDisplay
 from tuner.config import EvaluationConfig, ProjectConfig
 from tuner.evaluation.judge_check import check_judge, choose, quick_cases
@@ -120,8 +121,10 @@ def test_a_reply_that_arrives_while_tuner_stops_is_cached_and_not_paid_again(tmp
         stderr, took = signal_when(process, lambda: len(server.bodies) >= 8, number)
         left = time.monotonic()
         assert process.returncode == 128 + number and "Traceback" not in stderr, stderr
-        # a reply sent in tuner's last instants may not have been read: a tenth of a second is its to do so
-        answered = {body for body, at in server.answered if at < left - 0.1}
+        # tuner waits for the calls in flight until KEEP_REPLIES after the signal: every reply sent before it left
+        # was read, save one sent in the last instants before that deadline (a tenth of a second is its to be read)
+        waited_until = left - took + KEEP_REPLIES - 0.1
+        answered = {body for body, at in server.answered if at < min(left, waited_until)}
         asked = len(server.bodies)
         again = tuner(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
