@@ -4,11 +4,12 @@ saved template prefixes that cut the tokens a prompt evaluates, the grammar stil
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from tuner.models.llms._llama_decoding import LOOP_SPAN, common_prefix, looping
+from tuner.models.llms._llama_decoding import LOOP_SPAN, REPLACED_TAIL, PrefixStates, common_prefix, looping
 
 SCHEMA = {"title": "Statements", "type": "object", "required": ["statements"],
           "properties": {"statements": {"type": "array", "items": {"type": "string"}}}}
@@ -38,6 +39,101 @@ def test_a_block_three_times_in_a_row_is_a_loop_and_nothing_less_is():
     assert looping([5] * LOOP_SPAN) and not looping([5] * (LOOP_SPAN - 1))
     assert not looping(list(range(500)))
     assert not looping(block * 3 + [1])  # it must end in the loop: what stopped it is no loop
+
+
+class KVLib:
+    """llama.cpp's state calls as PrefixStates makes them, on a context whose KV holds `ctx.size` bytes; counts the
+    states it loads."""
+
+    def __init__(self):
+        self.loaded = 0
+
+    def llama_state_seq_get_size(self, ctx, seq):
+        return ctx.size
+
+    def llama_state_seq_get_data(self, ctx, buffer, size, seq):
+        return size
+
+    def llama_state_seq_set_data(self, ctx, buffer, size, seq):
+        self.loaded += 1
+        return size
+
+    def llama_get_memory(self, ctx):
+        return ctx
+
+    def llama_memory_clear(self, memory, data):
+        pass
+
+
+#: a question's prompt: the template every question shares (150 tokens), then its own 1,000 (its passages)
+TEMPLATE = np.arange(150)
+
+
+def prompt(question: int, passages: int = 5, program: int = 0, alpha: int = 0) -> np.ndarray:
+    """`passages` of 200 tokens each, then 100 of the program's instructions: trials that change the program or
+    keep fewer passages share the prompt's prefix, one that retrieves with another `alpha` does not"""
+    own = np.arange(200 * passages) + 10_000 * (question + 1) + 500_000 * alpha
+    return np.concatenate([TEMPLATE, own, np.arange(100) + 1_000_000 * (program + 1)])
+
+
+def walk(states: PrefixStates, lib: KVLib, questions: range, **prompt_settings) -> int:
+    """One trial: each question's prompt resumed from what is saved, then saved; how many resumed more than the
+    template."""
+    resumed = 0
+    for q in questions:
+        tokens = prompt(q, **prompt_settings)
+        got = states.restore(SimpleNamespace(), tokens, have=0, question=str(q))
+        resumed += got is not None and common_prefix(got, tokens) > len(TEMPLATE)
+        states.save(SimpleNamespace(size=len(tokens)), tokens, question=str(q))
+    return resumed
+
+
+def test_prefix_states_are_kept_per_question_and_resume_a_prefix_of_them():
+    lib = KVLib()
+    states = PrefixStates(lib, budget=10 * 1_250)
+    assert walk(states, lib, range(6)) == 0 and len(states._saved) == 6  # one template, six questions: six states
+    assert walk(states, lib, range(6), program=1) == 6  # another program: each resumes its passages
+    assert len(states._saved) == 6  # and is not saved again: it adds only the instructions' tail
+    tokens = prompt(2, passages=2)  # top_k 2 resumes top_k 5's first two passages
+    assert common_prefix(states.restore(SimpleNamespace(), tokens, have=0, question="2"), tokens) == 150 + 400
+    states.save(SimpleNamespace(size=len(tokens)), tokens, question="2")  # it reaches less far: not worth a state
+    assert len(states._saved) == 6
+
+
+def test_a_longer_prompt_replaces_the_saved_one_it_extends_by_more_than_a_tail():
+    lib = KVLib()
+    states = PrefixStates(lib, budget=1 << 30)
+    short = prompt(0, passages=2)
+    states.save(SimpleNamespace(size=len(short)), short, question="0")
+    longer = prompt(0, passages=5)
+    assert len(longer) - common_prefix(short, longer) > REPLACED_TAIL
+    states.save(SimpleNamespace(size=len(longer)), longer, question="0")
+    assert [len(s.tokens) for s in states._saved] == [len(longer)]  # it serves the short one's prefix too
+
+
+def test_a_full_budget_keeps_the_questions_that_fit_for_a_study_walking_them_again():
+    """Six questions, room for three states: dropping the oldest would resume none of them in the next trial (each
+    is dropped just before its turn comes); the questions that fit stay and resume every trial."""
+    lib = KVLib()
+    size = len(prompt(0))
+    states = PrefixStates(lib, budget=3 * size + size // 2)
+    walk(states, lib, range(6))
+    assert states.held <= states.budget
+    assert [walk(states, lib, range(6)) for _ in range(3)] == [3, 3, 3]
+    # a trial that retrieves other passages for question 0 leaves its old state unused: it goes first for the new
+    assert walk(states, lib, range(1), alpha=1) == 0
+    walk(states, lib, range(1, 6), alpha=1)
+    assert walk(states, lib, range(6), alpha=1) == 3 and states.held <= states.budget
+    # states saved outside any question (a judge check) give way to a question's
+    outside = prompt(99)
+    states.save(SimpleNamespace(size=len(outside)), outside)
+    walk(states, lib, range(6))
+    assert all(s.question for s in states._saved) and states.held <= states.budget
+
+
+def test_no_budget_keeps_nothing():
+    states = PrefixStates(KVLib(), budget=0)
+    assert walk(states, KVLib(), range(3)) == 0 and states._saved == []
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +223,29 @@ def test_graded_verdicts_resume_their_question_s_contexts_and_grade_as_a_whole_p
     whole = [float(plain.yes_probability(verdict_messages(context, s)).text) for s in statements]
     assert resumed == pytest.approx(whole, abs=0.02) and again == pytest.approx(whole[0], abs=0.02)
     assert min(resumed[:2]) > resumed[2]  # supported statements above the invented one
+
+
+@pytest.mark.slow
+def test_an_answer_under_another_program_resumes_its_passages_and_says_what_it_computed(pair):
+    """Passages first: question 1 asked again under the strict program after question 2 came between resumes the
+    passages' state and computes only the instructions after them, and answers as the whole prompt does."""
+    from tuner.prompts.programs import BUILTIN_PROGRAMS, PassagesFirst, number_contexts
+
+    plain, fast = pair
+    passages = {q: [f"{q} {fact}" for fact in ("was founded by river traders in the ninth century and grew around "
+                                                "its harbour, which silted up in 1450.",
+                                                "is known for a cathedral whose spire fell in a storm in 1703 and was "
+                                                "rebuilt in stone twelve years later.") * 6]
+                for q in ("Dunmore", "Kelvale")}
+
+    def answer(llm, town: str, program: str):
+        messages = PassagesFirst().format(BUILTIN_PROGRAMS[program], [], {
+            "question": f"When did the spire of {town}'s cathedral fall?", "contexts": number_contexts(passages[town])})
+        return llm.chat(messages, max_tokens=60)
+
+    for town in passages:
+        first = answer(fast, town, "default")
+    assert first.evaluated_tokens > 0.8 * first.prompt_tokens  # a new question: its passages computed once
+    again = answer(fast, "Dunmore", "strict")
+    assert again.evaluated_tokens < 0.4 * again.prompt_tokens  # only the strict instructions after the passages
+    assert again.text == answer(plain, "Dunmore", "strict").text  # greedy: the whole prompt's answer

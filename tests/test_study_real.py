@@ -169,3 +169,24 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     calls = re.search(r"LLM calls\s*│\s*([\d.]+)\s*│\s*([\d,]+)", told.stdout)
     assert calls and float(calls[1]) > 0, told.stdout
     assert not (tmp_path / "studies" / "next").exists()  # an estimate starts nothing
+
+
+def test_a_trial_that_changes_only_the_program_computes_little_more_than_the_instructions(tmp_path, small_gguf):
+    """Trial 1 asks the baseline's questions over the same passages under the other program: the answer resumes
+    the passages' state trial 0 left (passages first), the judge resumes its contexts; the trials table says how
+    many prompt tokens each trial computed of those it sent."""
+    from tuner.study.storage import study_folder
+
+    (tmp_path / "tuner.yaml").write_text(yaml.safe_dump(
+        {"generator": {"model": "qwen2.5-0.5b", "path": str(small_gguf)}, "dataset": {"limit": 2}}))
+    (tmp_path / "programs.yaml").write_text(yaml.safe_dump(
+        {"params": {"program": {"type": "categorical", "choices": ["default", "strict"]}}}))
+    ran = tuner("optimize", "--target", "faithfulness", "--trials", "2", "--search-space", "programs.yaml",
+                "--config", "tuner.yaml", "--study", "p", "--holdout", "0", "--judge-check", "off", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    folder = study_folder(tmp_path / "studies", "p")
+    baseline, other = (folder.read_trial(n).result.cost for n in (0, 1))
+    assert other.llm_calls and other.prompt_tokens > 0.5 * baseline.prompt_tokens
+    assert other.evaluated_tokens < 0.5 * other.prompt_tokens < baseline.evaluated_tokens
+    listing = tuner("trials", "--study", "p", cwd=tmp_path).stdout
+    assert "evaluated/sent" in listing and f"{other.evaluated_tokens:,}/{other.prompt_tokens:,}" in listing

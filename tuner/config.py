@@ -239,6 +239,10 @@ class LlamaCppConfig(_LLMSettings):
     decoding: Literal["fast", "plain"] = Field(
         "fast", description="llama-cpp: fast = resume saved prompt prefixes, check the JSON grammar after sampling, "
         "stop a block repeated three times (greedy output otherwise the same); plain = llama-cpp-python's own")
+    prefix_memory: int = Field(
+        1024, ge=0, description="llama-cpp, decoding fast: MiB for the KV states of prompt prefixes kept across "
+        "calls, so a question's passages are evaluated once per study (a 1.5B model's state is ~28 KB a token, a "
+        "0.5B's ~12 KB: 1024 holds ~36k or ~85k tokens); 0 = keep none")
 
 
 class EndpointConfig(_LLMSettings):
@@ -337,7 +341,7 @@ class SystemConfig(_Strict):
 
 #: settings that decide how fast a model answers (or how long tuner waits for it), never what: not part of a study's
 #: identity (a study resumed with more in flight, or a shorter timeout, is the same study)
-SPEED_ONLY = ("concurrency", "timeout")
+SPEED_ONLY = ("concurrency", "timeout", "prefix_memory")
 #: every LLM backend's config class; the union below, its tags and the backend refusal all read this
 LLM_BACKENDS: tuple[type[_LLMSettings], ...] = (LlamaCppConfig, EndpointConfig)
 
@@ -630,6 +634,10 @@ class ProjectConfig(_Strict):
     judge: LLMConfig | None = Field(None, description="the RAGAS judge; none = the project's generator (never a "
                                     "trial's: the judge stays fixed while the generator knob varies)")
     evaluation: EvaluationConfig = EvaluationConfig()
+    answer_layout: Literal["passages-first", "instructions-first"] = Field(
+        "passages-first", description="the answer prompt: passages-first puts the program's instructions after the "
+        "question and its passages, so trials that change only the program resume the passages' prefix; "
+        "instructions-first is DSPy's own layout (instructions in the system message), that of studies begun before")
     pipeline: PipelineConfig = PipelineConfig()
     system: SystemConfig | None = Field(None, description="your own RAG system, answering instead of tuner's "
                                         "pipeline; none = tuner's built-in pipeline")

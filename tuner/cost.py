@@ -27,6 +27,9 @@ class Cost:
     #: not depend on whether another trial paid its calls first
     saved_seconds: float = 0.0
     unmetered_hits: int = 0  # cache hits stored before their seconds were (their time is unknown)
+    #: of the paid calls' prompt tokens, those the models computed; the rest resumed a prefix a model kept (a model
+    #: that does not say counts them all)
+    evaluated_tokens: int = 0
 
     def add(self, other: Cost) -> None:
         for f in fields(self):
@@ -49,6 +52,15 @@ class Cost:
     def cold_seconds(self) -> float:
         return self.seconds + self.saved_seconds
 
+    @property
+    def evaluated_of_sent(self) -> str:
+        """Prompt tokens the models computed of those the paid calls sent, as `evaluated/sent`; `?` for a record from
+        before tuner counted them (a paid call computes one token at least)."""
+        if not self.prompt_tokens:
+            return "0"
+        return f"{self.evaluated_tokens:,}/{self.prompt_tokens:,}" if self.evaluated_tokens else \
+            f"?/{self.prompt_tokens:,}"
+
     def as_dict(self) -> dict[str, float | int]:
         data = asdict(self)
         data["seconds"] = round(self.seconds, 3)
@@ -65,6 +77,15 @@ class Cost:
 class BudgetSpent(BaseException):
     """The meter's call budget is spent. A BaseException, like KeyboardInterrupt, so that no library's catch-all
     (DSPy's optimizers count exceptions as failed examples) can turn it into a bad score and go on paying."""
+
+
+#: the question this thread works on, whichever meter counts it: a model keeps its prompts' states per question
+_working_on = threading.local()
+
+
+def current_question() -> str:
+    """The id of the question this thread's calls are for ("" outside a question's stage)."""
+    return getattr(_working_on, "question", "")
 
 
 @dataclass
@@ -107,18 +128,20 @@ class CostMeter:
     def stage(self, question_id: str, stage: str) -> Iterator[Cost]:
         """Attribute calls made inside the block to (question, stage) and time it."""
         previous, self._local.where = self._where, (question_id, stage)
+        asked, _working_on.question = current_question(), question_id
         cost = self.records.setdefault((question_id, stage), Cost())
         started = time.perf_counter()
         try:
             yield cost
         finally:
             cost.seconds += time.perf_counter() - started
-            self._local.where = previous
+            self._local.where, _working_on.question = previous, asked
 
     def record_call(self, prompt_tokens: int, completion_tokens: int, cache_hit: bool,
-                    seconds: float | None = 0.0) -> None:
+                    seconds: float | None = 0.0, evaluated_tokens: int | None = None) -> None:
         """`seconds`: the model time of a paid call; of a cache hit, what the call took when it was paid (None:
-        unknown, an entry from before tuner stored it)."""
+        unknown, an entry from before tuner stored it). `evaluated_tokens`: of a paid call's prompt tokens, those
+        the model computed (None: all of them, as far as anyone can tell)."""
         cost = self.records.setdefault(self._where, Cost())
         with self._lock:
             self._made += 1
@@ -135,6 +158,7 @@ class CostMeter:
             cost.model_seconds += seconds
             cost.prompt_tokens += prompt_tokens
             cost.completion_tokens += completion_tokens
+            cost.evaluated_tokens += prompt_tokens if evaluated_tokens is None else evaluated_tokens
 
     def total(self, question_id: str | None = None, stage: str | None = None) -> Cost:
         total = Cost()

@@ -24,6 +24,10 @@ EVALUATION_AS_BEFORE: Mapping[str, Any] = {"verdicts": "sampled", "statements": 
                                             "alignment": None}
 
 
+#: project settings added later, at the value every study ran with before they existed (as EVALUATION_AS_BEFORE)
+PROJECT_AS_BEFORE: Mapping[str, Any] = {"answer_layout": "instructions-first"}
+
+
 def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[str, Any]:
     """A project dump as study identities hash it: each LLM as a flat dump (speed-only settings at their old
     default), settings added later left out when at their old value, so a resumed study knows its trials."""
@@ -35,6 +39,9 @@ def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[
     for key, before in EVALUATION_AS_BEFORE.items():
         if dumped["evaluation"].get(key) == before:
             del dumped["evaluation"][key]
+    for key, before in PROJECT_AS_BEFORE.items():
+        if dumped.get(key) == before:
+            del dumped[key]
     if not dumped.get("generators", True):  # added later: a project naming none hashes as before
         del dumped["generators"]
     if dumped.get("system", 0) is None:  # added later: tuner's own pipeline hashes as before
@@ -46,7 +53,7 @@ def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[
 
 def recorded_project(project: Mapping[str, Any]) -> dict[str, Any]:
     """A study.json project as it ran: a setting added since is at its value of then."""
-    return {**project, "evaluation": {**EVALUATION_AS_BEFORE, **project.get("evaluation", {})}}
+    return {**PROJECT_AS_BEFORE, **project, "evaluation": {**EVALUATION_AS_BEFORE, **project.get("evaluation", {})}}
 
 
 def legacy_constraints(user_attrs: Mapping[str, Any]) -> list[float]:

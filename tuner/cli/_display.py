@@ -159,7 +159,8 @@ def print_trials(study, folder, targets: list[str], last: int | None = None) -> 
         rows = [(t, state) for t, state in rows if state != "duplicate"]
     shown = rows[-last:] if last else rows
     table = Table(title=f"trials of {study.study_name}" + (f" (last {len(shown)} of {len(trials)})" if last else ""))
-    for column in ("#", "state", *targets, "scored", "params", "llm calls", "cached", "seconds"):
+    for column in ("#", "state", *targets, "scored", "params", "llm calls", "cached", "prompt tok evaluated/sent",
+                   "seconds"):
         table.add_column(column, justify="right" if column not in ("state", "params") else "left")
     for trial, state in shown:
         file = folder.read_trial(trial.number) if state != "duplicate" else None
@@ -174,8 +175,8 @@ def print_trials(study, folder, targets: list[str], last: int | None = None) -> 
             params = f"(same as {trial.user_attrs[DUPLICATE]}: not run, not counted) " + params
         if trial.user_attrs.get(BASELINE):
             params = "(baseline) " + params
-        spend = ("", "", "") if cost is None else (str(cost.llm_calls), str(cost.cache_hits),
-                                                   str(round(cost.seconds, 3)))
+        spend = ("", "", "", "") if cost is None else (str(cost.llm_calls), str(cost.cache_hits),
+                                                       cost.evaluated_of_sent, str(round(cost.seconds, 3)))
         table.add_row(str(trial.number), state, *values, params, *spend)
     console.print(table)
 
@@ -255,11 +256,14 @@ def print_rag_tables(result) -> None:
         if why := result.why_unscored(metric):
             console.print(f"{metric} unscored: {why}", highlight=False, soft_wrap=True)
     costs = Table(title="cost")
-    for column in ("stage", "llm calls", "prompt tok", "completion tok", "cache hits", "seconds"):
+    for column in ("stage", "llm calls", "prompt tok", "evaluated tok", "completion tok", "cache hits", "seconds"):
         costs.add_column(column, justify="left" if column == "stage" else "right")
     for stage, cost in {**result.cost_by_stage, "total": result.cost}.items():
-        costs.add_row(stage, str(cost.llm_calls), str(cost.prompt_tokens), str(cost.completion_tokens),
-                      str(cost.cache_hits), f"{cost.seconds:.3f}")
+        costs.add_row(stage, str(cost.llm_calls), str(cost.prompt_tokens), str(cost.evaluated_tokens),
+                      str(cost.completion_tokens), str(cost.cache_hits), f"{cost.seconds:.3f}")
+    if result.cost.prompt_tokens:
+        console.print(f"of {result.cost.prompt_tokens:,} prompt tokens sent, the models computed "
+                      f"{result.cost.evaluated_tokens:,}: the rest resumed a prefix they kept", highlight=False)
     console.print(costs)
 
 

@@ -153,7 +153,8 @@ class RagRunner:
 
     def program(self, spec: str) -> RAGAnswer:
         if spec not in self._programs:
-            self._programs[spec] = load_program(str(self.program_files.get(spec, spec)))
+            self._programs[spec] = load_program(str(self.program_files.get(spec, spec)),
+                                                self.workspace.config.answer_layout)
         return self._programs[spec]
 
     def metrics_for(self, requested: Sequence[str] | None) -> tuple[list[str], dict[str, str]]:

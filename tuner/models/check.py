@@ -39,7 +39,7 @@ def gguf_of(config: LLMConfig, what: str) -> tuple[Path | None, int]:
         looked = "" if path.is_absolute() else f" (looked for {path.resolve()})"
         raise ConfigError(f"{what} {path}: GGUF file not found{looked}")
     try:
-        return path, footprint(path, config.n_ctx, config.decoding)
+        return path, footprint(path, config.n_ctx, config.decoding, config.prefix_memory)
     except NotGGUF as exc:
         raise ConfigError(f"{what} {exc}") from None
 

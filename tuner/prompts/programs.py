@@ -54,30 +54,50 @@ BUILTIN_PROGRAMS = dict(zip(BUILTIN_PROGRAM_NAMES, (
 ), strict=True))
 
 
+class PassagesFirst(dspy.ChatAdapter):
+    """DSPy's chat layout with the instructions after the inputs instead of in the system message: the question and
+    its passages then come before what a compiled or `strict` program changes, so trials that differ only in the
+    program resume the passages' prefix (see tuner/models/llms/_llama_decoding.py). Demonstrations stay where DSPy
+    puts them, before the question: a program with its own demonstrations shares only the system message."""
+
+    def format_system_message(self, signature: type[dspy.Signature]) -> str:
+        return f"{self.format_field_description(signature)}\n{self.format_field_structure(signature)}"
+
+    def user_message_output_requirements(self, signature: type[dspy.Signature]) -> str:
+        return f"{self.format_task_description(signature)}\n\n{super().user_message_output_requirements(signature)}"
+
+
+#: `answer_layout`: where the answer prompt puts the program's instructions (None: DSPy's ChatAdapter as it is)
+LAYOUTS: dict[str, type[dspy.ChatAdapter] | None] = {"passages-first": PassagesFirst, "instructions-first": None}
+
+
 class RAGAnswer(dspy.Module):
-    def __init__(self, signature: type[dspy.Signature] = AnswerFromContexts):
+    def __init__(self, signature: type[dspy.Signature] = AnswerFromContexts, layout: str = "passages-first"):
         super().__init__()
         self.respond = dspy.Predict(signature)
+        self.layout = layout
 
     def forward(self, question: str, contexts: list[str]) -> dspy.Prediction:
         if not contexts:  # dynamic K may leave nothing: say so instead of asking the model to guess
             return dspy.Prediction(answer=NO_CONTEXT_ANSWER)
-        return self.respond(question=question, contexts=number_contexts(contexts))
+        adapter = LAYOUTS[self.layout]
+        with dspy.context(adapter=adapter() if adapter else None):
+            return self.respond(question=question, contexts=number_contexts(contexts))
 
 
 def number_contexts(contexts: list[str]) -> str:
     return "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, start=1))
 
 
-def load_program(spec: str) -> RAGAnswer:
-    """A built-in program by name, or a saved program JSON by path."""
+def load_program(spec: str, layout: str = "passages-first") -> RAGAnswer:
+    """A built-in program by name, or a saved program JSON by path, asking in `layout` (LAYOUTS)."""
     if spec in BUILTIN_PROGRAMS:
-        return RAGAnswer(BUILTIN_PROGRAMS[spec])
+        return RAGAnswer(BUILTIN_PROGRAMS[spec], layout)
     path = Path(spec)
     if not path.suffix == ".json":
         raise ConfigError(f"program {spec!r}: expected {', '.join(BUILTIN_PROGRAMS)} or a saved program .json file")
     check_saved_program(path)
-    program = RAGAnswer()
+    program = RAGAnswer(layout=layout)
     try:
         program.load(str(path))
     except Exception as exc:  # dspy raises many kinds for a bad file

@@ -421,14 +421,17 @@ def _costs(analysis: Analysis, plots: dict[str, str]) -> list[str]:
     trials, seconds = _data.cost_by_stage(view)
     if not trials:
         return []
-    out = ["## Cost per trial", "", "Seconds per stage of each trial; repeated calls came from the cache.", ""]
+    out = ["## Cost per trial", "", "Seconds per stage of each trial; repeated calls came from the cache. Of the "
+           "prompt tokens the paid calls sent, the models computed those evaluated; the rest resumed a prefix an "
+           "earlier call computed.", ""]
     if "costs" in plots:
         out += [f"![cost per trial]({plots['costs']})", ""]
     by_trial = {t.number: t for t in view.trials}
-    rows = [[n, by_trial[n].state, by_trial[n].result.cost.llm_calls, by_trial[n].result.cost.cache_hits,
-             f"{by_trial[n].result.cost.seconds:.0f}", *(f"{seconds[s][i]:.0f}" for s in seconds)]
-            for i, n in enumerate(trials)]
-    out += _table(["trial", "state", "LLM calls", "cache hits", "seconds", *seconds], rows)
+    costs = [by_trial[n].result.cost for n in trials]
+    rows = [[n, by_trial[n].state, cost.llm_calls, cost.cache_hits, cost.evaluated_of_sent, f"{cost.seconds:.0f}",
+             *(f"{seconds[s][i]:.0f}" for s in seconds)] for i, (n, cost) in enumerate(zip(trials, costs))]
+    out += _table(["trial", "state", "LLM calls", "cache hits", "prompt tokens evaluated/sent", "seconds",
+                   *seconds], rows)
     cheapest = analysis.cheapest
     if cheapest is not None and len(view.targets) == 1:
         out += [f"**Cheapest within noise of the best:** {cheapest.sentence()} ({cheapest.cost}: the pipeline's own "

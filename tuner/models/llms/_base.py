@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuner.errors import TunerError
@@ -36,6 +36,8 @@ class Completion:
     #: a yes-probability read off the sampled text (1, 0, or nan when it says neither yes nor no): why the
     #: log-probabilities could not give it (NO_LOGPROBS, ...); "" when they did
     from_text: str = ""
+    #: of the prompt tokens, those the model computed (the rest resumed a prefix it kept); None: it does not say
+    evaluated_tokens: int | None = None
 
 
 #: why a yes-probability was read off the sampled text, as a note completes "the judge NAME ..."
@@ -89,10 +91,10 @@ class LLM(ABC):
         elif (probability := yes_share(top)) is None:
             why = NO_YES_NO
         else:
-            return Completion(repr(probability), completion.prompt_tokens, completion.completion_tokens)
+            return replace(completion, text=repr(probability), top_logprobs={})
         said = re.match(r"\s*(yes|no)\b", completion.text, re.I)
         probability = float("nan") if said is None else float(said.group(1).lower() == "yes")
-        return Completion(repr(probability), completion.prompt_tokens, completion.completion_tokens, from_text=why)
+        return replace(completion, text=repr(probability), top_logprobs={}, from_text=why)
 
     def unreachable(self) -> str | None:
         """Why this model cannot answer now, told without spending a token (an endpoint nothing listens at); None

@@ -85,5 +85,5 @@ class CachedLLM(LLM):
         completion = call()
         seconds = time.perf_counter() - started
         self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=False,
-                               seconds=seconds)
+                               seconds=seconds, evaluated_tokens=completion.evaluated_tokens)
         return completion, seconds

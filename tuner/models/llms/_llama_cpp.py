@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from tuner.cost import current_question
 from tuner.env import usable_cores
 from tuner.errors import first_line
 from tuner.models.llms._base import LLM, NO_YES_NO, Completion, LLMError, Messages, PromptTooLong
-from tuner.models.llms._llama_decoding import PrefixStates, common_prefix, fast_llama
-from tuner.models.llms._memory import RESIDENT, NotGGUF, footprint
+from tuner.models.llms._llama_decoding import STATE_BUDGET_MIB, PrefixStates, common_prefix, fast_llama
+from tuner.models.llms._memory import RESIDENT, NotGGUF, footprint, prefix_budget
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,11 @@ class CallProfile:
 class LlamaCppLLM(LLM):
     #: set to a list to collect a CallProfile per chat call (profiling costs two C calls per call)
     profile: list[CallProfile] | None = None
+    #: set to a list to collect every prompt's tokens (bench/prefix.py counts the study's unique prefix tokens)
+    prompts: list[np.ndarray] | None = None
 
-    def __init__(self, path: Path, n_ctx: int = 4096, n_threads: int | None = None, decoding: str = "fast"):
+    def __init__(self, path: Path, n_ctx: int = 4096, n_threads: int | None = None, decoding: str = "fast",
+                 prefix_memory: int = STATE_BUDGET_MIB):
         try:
             import llama_cpp
         except ImportError:
@@ -52,9 +56,10 @@ class LlamaCppLLM(LLM):
         # the cache identity of this model (and of how it decodes: see _llama_decoding)
         self.name = f"gguf:{path.name}:{fingerprint(path)}" + ("" if decoding == "plain" else f":{decoding}")
         self._settings = {"n_ctx": n_ctx, "n_threads": n_threads or usable_cores(), "decoding": decoding}
+        self._prefix_budget = prefix_budget(decoding, prefix_memory)
         self.context_window = n_ctx
         try:
-            self.footprint = footprint(path, n_ctx, decoding)
+            self.footprint = footprint(path, n_ctx, decoding, prefix_memory)
         except NotGGUF as exc:
             raise LLMError(f"{exc}; is the file complete? `tuner models verify` checks named models") from None
         self._llama: Any = None
@@ -73,7 +78,7 @@ class LlamaCppLLM(LLM):
     def _load(self) -> None:
         RESIDENT.make_room(self.footprint, self.path.name)
         llama_cpp, decoding = self._llama_cpp, self._settings["decoding"]
-        self._states = PrefixStates(llama_cpp) if decoding == "fast" else None
+        self._states = PrefixStates(llama_cpp, self._prefix_budget) if decoding == "fast" else None
         model_class = fast_llama(llama_cpp) if decoding == "fast" else llama_cpp.Llama
         try:
             self._llama = model_class(model_path=str(self.path), n_ctx=self._settings["n_ctx"],
@@ -107,8 +112,8 @@ class LlamaCppLLM(LLM):
         started = time.perf_counter()
         if self.profile is not None:
             self._llama_cpp.llama_perf_context_reset(self._model.ctx)
-        if self._states is not None and self._formatter is not None:
-            self._resume(self._tokens(messages))
+        tokens = self._tokens(messages) if self._formatter is not None else None
+        evaluated = None if tokens is None else self._resume(tokens)
         try:
             reply = self._model.create_chat_completion(
                 messages=messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
@@ -116,7 +121,8 @@ class LlamaCppLLM(LLM):
             )
         except ValueError as exc:  # prompt longer than n_ctx
             raise PromptTooLong(f"{self.path.name}: {first_line(exc)} (raise generator/judge n_ctx)") from None
-        self._remember()
+        if tokens is not None:
+            self._remember(tokens)
         usage = reply.get("usage") or {}
         if self.profile is not None:
             perf = self._llama_cpp.llama_perf_context(self._model.ctx)
@@ -125,7 +131,7 @@ class LlamaCppLLM(LLM):
                 usage.get("completion_tokens", 0), perf.t_p_eval_ms / 1000, perf.t_eval_ms / 1000,
                 time.perf_counter() - started))
         return Completion(reply["choices"][0]["message"]["content"] or "", usage.get("prompt_tokens", 0),
-                          usage.get("completion_tokens", 0))
+                          usage.get("completion_tokens", 0), evaluated_tokens=evaluated)
 
     def yes_probability(self, messages: Messages, reuse_prefix: bool = False) -> Completion:
         """Read P(yes) off the next-token distribution: one forward pass, no sampling."""
@@ -138,16 +144,16 @@ class LlamaCppLLM(LLM):
                                 f"{model.n_ctx()} (raise generator/judge n_ctx)")
         if reuse_prefix and self._states is not None:
             # a judge's verdicts on one question's contexts: only each statement's own tokens are computed
-            self._resume(tokens)
-            kept = min(common_prefix(model.input_ids[:model.n_tokens], tokens), len(tokens) - 1)
+            kept = len(tokens) - self._resume(tokens)
         else:
             # evaluated whole: a reranker's confidence must be a pure function of (question, passage), and a
             # prompt evaluated in two parts rounds differently (dynamic K compares confidences with a threshold)
             kept = 0
+            self._note(tokens)
         model.n_tokens = kept
         model.eval(tokens[kept:].tolist())
         if reuse_prefix:
-            self._remember()
+            self._remember(tokens)
         logits = np.ctypeslib.as_array(self._llama_cpp.llama_get_logits_ith(model.ctx, -1),
                                        shape=(model.n_vocab(),)).astype(np.float64)
         yes = [self._token_id(word) for word in ("yes", "Yes", " yes", " Yes")]
@@ -159,26 +165,44 @@ class LlamaCppLLM(LLM):
             raise LLMError(f"{self.path.name}: the model's next-token scores are not numbers (is the file damaged? "
                            f"`tuner models verify` checks a named model)")
         if p_yes + p_no == 0:  # both far below the likeliest token: no yes/no verdict to read
-            return Completion("nan", len(tokens), 0, from_text=NO_YES_NO)
-        return Completion(repr(p_yes / (p_yes + p_no)), len(tokens), 0)
+            return Completion("nan", len(tokens), 0, from_text=NO_YES_NO, evaluated_tokens=len(tokens) - kept)
+        return Completion(repr(p_yes / (p_yes + p_no)), len(tokens), 0, evaluated_tokens=len(tokens) - kept)
 
     def _tokens(self, messages: Messages) -> np.ndarray:
         prompt = self._formatter(messages=messages).prompt
         return np.array(self._model.tokenize(prompt.encode("utf-8"), add_bos=False, special=True), dtype=np.intc)
 
-    def _resume(self, tokens: np.ndarray) -> None:
+    def _note(self, tokens: np.ndarray) -> None:
+        if self.prompts is not None:
+            self.prompts.append(tokens)
+
+    def _resume(self, tokens: np.ndarray) -> int:
         """Put the saved state sharing the longest prefix with `tokens` in the KV cache when it beats what the cache
-        holds; llama-cpp-python's generate then evaluates only the rest."""
+        holds; llama-cpp-python's generate then evaluates only the rest. The prompt tokens left to evaluate (at
+        least one: the next token's scores come from the last)."""
+        self._note(tokens)
         model = self._model
         have = common_prefix(model.input_ids[:model.n_tokens], tokens)
-        if (restored := self._states.restore(model.ctx, tokens, have)) is not None:
+        if self._states is not None and \
+                (restored := self._states.restore(model.ctx, tokens, have, current_question())) is not None:
             model.input_ids[:len(restored)] = restored
             model.n_tokens = len(restored)
             model._requires_eval = True  # the logits are not the restored state's
+            have = common_prefix(restored, tokens)
+        return len(tokens) - min(have, len(tokens) - 1)
 
-    def _remember(self) -> None:
-        if self._states is not None:
-            self._states.save(self._model.ctx, self._model.input_ids[:self._model.n_tokens])
+    def _remember(self, prompt: np.ndarray) -> None:
+        """Save the KV state of the prompt, without the reply generated after it: a later call shares the prompt's
+        prefix, never a reply (an exact repeat is the LLM cache's)."""
+        if self._states is None:
+            return
+        model, lib = self._model, self._llama_cpp
+        kept = common_prefix(model.input_ids[:model.n_tokens], prompt)
+        if kept < model.n_tokens:
+            lib.llama_memory_seq_rm(lib.llama_get_memory(model.ctx), 0, kept, -1)
+            model.n_tokens = kept
+            model._requires_eval = True
+        self._states.save(model.ctx, model.input_ids[:kept], current_question())
 
     def _token_id(self, word: str) -> int | None:
         ids = self._model.tokenize(word.encode("utf-8"), add_bos=False, special=False)

@@ -3,10 +3,12 @@
 Measured on the RAGAS judge (bench/eval.py --profile): prompt evaluation, decoding and the JSON grammar share its
 time, and each has waste that `decoding: fast` removes:
 
-* **Prompts restart after their template.** RAGAS's prompts are long fixed instructions and examples followed by
-  the sample; calls of different templates alternate, so llama.cpp's reuse of the previous call's prefix rarely
-  applies. `PrefixStates` keeps the KV state of recent calls, one per template, and a call resumes from the one
-  sharing the longest prefix.
+* **Prompts restart after what they share.** A question's answer and its judge's verdicts each carry the
+  question's passages, and a study asks for them again trial after trial (the same passages under another program,
+  `top_k 2` a prefix of `top_k 5`); RAGAS's prompts are long fixed instructions followed by the sample. Calls of
+  different kinds alternate, so llama.cpp's reuse of the previous call's prefix rarely applies. `PrefixStates`
+  keeps the KV states of the prompts of the questions of a study within a memory budget, and a call resumes from the
+  one sharing the longest prefix.
 * **The grammar runs only when needed.** Applying the JSON grammar to all 151k tokens of Qwen's vocabulary costs
   ~30 ms a token. `GrammarLast` samples as if unconstrained, checks that one token against the grammar and runs the
   grammar over the vocabulary only when it is refused (llama.cpp's own server samples this way). A greedy call
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,10 +36,13 @@ import numpy as np
 #: a loop: the same block of at most this many tokens three times in a row, spanning LOOP_SPAN tokens or more
 LOOP_PERIOD = 64
 LOOP_SPAN = 32
-#: prompts sharing this many leading tokens share a template: the later state replaces the earlier
-SAME_TEMPLATE = 96
-#: memory for saved prefixes (a 1.5B model's KV state is ~28 KB a token)
-STATE_BUDGET = 1 << 30
+#: two saved prompts that differ only in their last this many tokens count as one: what only one could resume (a
+#: statement, a program's instructions after the passages) costs less to evaluate than a second state's memory
+REPLACED_TAIL = 256
+#: a prompt shorter than this is not worth a saved state (it costs little to evaluate)
+WORTH_SAVING = 96
+#: default memory for saved prefixes, MiB (`prefix_memory`; a 1.5B model's KV state is ~28 KB a token)
+STATE_BUDGET_MIB = 1024
 
 
 def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
@@ -44,6 +50,11 @@ def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     n = min(len(a), len(b))
     differ = np.flatnonzero(a[:n] != b[:n])
     return int(differ[0]) if len(differ) else n
+
+
+def nearly(shared: int, length: int) -> bool:
+    """Whether a saved prompt sharing `shared` tokens with one of `length` tokens reaches nearly as far."""
+    return shared >= max(WORTH_SAVING, length - REPLACED_TAIL)
 
 
 def looping(tokens: list[int]) -> bool:
@@ -58,43 +69,88 @@ def looping(tokens: list[int]) -> bool:
     return False
 
 
-class PrefixStates:
-    """KV states of recent calls, at most one per template, so a prompt resumes after its template's instructions
-    even when calls of other templates ran in between."""
+@dataclass
+class _Saved:
+    tokens: np.ndarray
+    state: ctypes.Array
+    question: str  # the question being worked on when it was saved ("" when none was named)
+    used: int  # the clock at its last save or resume
 
-    def __init__(self, llama_cpp: Any, budget: int = STATE_BUDGET):
+
+class PrefixStates:
+    """KV states of prompts, kept per question within `budget` bytes, so a prompt resumes after the longest prefix
+    any earlier call computed: the same passages under another program, a prefix of them, the judge's contexts.
+
+    When the budget is full, what goes suits a study that walks the same questions trial after trial: first a state
+    its question's latest visit did not use (another configuration's passages) or one saved outside any question,
+    then the current question's least recently used. A question with nothing left to drop is not kept: in a cycle
+    it is the one needed again last (Belady's choice), so the questions that fit stay and are resumed every trial,
+    where dropping the oldest would resume none. Without question names, this is least recently used."""
+
+    def __init__(self, llama_cpp: Any, budget: int = STATE_BUDGET_MIB << 20):
         self._lib = llama_cpp
         self.budget = budget
-        self._saved: list[tuple[np.ndarray, ctypes.Array]] = []  # oldest first
+        self._saved: list[_Saved] = []
+        self._clock = 0
+        self._visited: dict[str, int] = {}  # question -> the clock when its latest visit began
+        self._current: str | None = None
 
-    def save(self, ctx: Any, tokens: np.ndarray) -> None:
+    @property
+    def held(self) -> int:
+        """Bytes of saved states."""
+        return sum(len(saved.state) for saved in self._saved)
+
+    def _tick(self, question: str) -> int:
+        self._clock += 1
+        if question != self._current:
+            self._current, self._visited[question] = question, self._clock
+        return self._clock
+
+    def save(self, ctx: Any, tokens: np.ndarray, question: str = "") -> None:
         """Keep the context's sequence state for `tokens` (what the KV cache holds now)."""
-        if len(tokens) < SAME_TEMPLATE:
+        if len(tokens) < WORTH_SAVING:
             return
-        self._saved = [(old, state) for old, state in self._saved if common_prefix(old, tokens) < SAME_TEMPLATE]
+        now = self._tick(question)
+        shared = [common_prefix(s.tokens, tokens) for s in self._saved]
+        for saved, n in zip(self._saved, shared):
+            if nearly(n, len(tokens)):  # one already reaches nearly as far: a new copy adds little
+                saved.used = now
+                return
+        self._saved = [s for s, n in zip(self._saved, shared) if not nearly(n, len(s.tokens))]
         size = self._lib.llama_state_seq_get_size(ctx, 0)
+        while self.held + size > self.budget:
+            if (victim := self._victim()) is None:
+                return
+            self._saved.remove(victim)
         state = (ctypes.c_uint8 * size)()
-        if self._lib.llama_state_seq_get_data(ctx, state, size, 0) != size:
-            return
-        self._saved.append((tokens.copy(), state))
-        while sum(len(state) for _, state in self._saved) > self.budget:
-            self._saved.pop(0)
+        if self._lib.llama_state_seq_get_data(ctx, state, size, 0) == size:
+            self._saved.append(_Saved(tokens.copy(), state, question, now))
 
-    def restore(self, ctx: Any, tokens: np.ndarray, have: int) -> np.ndarray | None:
+    def _victim(self) -> _Saved | None:
+        """The state to drop to make room for one of the current question; None: keep them all (the new one is not
+        kept)."""
+        others = [s for s in self._saved if s.question != self._current]
+        if stale := [s for s in others if not s.question or s.used < self._visited[s.question]]:
+            return min(stale, key=lambda s: s.used)
+        own = [s for s in self._saved if s.question == self._current]
+        return min(own, key=lambda s: s.used) if own else None
+
+    def restore(self, ctx: Any, tokens: np.ndarray, have: int, question: str = "") -> np.ndarray | None:
         """Load the saved state sharing more of `tokens` than the `have` tokens already in the KV cache; return the
         tokens the cache now holds (none if loading failed), or None when no saved state does better."""
         best, shared = None, have
-        for index, (old, _) in enumerate(self._saved):
-            if (n := common_prefix(old, tokens)) > shared:
-                best, shared = index, n
+        for saved in self._saved:
+            if (n := common_prefix(saved.tokens, tokens)) > shared:
+                best, shared = saved, n
         if best is None:
             return None
-        old, state = self._saved.pop(best)
-        self._saved.append((old, state))  # most recently used
+        now = self._tick(question)
+        if best.question == question:  # another question's state lent its template: it stays unused by its own
+            best.used = now
         self._lib.llama_memory_clear(self._lib.llama_get_memory(ctx), True)
-        if self._lib.llama_state_seq_set_data(ctx, state, len(state), 0) != len(state):
-            return old[:0]
-        return old
+        if self._lib.llama_state_seq_set_data(ctx, best.state, len(best.state), 0) != len(best.state):
+            return best.tokens[:0]
+        return best.tokens
 
 
 class GrammarLast:

@@ -6,7 +6,7 @@ are never both resident.
 A loaded model's footprint is estimated before it loads, from its file and header: llama.cpp maps the weights and
 keeps a repacked copy of most of them for its CPU kernels (measured here at n_ctx 4096: 0.5B Q4_K_M +645 MiB for a
 469 MiB file, 1.5B +1,827 MiB for 1,066 MiB), so twice the file, plus the KV cache at n_ctx, plus the prefix states
-fast decoding keeps (at most STATE_BUDGET)."""
+fast decoding keeps (at most its `prefix_memory`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tuner.errors import ConfigError
-from tuner.models.llms._llama_decoding import STATE_BUDGET
+from tuner.models.llms._llama_decoding import STATE_BUDGET_MIB
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +27,13 @@ BUDGET_ENV = "TUNER_MODEL_MEMORY"
 GIB = 1 << 30
 
 
-def footprint(path: Path, n_ctx: int, decoding: str) -> int:
-    """Bytes a GGUF model takes loaded with `n_ctx` (see the module's note)."""
+def prefix_budget(decoding: str, prefix_memory: int) -> int:
+    """Bytes the saved prompt prefixes may take: `prefix_memory` MiB under fast decoding, none under plain."""
+    return prefix_memory << 20 if decoding == "fast" else 0
+
+
+def footprint(path: Path, n_ctx: int, decoding: str, prefix_memory: int = STATE_BUDGET_MIB) -> int:
+    """Bytes a GGUF model takes loaded with `n_ctx` and its saved prefixes (see the module's note)."""
     header = read_header(path)
     arch = str(header.get("general.architecture", ""))
 
@@ -39,7 +44,7 @@ def footprint(path: Path, n_ctx: int, decoding: str) -> int:
     heads = max(1, number("attention.head_count", 1))
     head_size = number("embedding_length") // heads
     kv_cache = 2 * number("block_count") * n_ctx * number("attention.head_count_kv", heads) * head_size * 2  # f16
-    return 2 * path.stat().st_size + kv_cache + (STATE_BUDGET if decoding == "fast" else 0)
+    return 2 * path.stat().st_size + kv_cache + prefix_budget(decoding, prefix_memory)
 
 
 #: GGUF value types: struct formats of the scalars; 8 is a string, 9 an array
