@@ -174,7 +174,8 @@ class FakeEndpoint:
                     "id": "x", "object": "chat.completion", "created": 0, "model": "m",
                     "choices": [{"index": 0, "finish_reason": "stop", "logprobs": logprobs,
                                  "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}).encode()))
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
+                              "prompt_tokens_details": {"cached_tokens": 2}}}).encode()))
                 if send(self, status, body, kind):
                     endpoint.answered.append((request_body, time.monotonic()))
 

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -110,7 +111,7 @@ def test_cache_counts_hits_and_survives_reopening(tmp_path):
     q1 = meter.total("q1")
     assert q1.as_dict() | {"seconds": 0, "model_seconds": 0, "saved_seconds": 0} == {
         "llm_calls": 1, "prompt_tokens": 40, "completion_tokens": 8, "cache_hits": 1, "cached_tokens": 48, "seconds": 0,
-        "model_seconds": 0, "saved_seconds": 0, "unmetered_hits": 0}
+        "model_seconds": 0, "saved_seconds": 0, "unmetered_hits": 0, "evaluated_tokens": 40}
     # the hit costs what the call took when it was paid, kept with it in the cache
     assert q1.saved_seconds == pytest.approx(q1.model_seconds, abs=1e-3)
     assert meter.total("q2").llm_calls == 1 and meter.total("q2").cache_hits == 1
@@ -226,6 +227,19 @@ def test_a_failing_endpoint_is_retried_then_one_clear_error(mode, settings, said
         with pytest.raises(LLMError, match=re.escape(said)):
             endpoint_llm(server.url, **settings).chat(ASK)
         assert len(server.requests) == tries
+
+
+def test_an_endpoint_that_resumed_a_prefix_says_so_and_the_meter_counts_what_it_computed():
+    meter = CostMeter()
+    with FakeEndpoint() as server:  # its usage: 5 prompt tokens, 2 of them cached (prompt_tokens_details)
+        cached = CachedLLM(endpoint_llm(server.url), None, meter)
+        with meter.stage("q1", "generate"):
+            cached.chat(ASK)
+            cached.yes_probability(ASK)
+    total = meter.total("q1")
+    assert (total.prompt_tokens, total.evaluated_tokens, total.evaluated_of_sent) == (10, 6, "6/10")
+    # a record from before tuner counted them reads as unknown, not as nothing computed
+    assert replace(total, evaluated_tokens=0).evaluated_of_sent == "?/10"
 
 
 def test_the_api_key_is_read_at_call_time(monkeypatch):

@@ -99,11 +99,11 @@ class OpenAICompatibleLLM(LLM):
             top = {str(alt.token): getattr(alt, "logprob", None) for alt in alternatives
                    if getattr(alt, "token", None) is not None}
         usage = reply.usage
+        prompt = usage.prompt_tokens if usage else 0
         # a server that keeps prompt prefixes says how many it resumed (OpenAI, vLLM, llama.cpp's server)
         resumed = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
-        return Completion(choice.message.content or "", usage.prompt_tokens if usage else 0,
-                          usage.completion_tokens if usage else 0, top,
-                          evaluated_tokens=usage.prompt_tokens - resumed if usage and isinstance(resumed, int)
+        return Completion(choice.message.content or "", prompt, usage.completion_tokens if usage else 0, top,
+                          evaluated_tokens=prompt - resumed if isinstance(resumed, int) and isinstance(prompt, int)
                           else None)
 
     def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
