@@ -20,8 +20,10 @@ cache (the index and embeddings are shared):
 Per trial: its value, prompt tokens sent (paid calls) and computed (tuner's own counts, as the trials table shows
 them), unique (the tokens of its prompts that no earlier prompt of the study began with: what even a perfect cache
 must compute), and seconds. Per variant: the totals, each one's ratio to `before`, evaluated/unique, the process's
-peak RSS and the most the saved states held. Figures are printed, never asserted: record them in
-docs/performance.md. Run it alone: another model job on the 2 cores voids the seconds.
+peak RSS, the most the saved states held, the largest change of a trial's value and how many answers are the same
+text as `before`'s (the float rounding of resumed prefixes in `states`; that and the layout in `after`). Figures
+are printed, never asserted: record them in docs/performance.md. Run it alone: another model job on the 2 cores
+voids the seconds.
 """
 
 from __future__ import annotations
@@ -205,7 +207,8 @@ def read_variant(folder: Path) -> dict:
         cost = file.result.cost
         rows[t.number] = {"params": t.params, "value": t.values[0] if t.values else None,
                           "sent": cost.prompt_tokens, "evaluated": cost.evaluated_tokens,
-                          "unique": unique.get(t.number, 0), "seconds": cost.seconds}
+                          "unique": unique.get(t.number, 0), "seconds": cost.seconds,
+                          "answers": {q.id: q.answer for q in file.result.questions}}
     return {"trials": rows, "study_unique": sum(new), "before_trials": unique.get(-1, 0),
             **json.loads((folder / "peak.json").read_text())}
 
@@ -229,7 +232,7 @@ def show(name: str, results: dict[str, dict]) -> None:
     console.print(per_trial)
     totals = Table(title=f"{name}: the study")
     for column in ("variant", "sent", "evaluated", "× before", "unique", "evaluated / unique", "seconds", "× before",
-                   "peak RSS MiB", "states held MiB", "max |Δ faithfulness| vs before"):
+                   "peak RSS MiB", "states held MiB", "max |Δ faithfulness| vs before", "answers as before"):
         totals.add_column(column, justify="left" if column == "variant" else "right")
     base = results.get("before")
 
@@ -240,13 +243,15 @@ def show(name: str, results: dict[str, dict]) -> None:
         shared = [n for n in result["trials"] if base and n in base["trials"]]
         deltas = [abs(result["trials"][n]["value"] - base["trials"][n]["value"]) for n in shared
                   if result["trials"][n]["value"] is not None and base["trials"][n]["value"] is not None]
+        same = [result["trials"][n]["answers"][q] == answer for n in shared
+                for q, answer in base["trials"][n]["answers"].items() if q in result["trials"][n]["answers"]]
         evaluated, seconds = total(result, "evaluated"), total(result, "seconds")
         totals.add_row(variant, f"{total(result, 'sent'):,.0f}", f"{evaluated:,.0f}",
                        f"{evaluated / total(base, 'evaluated'):.2f}" if base else "-",
                        f"{result['study_unique']:,}", f"{evaluated / max(1, result['study_unique']):.2f}",
                        f"{seconds:.0f}", f"{seconds / total(base, 'seconds'):.2f}" if base else "-",
                        f"{result['rss_mib']:,.0f}", f"{result['held_mib']:,.0f}",
-                       f"{max(deltas):.4f}" if deltas else "-")
+                       f"{max(deltas):.4f}" if deltas else "-", f"{sum(same)}/{len(same)}" if same else "-")
     console.print(totals)
 
 

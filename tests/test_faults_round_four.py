@@ -311,7 +311,8 @@ def test_a_report_written_on_a_stop_in_trial_0_counts_what_it_paid_and_its_quest
         process = interruptible([sys.executable, "-m", "tuner", "optimize", "--config", "tuner.yaml", "--limit", "6",
                                  "--holdout", "0.34", "--trials", "2", "--judge-check", "off", "--search-space",
                                  "quick", "--study", "s"], tmp_path)
-        stderr, _ = signal_when(process, lambda: len(server.answered) >= 3, signal.SIGTERM)
+        # one call at a time: the fourth request means the third reply was read and counted
+        stderr, _ = signal_when(process, lambda: len(server.bodies) >= 4, signal.SIGTERM)
     assert process.returncode == 143, stderr
     report = (tmp_path / "reports" / "s" / "report.md").read_text()
     paid = int(re.search(r"LLM calls \| (\d+) paid", report).group(1))

@@ -262,8 +262,8 @@ def print_rag_tables(result) -> None:
         costs.add_row(stage, str(cost.llm_calls), str(cost.prompt_tokens), str(cost.evaluated_tokens),
                       str(cost.completion_tokens), str(cost.cache_hits), f"{cost.seconds:.3f}")
     if result.cost.prompt_tokens:
-        console.print(f"of {result.cost.prompt_tokens:,} prompt tokens sent, the models computed "
-                      f"{result.cost.evaluated_tokens:,}: the rest resumed a prefix they kept", highlight=False)
+        console.print(f"prompt tokens: {result.cost.prompt_tokens:,} sent, {result.cost.evaluated_tokens:,} computed "
+                      f"(the rest resumed prefixes the models kept)", highlight=False)
     console.print(costs)
 
 
