@@ -5,7 +5,8 @@ states were kept per question (issue 64).
     python bench/prefix.py --sets demo --questions 3 --trials 2 --variants before after   # a smoke run
 
 The same faithfulness study (quick space, random sampler with a fixed seed, so every variant walks the same
-configurations; no held-out split, no judge check) runs once per variant, each in its own process with an empty LLM
+configurations; no held-out split, no judge check, no pruning: a trial pruned after another number of questions
+would make totals differ for that alone) runs once per variant, each in its own process with an empty LLM
 cache (the index and embeddings are shared):
 
 * `before`: the prompt prefixes as tuner kept them until issue 64: one KV state per template (a prompt sharing 96
@@ -175,7 +176,8 @@ def run_variant(variant: str, dataset: Path | None, questions: int, trials: int,
     (folder / "tuner.yaml").write_text(yaml.safe_dump(config))
     args = ["optimize", "--config", str(folder / "tuner.yaml"), "--target", "faithfulness", "--trials", str(trials),
             "--search-space", "quick", "--sampler", "random", "--seed", "0", "--holdout", "0", "--judge-check", "off",
-            "--study", "bench", "--studies-dir", str(folder / "studies"), "--reports-dir", str(folder / "reports")]
+            "--study", "bench", "--studies-dir", str(folder / "studies"), "--reports-dir", str(folder / "reports"),
+            "--prune-after", str(questions)]  # every trial answers every question: each variant does the same work
     started = time.perf_counter()
     ran = subprocess.run([sys.executable, __file__, "--child", variant, "--out", str(folder), "--", *args],
                          cwd=folder, capture_output=True, text=True)

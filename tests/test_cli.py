@@ -55,8 +55,14 @@ def test_eval_writes_one_shape_with_or_without_answers(tmp_path, cli_with):
     """A retrieval-only evaluation is an EvalResult like a RAG one: the same keys, no metric, no answer."""
     invoke = cli_with(ScriptedLLM())
     for args in (["--retrieval-only", "-o", "r.json"], ["-m", "faithfulness", "-o", "rag.json"]):
-        assert invoke("eval", "--limit", "2", *args).exit_code == 0
+        shown = invoke("eval", "--limit", "2", *args)
+        assert shown.exit_code == 0
     retrieval, rag = (json.loads((tmp_path / name).read_text()) for name in ("r.json", "rag.json"))
+    # a model that does not say what it resumed computed every prompt token, as far as anyone can tell
+    sent = rag["cost"]["prompt_tokens"]
+    assert sent and rag["cost"]["evaluated_tokens"] == sent
+    assert f"prompt tokens: {sent:,} sent, {sent:,} computed (the rest resumed prefixes the models kept)" in \
+        " ".join(shown.output.split())
     assert set(retrieval) == set(rag) and set(retrieval["per_question"][0]) == set(rag["per_question"][0])
     assert retrieval["metrics"] == {} and set(rag["metrics"]) == {"faithfulness"}
     assert retrieval["per_question"][0]["answer"] == "" and rag["per_question"][0]["answer"]

@@ -100,6 +100,14 @@ def test_prefix_states_are_kept_per_question_and_resume_a_prefix_of_them():
     assert len(states._saved) == 6
 
 
+def test_short_prompts_that_share_only_their_template_are_each_kept():
+    """One passage per question: 200 tokens of its own beside the 150 of the template it shares (was: the second
+    question's state replaced the first's, as if the template were the prompt)."""
+    states = PrefixStates(KVLib(), budget=1 << 30)
+    walk(states, KVLib(), range(4), passages=1)
+    assert len(states._saved) == 4 and walk(states, KVLib(), range(4), passages=1, program=1) == 4
+
+
 def test_a_longer_prompt_replaces_the_saved_one_it_extends_by_more_than_a_tail():
     lib = KVLib()
     states = PrefixStates(lib, budget=1 << 30)

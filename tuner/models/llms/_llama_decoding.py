@@ -53,8 +53,10 @@ def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
 
 
 def nearly(shared: int, length: int) -> bool:
-    """Whether a saved prompt sharing `shared` tokens with one of `length` tokens reaches nearly as far."""
-    return shared >= max(WORTH_SAVING, length - REPLACED_TAIL)
+    """Whether a saved prompt sharing `shared` tokens with one of `length` tokens reaches nearly as far: all but a
+    tail of at most REPLACED_TAIL tokens, and at most a quarter of a short prompt (one that shares only its template
+    with another question's is not the same prompt)."""
+    return shared >= WORTH_SAVING and length - shared <= min(REPLACED_TAIL, max(64, length // 4))
 
 
 def looping(tokens: list[int]) -> bool:
