@@ -10,19 +10,17 @@ would make totals differ for that alone) runs once per variant, each in its own 
 cache (the index and embeddings are shared):
 
 * `before`: the prompt prefixes as tuner kept them until issue 64: one KV state per template (a prompt sharing 96
-  leading tokens with a saved one replaces it, oldest dropped first), and the answer prompt in DSPy's own layout
-  (instructions in the system message, `answer_layout: instructions-first`);
-* `states`: states kept per question, DSPy's layout still: its trial values differ from `before` only by the float
+  leading tokens with a saved one replaces it, oldest dropped first);
+* `after`: states kept per question (the default): its trial values differ from `before` only by the float
   rounding of prompts evaluated in two parts;
-* `after`: states per question and the passages before the program's instructions (`answer_layout:
-  passages-first`, the default);
-* `after 256 MiB`: the same with `prefix_memory: 256`.
+* `passages first`: the same with the program's instructions after the passages (`answer_layout: passages-first`);
+* `after 256 MiB`: `after` with `prefix_memory: 256`.
 
 Per trial: its value, prompt tokens sent (paid calls) and computed (tuner's own counts, as the trials table shows
 them), unique (the tokens of its prompts that no earlier prompt of the study began with: what even a perfect cache
 must compute), and seconds. Per variant: the totals, each one's ratio to `before`, evaluated/unique, the process's
 peak RSS, the most the saved states held, the largest change of a trial's value and how many answers are the same
-text as `before`'s (the float rounding of resumed prefixes in `states`; that and the layout in `after`). Figures
+text as `before`'s (the float rounding of resumed prefixes; that and the layout in `passages first`). Figures
 are printed, never asserted: record them in docs/performance.md. Run it alone: another model job on the 2 cores
 voids the seconds.
 """
@@ -50,9 +48,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
 SETS = {"demo": None, "amnesty_qa": DATASETS / "amnesty_qa"}
 VARIANTS = {
-    "before": {"answer_layout": "instructions-first", "states": "template"},
-    "states": {"answer_layout": "instructions-first"},
+    "before": {"states": "template"},
     "after": {},
+    "passages first": {"answer_layout": "passages-first"},
     "after 256 MiB": {"prefix_memory": 256},
 }
 console = Console(width=200)

@@ -116,13 +116,14 @@ def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
     assert project_hash(ProjectConfig.model_validate({"judge": {"model": "qwen2.5-0.5b", "n_ctx": 2048}, **before})) \
         == "265882dc2361278b2f93d258b1ab60044bc576eaba2d446e4b8cb2eb678e4e36"
     # memory for saved prefixes decides the pace, not a token; a study recorded before the answer layout existed
-    # asks as it did (instructions first), and a new one lays its prompt out passages first, another study
+    # asks as it did (instructions first, today's default too), and one laid out passages first is another study
     assert project_hash(ProjectConfig.model_validate({"judge": {"model": "qwen2.5-0.5b", "n_ctx": 2048,
                                                                 "prefix_memory": 256}, **before})) \
         == "265882dc2361278b2f93d258b1ab60044bc576eaba2d446e4b8cb2eb678e4e36"
     recorded = ProjectConfig.model_validate(recorded_project({"evaluation": EVALUATION_AS_BEFORE}))
     assert recorded.answer_layout == "instructions-first" and project_hash(recorded) == project_hash(
-        ProjectConfig(**before)) != project_hash(ProjectConfig(evaluation=EVALUATION_AS_BEFORE))
+        ProjectConfig(**before)) == project_hash(ProjectConfig(evaluation=EVALUATION_AS_BEFORE)) != project_hash(
+        ProjectConfig(evaluation=EVALUATION_AS_BEFORE, answer_layout="passages-first"))
     endpoint = {"backend": "openai-compatible", "base_url": "http://x/v1", "model": "m", "timeout": 30}
     # an endpoint at the default timeout hashes as before (390a…); how long tuner waits and how many questions are
     # in flight decide the pace, not a score: a study resumed with timeout 30 or 8 in flight is the same study (a

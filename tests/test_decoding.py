@@ -139,6 +139,18 @@ def test_a_full_budget_keeps_the_questions_that_fit_for_a_study_walking_them_aga
     assert all(s.question for s in states._saved) and states.held <= states.budget
 
 
+def test_a_full_budget_drops_a_state_wherever_it_sits_among_the_saved():
+    """The state to drop is found by identity: question 1's old passages, the second of three saved states, give way
+    to its new ones (was: the list compared the first state's tokens with it, and numpy refused to)."""
+    lib = KVLib()
+    size = len(prompt(0))
+    states = PrefixStates(lib, budget=3 * size)
+    walk(states, lib, range(3))
+    new = prompt(1, passages=4, alpha=1)  # another length, as other passages have
+    states.save(SimpleNamespace(size=len(new)), new, question="1")
+    assert [(s.question, len(s.tokens)) for s in states._saved] == [("0", size), ("2", size), ("1", len(new))]
+
+
 def test_no_budget_keeps_nothing():
     states = PrefixStates(KVLib(), budget=0)
     assert walk(states, KVLib(), range(3)) == 0 and states._saved == []

@@ -178,7 +178,8 @@ def test_a_trial_that_changes_only_the_program_computes_little_more_than_the_ins
     from tuner.study.storage import study_folder
 
     (tmp_path / "tuner.yaml").write_text(yaml.safe_dump(
-        {"generator": {"model": "qwen2.5-0.5b", "path": str(small_gguf)}, "dataset": {"limit": 2}}))
+        {"generator": {"model": "qwen2.5-0.5b", "path": str(small_gguf)}, "dataset": {"limit": 2},
+         "answer_layout": "passages-first"}))
     (tmp_path / "programs.yaml").write_text(yaml.safe_dump(
         {"params": {"program": {"type": "categorical", "choices": ["default", "strict"]}}}))
     ran = tuner("optimize", "--target", "faithfulness", "--trials", "2", "--search-space", "programs.yaml",

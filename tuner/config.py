@@ -635,9 +635,10 @@ class ProjectConfig(_Strict):
                                     "trial's: the judge stays fixed while the generator knob varies)")
     evaluation: EvaluationConfig = EvaluationConfig()
     answer_layout: Literal["passages-first", "instructions-first"] = Field(
-        "passages-first", description="the answer prompt: passages-first puts the program's instructions after the "
-        "question and its passages, so trials that change only the program resume the passages' prefix; "
-        "instructions-first is DSPy's own layout (instructions in the system message), that of studies begun before")
+        "instructions-first", description="the answer prompt: instructions-first is DSPy's own layout (instructions "
+        "in the system message); passages-first puts them after the question and its passages, so trials that "
+        "change only the program resume the passages' prefix (measured: the small models then wrote longer answers "
+        "that cost more than the prefix saved; docs/performance.md)")
     pipeline: PipelineConfig = PipelineConfig()
     system: SystemConfig | None = Field(None, description="your own RAG system, answering instead of tuner's "
                                         "pipeline; none = tuner's built-in pipeline")

@@ -72,7 +72,7 @@ LAYOUTS: dict[str, type[dspy.ChatAdapter] | None] = {"passages-first": PassagesF
 
 
 class RAGAnswer(dspy.Module):
-    def __init__(self, signature: type[dspy.Signature] = AnswerFromContexts, layout: str = "passages-first"):
+    def __init__(self, signature: type[dspy.Signature] = AnswerFromContexts, layout: str = "instructions-first"):
         super().__init__()
         self.respond = dspy.Predict(signature)
         self.layout = layout
@@ -89,7 +89,7 @@ def number_contexts(contexts: list[str]) -> str:
     return "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, start=1))
 
 
-def load_program(spec: str, layout: str = "passages-first") -> RAGAnswer:
+def load_program(spec: str, layout: str = "instructions-first") -> RAGAnswer:
     """A built-in program by name, or a saved program JSON by path, asking in `layout` (LAYOUTS)."""
     if spec in BUILTIN_PROGRAMS:
         return RAGAnswer(BUILTIN_PROGRAMS[spec], layout)

@@ -71,7 +71,7 @@ def looping(tokens: list[int]) -> bool:
     return False
 
 
-@dataclass
+@dataclass(eq=False)  # identity: list.remove must not compare token arrays
 class _Saved:
     tokens: np.ndarray
     state: ctypes.Array
