@@ -119,36 +119,54 @@ def test_a_longer_prompt_replaces_the_saved_one_it_extends_by_more_than_a_tail()
     assert [len(s.tokens) for s in states._saved] == [len(longer)]  # it serves the short one's prefix too
 
 
-def test_a_full_budget_keeps_the_questions_that_fit_for_a_study_walking_them_again():
-    """Six questions, room for three states: dropping the oldest would resume none of them in the next trial (each
-    is dropped just before its turn comes); the questions that fit stay and resume every trial."""
-    lib = KVLib()
-    size = len(prompt(0))
-    states = PrefixStates(lib, budget=3 * size + size // 2)
-    walk(states, lib, range(6))
+#: the judge's template (its contexts-first verdict prompt's instructions), another than the answer's
+JUDGE = np.arange(150) + 9_000_000
+
+
+def visit(states: PrefixStates, question: int, alpha: int = 0) -> list[int]:
+    """A question's calls in one trial as a study makes them: its answer prompt, then three verdicts of the judge on
+    its passages (the judge's template, the passages, a statement of 40 tokens); the tokens each computed."""
+    passages = prompt(question, alpha=alpha)[len(TEMPLATE):-100]
+    calls = [prompt(question, alpha=alpha)] + [np.concatenate([JUDGE, passages, np.arange(40) + 2_000_000 + 100 * i])
+                                               for i in range(3)]
+    computed = []
+    for tokens in calls:
+        got = states.restore(SimpleNamespace(), tokens, have=0, question=str(question))
+        computed.append(len(tokens) - (0 if got is None else common_prefix(got, tokens)))
+        states.save(SimpleNamespace(size=len(tokens)), tokens, question=str(question))
+    return computed
+
+
+def test_a_full_budget_keeps_each_question_s_verdicts_resuming_its_passages_and_some_questions_for_the_next_trial():
+    """Six questions of two states each, room for three and a half: every visit's later verdicts compute only their
+    statement (was: once the budget was full, a question whose states were all in use kept none, and each verdict
+    computed the passages again), and each trial after the first resumes the passages of some question."""
+    states = PrefixStates(KVLib(), budget=int(3.5 * len(prompt(0))))
+    trials = [[visit(states, q) for q in range(6)] for _ in range(3)]
+    assert all(later == [40, 40] for trial in trials for _, _, *later in trial)
+    for trial in trials[1:]:
+        assert any(0 in calls for calls in trial)  # a question's answer or verdict resumed whole
+        assert sum(map(sum, trial)) < sum(map(sum, trials[0]))
     assert states.held <= states.budget
-    assert [walk(states, lib, range(6)) for _ in range(3)] == [3, 3, 3]
-    # a trial that retrieves other passages for question 0 leaves its old state unused: it goes first for the new
-    assert walk(states, lib, range(1), alpha=1) == 0
-    walk(states, lib, range(1, 6), alpha=1)
-    assert walk(states, lib, range(6), alpha=1) == 3 and states.held <= states.budget
+    # a trial that retrieves other passages gives its verdicts the same
+    assert all(later == [40, 40] for q in range(6) for _, _, *later in [visit(states, q, alpha=1)])
     # states saved outside any question (a judge check) give way to a question's
     outside = prompt(99)
     states.save(SimpleNamespace(size=len(outside)), outside)
-    walk(states, lib, range(6))
+    visit(states, 0)
     assert all(s.question for s in states._saved) and states.held <= states.budget
 
 
 def test_a_full_budget_drops_a_state_wherever_it_sits_among_the_saved():
-    """The state to drop is found by identity: question 1's old passages, the second of three saved states, give way
-    to its new ones (was: the list compared the first state's tokens with it, and numpy refused to)."""
+    """The state to drop is found by identity: question 2's, the last of three saved, gives way to question 1's new
+    passages (was: the list compared the earlier states' tokens with it, and numpy refused to)."""
     lib = KVLib()
     size = len(prompt(0))
     states = PrefixStates(lib, budget=3 * size)
     walk(states, lib, range(3))
     new = prompt(1, passages=4, alpha=1)  # another length, as other passages have
     states.save(SimpleNamespace(size=len(new)), new, question="1")
-    assert [(s.question, len(s.tokens)) for s in states._saved] == [("0", size), ("2", size), ("1", len(new))]
+    assert [(s.question, len(s.tokens)) for s in states._saved] == [("0", size), ("1", size), ("1", len(new))]
 
 
 def test_no_budget_keeps_nothing():

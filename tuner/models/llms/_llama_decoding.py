@@ -4,11 +4,11 @@ Measured on the RAGAS judge (bench/eval.py --profile): prompt evaluation, decodi
 time, and each has waste that `decoding: fast` removes:
 
 * **Prompts restart after what they share.** A question's answer and its judge's verdicts each carry the
-  question's passages, and a study asks for them again trial after trial (the same passages under another program,
-  `top_k 2` a prefix of `top_k 5`); RAGAS's prompts are long fixed instructions followed by the sample. Calls of
-  different kinds alternate, so llama.cpp's reuse of the previous call's prefix rarely applies. `PrefixStates`
-  keeps the KV states of the prompts of the questions of a study within a memory budget, and a call resumes from the
-  one sharing the longest prefix.
+  question's passages, and a study asks for them again trial after trial (`top_k 2` is a prefix of `top_k 5`; with
+  `answer_layout: passages-first`, so are the same passages under another program); RAGAS's prompts are long fixed
+  instructions followed by the sample. Calls of different kinds alternate, so llama.cpp's reuse of the previous
+  call's prefix rarely applies. `PrefixStates` keeps the KV states of the prompts of the questions of a study within
+  a memory budget, and a call resumes from the one sharing the longest prefix.
 * **The grammar runs only when needed.** Applying the JSON grammar to all 151k tokens of Qwen's vocabulary costs
   ~30 ms a token. `GrammarLast` samples as if unconstrained, checks that one token against the grammar and runs the
   grammar over the vocabulary only when it is refused (llama.cpp's own server samples this way). A greedy call
@@ -81,13 +81,13 @@ class _Saved:
 
 class PrefixStates:
     """KV states of prompts, kept per question within `budget` bytes, so a prompt resumes after the longest prefix
-    any earlier call computed: the same passages under another program, a prefix of them, the judge's contexts.
+    any earlier call computed: the same passages or a prefix of them, the judge's contexts.
 
     When the budget is full, what goes suits a study that walks the same questions trial after trial: first a state
-    its question's latest visit did not use (another configuration's passages) or one saved outside any question,
-    then the current question's least recently used. A question with nothing left to drop is not kept: in a cycle
-    it is the one needed again last (Belady's choice), so the questions that fit stay and are resumed every trial,
-    where dropping the oldest would resume none. Without question names, this is least recently used."""
+    saved outside any question, then those of the question visited most recently (the one needed again last), its
+    least recently used first, and only then the current question's own. So a question's prompts always resume each
+    other (its judge's verdicts share its passages), while the questions that fit keep what the next trial resumes.
+    Without question names, this is least recently used."""
 
     def __init__(self, llama_cpp: Any, budget: int = STATE_BUDGET_MIB << 20):
         self._lib = llama_cpp
@@ -129,13 +129,12 @@ class PrefixStates:
             self._saved.append(_Saved(tokens.copy(), state, question, now))
 
     def _victim(self) -> _Saved | None:
-        """The state to drop to make room for one of the current question; None: keep them all (the new one is not
-        kept)."""
-        others = [s for s in self._saved if s.question != self._current]
-        if stale := [s for s in others if not s.question or s.used < self._visited[s.question]]:
-            return min(stale, key=lambda s: s.used)
-        own = [s for s in self._saved if s.question == self._current]
-        return min(own, key=lambda s: s.used) if own else None
+        """The state to drop to make room for one of the current question; None when nothing is saved."""
+        if others := [s for s in self._saved if s.question != self._current]:
+            # saved outside any question first; then the question visited most recently, the one a study walking the
+            # questions in turn needs again last; its least recently used state first (another trial's passages)
+            return min(others, key=lambda s: (bool(s.question), -self._visited.get(s.question, 0), s.used))
+        return min(self._saved, key=lambda s: s.used, default=None)
 
     def restore(self, ctx: Any, tokens: np.ndarray, have: int, question: str = "") -> np.ndarray | None:
         """Load the saved state sharing more of `tokens` than the `have` tokens already in the KV cache; return the
