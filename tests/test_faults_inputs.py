@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sys
 import warnings
 
 import pytest
@@ -16,6 +17,7 @@ from tests.helpers import SAMPLED, RefusesHardQuestions, one_line_error, open_se
 from tuner.errors import ConfigError
 from tuner.models.provider import Models
 from tuner.study.results import load_study, trial_states
+from tuner.study.storage import study_folder
 
 
 @pytest.mark.parametrize("params, said", [
@@ -388,3 +390,38 @@ def test_the_json_object_of_a_reply_is_found_the_same_way_by_the_judge_and_the_q
     for reply in ('{"question": "Who?"}', 'Sure! ```json\n{"question": "Who?"}\n```'):
         assert judge_reply(reply, Reply).question == "Who?"
         assert writer_reply(reply, ("question",)) == {"question": "Who?"}
+
+
+def test_a_defect_inside_a_trial_is_one_line_with_its_traceback_kept_in_a_file(tmp_path, cli_with, monkeypatch,
+                                                                                 capsys):
+    """An exception no rule of tuner's expects (a bug of ours) ends the study in one line naming it and the file that
+    keeps its traceback, exit 70; the trial is marked failed and the report written (was: Optuna's warning with the
+    traceback, then Python's own)."""
+    from tuner.cli import INTERNAL_ERROR, main
+
+    cli_with(ScriptedLLM())  # the fakes and the folder; run through main(), as the console script does
+
+    def defect(objective, trial):
+        raise ZeroDivisionError("a defect of tuner's own")
+
+    monkeypatch.setattr("tuner.study.optimize.Objective.__call__", defect)
+    monkeypatch.setattr(sys, "argv", ["tuner", "optimize", "--limit", "2", "--trials", "2", "--study", "d",
+                                      "--judge-check", "off", "--search-space", "quick"])
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == INTERNAL_ERROR
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr and "warning" not in stderr.lower(), stderr
+    line = one_line_error(ended_with(stderr), "internal error: ZeroDivisionError: a defect of tuner's own",
+                          started=True)
+    kept = re.search(r"report it with (\S+)$", line).group(1)
+    assert "Traceback (most recent call last)" in open(kept).read() and "def defect" not in stderr
+    assert trial_states(load_study(study_folder(tmp_path / "studies", "d")).trials) == ["fail"]
+    assert (tmp_path / "reports" / "d" / "report.md").is_file()
+
+
+def ended_with(stderr: str):
+    """A failed command's result as `one_line_error` reads it, from stderr captured in process."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(returncode=1, stderr=stderr)

@@ -5,6 +5,8 @@ set its offline environment."""
 from __future__ import annotations
 
 import sys
+import tempfile
+import traceback
 
 # isort: off
 import tuner  # noqa: F401  (sets offline environment defaults first)
@@ -40,3 +42,18 @@ def main() -> None:
         where = f": {exc.filename}" if exc.filename else ""
         error(f"{exc.strerror or exc}{where}")
         sys.exit(1)
+    except Exception as exc:  # a defect of tuner's: one line to read, the traceback kept for the bug report
+        error(f"internal error: {type(exc).__name__}: {exc} — a defect in tuner, not in your input (what finished is "
+              f"kept); please report it with {keep_traceback(exc)}")
+        sys.exit(INTERNAL_ERROR)
+
+
+#: the exit code of a defect (sysexits' EX_SOFTWARE), apart from a user error's 1 or 2
+INTERNAL_ERROR = 70
+
+
+def keep_traceback(exc: BaseException) -> str:
+    """Write the exception's traceback to a file of its own (no local variables: nothing secret); its path."""
+    with tempfile.NamedTemporaryFile("w", prefix="tuner-error-", suffix=".txt", delete=False) as file:
+        file.write("".join(traceback.format_exception(exc)))
+    return file.name

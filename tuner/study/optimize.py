@@ -486,10 +486,10 @@ def open_study(folder: StudyFolder, settings: StudySettings, space: SearchSpace,
 
 
 def _said_in_one_line(record) -> bool:
-    """Optuna logs a failed trial with its traceback, then "failed with value None"; Ctrl-C and tuner's own errors
-    get one line from the CLI, and the trial table shows each failure."""
-    error = record.exc_info[1] if record.exc_info else None
-    return not isinstance(error, (KeyboardInterrupt, TunerError)) and "failed with value None" not in record.msg
+    """Optuna logs a failed trial with its traceback, then "failed with value None". The error itself reaches the
+    caller (the CLI says it in one line, a defect's traceback kept in a file) unless it is an unscored trial, which
+    the trial table shows."""
+    return not record.exc_info and "failed with value None" not in record.msg
 
 
 def refuse_changes(name: str, meta: StudyMeta, settings: StudySettings, space: SearchSpace) -> None:
