@@ -21,6 +21,9 @@ from tuner.ui import error
 
 __all__ = ["app", "main"]
 
+#: the exit code of a defect (sysexits' EX_SOFTWARE), apart from a user error's 1 or 2
+INTERNAL_ERROR = 70
+
 
 def main() -> None:
     """Console entry point: user errors become one line on stderr and a non-zero exit; Ctrl-C exits 130, SIGTERM
@@ -46,10 +49,6 @@ def main() -> None:
         error(f"internal error: {type(exc).__name__}: {exc} — a defect in tuner, not in your input (what finished is "
               f"kept); please report it with {keep_traceback(exc)}")
         sys.exit(INTERNAL_ERROR)
-
-
-#: the exit code of a defect (sysexits' EX_SOFTWARE), apart from a user error's 1 or 2
-INTERNAL_ERROR = 70
 
 
 def keep_traceback(exc: BaseException) -> str:
