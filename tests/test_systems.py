@@ -17,6 +17,7 @@ from tuner.config import ProjectConfig, SystemConfig
 from tuner.data import load_dataset
 from tuner.errors import ConfigError
 from tuner.evaluation.retrieval_metrics import ndcg_at
+from tuner.study.attrs import DUPLICATE
 from tuner.study.space import SearchSpace, load_space
 
 TESTS = Path(__file__).parent
@@ -179,7 +180,7 @@ def test_a_system_that_rejects_a_parameter_fails_that_trial_and_the_study_goes_o
     picky = open_session(tmp_path, fake_embedder, SPACE, limit=3, name="picky",
                          project=python_project(tmp_path, python="own_system:picky"))
     picky.run(4)
-    states = {t.params.get("k", 2): t.state.name for t in picky.study.trials if "duplicate" not in t.user_attrs}
+    states = {t.params.get("k", 2): t.state.name for t in picky.study.trials if DUPLICATE not in t.user_attrs}
     assert states[2] == "FAIL" and all(state == ("COMPLETE" if k == 1 else "FAIL") for k, state in states.items())
     assert picky.study.trials[0].user_attrs["error"] == "k=2: this index serves at most 1 passage"
 

@@ -116,9 +116,13 @@ class KeyValue(ABC):
         """Keys written more than once (the same call paid for again)."""
 
     @abstractmethod
-    def claim(self, key: str, owner: str, seconds: float) -> bool:
-        """Take (or renew) the lease on `key` for `seconds` unless another owner holds one that has not expired;
-        True when `owner` holds it now."""
+    def claim(self, key: str, owner: str, seconds: float, dead: str = "") -> bool:
+        """Take (or renew) the lease on `key` for `seconds` unless another owner holds one that has not expired
+        (or `dead`, an owner known to be gone, holds it); True when `owner` holds it now."""
+
+    @abstractmethod
+    def holder(self, key: str) -> str | None:
+        """The owner of the lease on `key`, expired or not; None when nobody holds one."""
 
     @abstractmethod
     def release(self, key: str, owner: str) -> None:
@@ -130,7 +134,17 @@ class KeyValue(ABC):
         beside this one) wrote it while this one waited for their lease, else None while this process holds the
         lease — renewed in the background, so a worker that dies frees it within LEASE_SECONDS."""
         owner = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
-        while not self.claim(key, owner, LEASE_SECONDS):
+        dead, told = "", False
+        while not self.claim(key, owner, LEASE_SECONDS, dead):
+            holder = self.holder(key) or ""
+            if holder != dead and gone(holder):  # a stopped tuner's call on this machine: nobody is asking it
+                dead = holder
+                continue
+            if not told:  # once per call: waits of up to LEASE_SECONDS would otherwise pass in silence
+                told = True
+                log.warning(f"waiting for process {holder.rsplit(':', 1)[0] or '?'}, which is asking the same call "
+                            f"(its reply is then read from the cache; a process that died frees it within "
+                            f"{LEASE_SECONDS:g} s)")
             time.sleep(POLL_SECONDS)
             if (value := self.get(key)) is not None:
                 yield value
@@ -149,6 +163,21 @@ class KeyValue(ABC):
             done.set()
             renewer.join()
             self.release(key, owner)
+
+
+def gone(owner: str) -> bool:
+    """Whether a lease's owner (host:pid:thread) was a process of this machine that no longer runs."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
 
 
 def _batches(keys: Iterable[str]) -> Iterable[list[str]]:
@@ -276,16 +305,21 @@ class SqliteStore(KeyValue):
     def repeated(self) -> int:
         return self._run("SELECT COUNT(*) FROM entries WHERE writes > 1")[0][0]
 
-    def claim(self, key: str, owner: str, seconds: float) -> bool:
+    def claim(self, key: str, owner: str, seconds: float, dead: str = "") -> bool:
         now = time.time()
-        return self._committed(lambda: self._db.execute(CLAIM, (key, owner, now + seconds, now)).rowcount) == 1
+        return self._committed(lambda: self._db.execute(CLAIM, (key, owner, now + seconds, now, dead)).rowcount) == 1
+
+    def holder(self, key: str) -> str | None:
+        rows = self._run("SELECT owner FROM leases WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
 
     def release(self, key: str, owner: str) -> None:
         self._run("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
 
 
 CLAIM = ("INSERT INTO leases (key, owner, until) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
-         "owner = excluded.owner, until = excluded.until WHERE leases.owner = excluded.owner OR leases.until < ?")
+         "owner = excluded.owner, until = excluded.until WHERE leases.owner = excluded.owner OR leases.until < ? "
+         "OR leases.owner = ?")
 UPSERT = ("INSERT INTO entries (key, value, tag, used) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
           "value = excluded.value, writes = entries.writes + 1, used = excluded.used")
 
@@ -382,14 +416,19 @@ class DatabaseStore(KeyValue):
     def repeated(self) -> int:
         return self._count(self.table.c.writes > 1)
 
-    def claim(self, key: str, owner: str, seconds: float) -> bool:
+    def claim(self, key: str, owner: str, seconds: float, dead: str = "") -> bool:
         now, leases = time.time(), self.leases
         statement = self._insert(leases).values(key=key, owner=owner, until=now + seconds)
         statement = statement.on_conflict_do_update(
             index_elements=["key"], set_={"owner": statement.excluded.owner, "until": statement.excluded.until},
-            where=(leases.c.owner == statement.excluded.owner) | (leases.c.until < now)).returning(leases.c.key)
+            where=(leases.c.owner == statement.excluded.owner) | (leases.c.until < now) | (leases.c.owner == dead)
+        ).returning(leases.c.key)
         with self.engine.begin() as db:
             return db.execute(statement).first() is not None
+
+    def holder(self, key: str) -> str | None:
+        with self.engine.begin() as db:
+            return db.execute(self._sa.select(self.leases.c.owner).where(self.leases.c.key == key)).scalar()
 
     def release(self, key: str, owner: str) -> None:
         with self.engine.begin() as db:

@@ -58,6 +58,27 @@ class _Strict(BaseModel):
         return data
 
 
+def _http_url(value: str | None) -> str | None:
+    """An http(s) URL a client can open: a scheme, a host, and a port that is a number (urllib and httpx would
+    otherwise fail at the first call, as "cannot reach" after every retry or as a defect)."""
+    if value is None:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - it raises for a port that is no number
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{value!r} is not an http(s)://host[:port]/... URL")
+    return value
+
+
+#: an http(s) URL, checked as the clients will read it
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
 def _numeric(annotation: Any) -> bool:
     """int or float, alone or in a union (`int | None`), and not bool."""
     if annotation in (int, float):
@@ -155,7 +176,7 @@ class Bm25Config(_Strict):
 class WeaviateConfig(_Strict):
     """Where the weaviate backend keeps the chunks. The API key is read from the environment only (never a file)."""
 
-    url: str | None = Field(None, description="http(s)://host[:port] of the REST API; unset: $WEAVIATE_URL")
+    url: HttpUrl | None = Field(None, description="http(s)://host[:port] of the REST API; unset: $WEAVIATE_URL")
     grpc_port: int = Field(50051, ge=1, le=65535, description="the gRPC port (Weaviate Cloud: 443)")
     grpc_host: str | None = Field(None, description="the gRPC host when it is not the URL's host")
     api_key_env: str = Field("WEAVIATE_API_KEY", description="the environment variable holding the API key, if any")
@@ -229,6 +250,10 @@ class _LLMSettings(_Strict):
         return {"backend": self.backend, **data} if isinstance(data, dict) else data
 
 
+#: the most MiB of prompt prefixes a model may keep (64 GiB): a larger budget is a typo, not a machine
+MOST_PREFIX_MEMORY = 65536
+
+
 class LlamaCppConfig(_LLMSettings):
     """A GGUF model run in process by llama.cpp."""
 
@@ -240,16 +265,18 @@ class LlamaCppConfig(_LLMSettings):
         "fast", description="llama-cpp: fast = resume saved prompt prefixes, check the JSON grammar after sampling, "
         "stop a block repeated three times (greedy output otherwise the same); plain = llama-cpp-python's own")
     prefix_memory: int = Field(
-        1024, ge=0, description="llama-cpp, decoding fast: MiB for the KV states of prompt prefixes kept across "
-        "calls, so a question's passages are evaluated once per study (a 1.5B model's state is ~28 KB a token, a "
-        "0.5B's ~12 KB: 1024 holds ~36k or ~85k tokens); 0 = keep none")
+        1024, ge=0, le=MOST_PREFIX_MEMORY, description="llama-cpp, decoding fast: MiB for the KV states of prompt "
+        "prefixes kept across calls, so a question's passages are evaluated once per study (a 1.5B model's state is "
+        "~28 KB a token, a 0.5B's ~12 KB: 1024 holds ~36k or ~85k tokens); 0 = keep none. It sets the pace; a "
+        "prompt resumed rather than evaluated whole can round differently and so change a greedy token, and which "
+        "prompts resume depends on the budget and on what the study asked before (docs/configuration.md)")
 
 
 class EndpointConfig(_LLMSettings):
     """Any OpenAI-compatible chat-completions endpoint (vLLM, llama.cpp's server, Ollama, OpenAI...)."""
 
     backend: Literal["openai-compatible"] = "openai-compatible"
-    base_url: str | None = Field(None, description="openai-compatible: e.g. http://127.0.0.1:8000/v1")
+    base_url: HttpUrl | None = Field(None, description="openai-compatible: e.g. http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(None, description="openai-compatible: NAME of the env var holding the key")
     timeout: float = Field(120.0, gt=0, description="openai-compatible: seconds per request")
     concurrency: int = Field(1, ge=1, le=64, description="openai-compatible: questions in flight at once (each "
@@ -296,7 +323,7 @@ class SystemConfig(_Strict):
 
     python: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
                                description="module:function, imported from `path` (the config file's folder)")
-    http: str | None = Field(None, pattern=r"^https?://", description="URL tuner POSTs each question to (JSON)")
+    http: HttpUrl | None = Field(None, description="URL tuner POSTs each question to (JSON)")
     version: str = Field(min_length=1, description="bump it when the system's code or data change: replies are "
                          "cached under the entry point or URL and this version, and a study refuses another")
     knobs: dict[str, SystemKnob] = Field({}, description="the system's own settings a search space may name")
@@ -312,6 +339,9 @@ class SystemConfig(_Strict):
     def _one_entry(self) -> SystemConfig:
         if (self.python is None) == (self.http is None):
             raise ValueError("a system is either python: module:function or http: URL (exactly one)")
+        if self.python and self.api_key_env:  # a Python system reads its own environment: the token goes nowhere
+            raise ValueError("api_key_env is for an http: system (tuner sends the token as a bearer token); a "
+                             "python: system reads its own environment")
         return self
 
     @property
@@ -391,6 +421,15 @@ class JudgeAlignment(_Strict):
     cut: float | None = Field(None, gt=0, lt=1, description="the labels' best cut under this alignment")
     labels: int = Field(ge=0, description="how many labels it was aligned on")
     held_out: str = Field("", description="what cross-validation measured, in words")
+    judge: str | None = Field(None, description="the judge it was aligned for (its cache name); its cut is that "
+                              "judge's scale, and another judge reads its scores elsewhere")
+
+    def fits(self, judge: str) -> bool:
+        """Whether it was aligned for `judge` (a cache name; how the model decodes aside), or for no judge named."""
+        def model(name: str) -> str:
+            return name.removesuffix(":fast")
+
+        return self.judge is None or model(self.judge) == model(judge)
 
     @property
     def digest(self) -> str:
@@ -789,6 +828,12 @@ def describe_validation_error(exc: ValidationError) -> str:
         message += f" (got {first['input']!r})"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     return f"{where}: {message}{more}" if where else f"{message}{more}"
+
+
+def absolute_paths(config: ProjectConfig) -> ProjectConfig:
+    """`config` with every relative path made absolute from the current folder (where tuner reads them), for a
+    config written into a file the user may move."""
+    return _resolve_paths(config, Path.cwd())
 
 
 def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:

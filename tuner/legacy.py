@@ -39,6 +39,11 @@ def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[
     for key, before in EVALUATION_AS_BEFORE.items():
         if dumped["evaluation"].get(key) == before:
             del dumped["evaluation"][key]
+    aligned = dumped["evaluation"].get("alignment")
+    if isinstance(aligned, dict) and aligned.get("judge") is None:  # added later: an alignment naming none as before
+        aligned.pop("judge", None)
+    # the cut reads scores as verdicts after the fact (agreement with labels, the report): it changes no score
+    dumped["evaluation"].pop("cut", None)
     for key, before in PROJECT_AS_BEFORE.items():
         if dumped.get(key) == before:
             del dumped[key]

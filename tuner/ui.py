@@ -171,6 +171,20 @@ def terminal_kept() -> Iterator[None]:
         console.file = err_console.file = None
 
 
+@contextlib.contextmanager
+def stdout_for_results() -> Iterator[Any]:
+    """The real stdout, kept for a command's machine-readable result (`--json`), while everything else printed
+    meanwhile goes to stderr: a user's system or a library that prints would otherwise come first and break the
+    JSON for whoever parses it."""
+    import sys
+
+    results, sys.stdout = sys.stdout, sys.stderr
+    try:
+        yield results
+    finally:
+        sys.stdout = results
+
+
 def knobs(values: Mapping[str, Any]) -> str:
     """`top_k=5, alpha=0.7, ...`; floats short (a stepped Optuna float is 0.7000000000000001), unset knobs left out."""
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items() if v is not None)

@@ -187,30 +187,38 @@ def print_judge_checks(checks) -> None:
     from tuner.evaluation.judge_check import choose
     from tuner.evaluation.judge_cut import overstatement
 
-    table = Table(title="judge check: supported vs unsupported cases")
-    for column in ("judge", "setting", "metric", "cases", "mean sup", "mean unsup", "AUC [95% CI]", "acc@cut",
-                   "bal. acc cv", "best cut", "unscored sup/unsup", "empty sup/unsup", "flip rate", "s/case"):
-        table.add_column(column, justify="left" if column in ("judge", "setting", "metric") else "right")
+    # two tables of nine columns, not one of fifteen: compared under several settings, one row wrapped into many
+    separates = Table(title="judge check: how well each judge separates supported from unsupported cases")
+    scored = Table(title="judge check: what each judge scored")
+    for table, columns in ((separates, ("judge", "setting", "metric", "cases", "AUC [95% CI]", "acc@cut",
+                                        "bal. acc cv", "best cut")),
+                           (scored, ("judge", "setting", "metric", "mean sup", "mean unsup", "unscored sup/unsup",
+                                     "empty sup/unsup", "flip rate", "s/case"))):
+        for column in columns:
+            table.add_column(column, justify="left" if column in ("judge", "setting", "metric") else "right",
+                             no_wrap=column != "setting")
 
     def f(value, pattern="{:.2f}"):
         return "—" if value is None else pattern.format(value)
 
     for check in checks:
+        judge = short_model(check.judge)
         for name, m in check.metrics.items():
             setting = check.setting if name == "faithfulness" else ""
-            table.add_row(check.judge, setting, name, f"{m.supported.cases}/{m.unsupported.cases}",
-                          f(m.supported.mean), f(m.unsupported.mean),
-                          f(m.auc) + ("" if m.auc_interval is None else " [{:.2f}, {:.2f}]".format(*m.auc_interval)),
-                          f(m.accuracy), f(m.balanced_accuracy), f(m.cut),
-                          f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}",
-                          f"{m.supported.empty:.0%}/{m.unsupported.empty:.0%}",
-                          f(m.flip_rate, "{:.0%}") + (f" of {m.agreement_cases}" if m.agreement_cases else ""),
-                          f(m.seconds_per_case, "{:.1f}"))
+            separates.add_row(judge, setting, name, f"{m.supported.cases}/{m.unsupported.cases}",
+                              f(m.auc) + ("" if m.auc_interval is None else " [{:.2f}, {:.2f}]".format(
+                                  *m.auc_interval)), f(m.accuracy), f(m.balanced_accuracy), f(m.cut))
+            scored.add_row(judge, setting, name, f(m.supported.mean), f(m.unsupported.mean),
+                           f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}",
+                           f"{m.supported.empty:.0%}/{m.unsupported.empty:.0%}",
+                           f(m.flip_rate, "{:.0%}") + (f" of {m.agreement_cases}" if m.agreement_cases else ""),
+                           f(m.seconds_per_case, "{:.1f}"))
     cuts = "; ".join(dict.fromkeys(f"{check.setting}: {check.cut}" for check in checks))
-    table.caption = (f"acc@cut: share of cases on the right side of the judge's cut, {cuts}; bal. acc cv: balanced "
-                     "accuracy of a cut chosen on the other folds of these cases (5-fold), not on the cases it "
-                     "classifies; best cut: the cut with the best balanced accuracy on them all")
-    console.print(table)
+    separates.caption = (f"acc@cut: share of cases on the right side of the judge's cut, {cuts}; bal. acc cv: "
+                         "balanced accuracy of a cut chosen on the other folds of these cases (5-fold), not on the "
+                         "cases it classifies; best cut: the cut with the best balanced accuracy on them all")
+    console.print(separates)
+    console.print(scored)
     for check in checks:
         for problem in check.problems:
             warning(f"judge {check.judge} ({check.setting}): {problem}")
@@ -219,6 +227,13 @@ def print_judge_checks(checks) -> None:
     chosen = choose(checks)
     if chosen is not None:
         console.print(chosen[1], highlight=False, soft_wrap=True)
+
+
+def short_model(name: str) -> str:
+    """A model's cache name as a table shows it: a GGUF's file name without its fingerprint and decoding
+    ("gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:1d96…:fast" -> "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")."""
+    kind, _, rest = name.partition(":")
+    return rest.split(":")[0] if kind == "gguf" and rest else name
 
 
 def print_retrieval_table(summary: dict[str, Any], pipeline: PipelineConfig) -> None:

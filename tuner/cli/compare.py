@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,7 +15,7 @@ from tuner.cli._app import app
 from tuner.cli._options import DatasetOption, LimitOption
 from tuner.config import load_config
 from tuner.errors import ConfigError
-from tuner.ui import console, err_console
+from tuner.ui import console, err_console, stdout_for_results
 
 
 @app.command("compare")
@@ -37,12 +39,8 @@ def compare_command(
     """Evaluate BASE and NEW on the same questions (through the shared cache) and compare them question by question:
     the paired difference, its bootstrap 95 % CI and the Wilcoxon p per metric. Exit 1 when NEW is worse beyond
     --margin with the CI excluding zero, else 0."""
-    from tuner.analysis.regression_gate import gate
-    from tuner.cli.evaluate import open_split, run_evaluation
-    from tuner.evaluation.judge_cut import cut_of
     from tuner.evaluation.labels import read as read_labels
     from tuner.evaluation.metrics import SCORED_METRICS, TARGETS
-    from tuner.evaluation.records import unscorable
 
     if labels is not None and not labels.is_file():
         raise ConfigError(f"--labels {labels}: no such file")
@@ -52,6 +50,28 @@ def compare_command(
         if name not in TARGETS:
             raise ConfigError(f"--metric {name!r}: choose from {', '.join(TARGETS)}")
     judged = [m for m in metrics if m in SCORED_METRICS]
+    with stdout_for_results() if as_json else contextlib.nullcontext(sys.stdout) as out:
+        verdict, before, after, questions = _compared(base, new, metrics, judged, margin, dataset, limit, split, given)
+    if as_json:
+        payload = verdict.to_json(str(base), str(new), questions)
+        payload["llm_calls_paid"] = {"base": before.cost.llm_calls, "new": after.cost.llm_calls}
+        print(json.dumps(payload, indent=2), file=out)
+    else:
+        show(verdict, base, new, questions, given)
+    if verdict.failed:
+        err_console.print(f"[red]regression:[/] {', '.join(c.metric for c in verdict.failed)} worse beyond the margin "
+                          f"{verdict.margin:g}, the CI excluding zero (exit 1)", markup=True, highlight=False)
+        raise typer.Exit(1)
+
+
+def _compared(base: Path, new: Path, metrics: list[str], judged: list[str], margin: float, dataset, limit, split: str,
+              given):
+    """BASE and NEW evaluated on the same questions and gated: (verdict, BASE's result, NEW's, questions)."""
+    from tuner.analysis.regression_gate import gate
+    from tuner.cli.evaluate import open_split, run_evaluation
+    from tuner.evaluation.judge_cut import cut_of
+    from tuner.evaluation.records import unscorable
+
     results = []
     for label, path in (("BASE", base), ("NEW", new)):
         project = load_config(path)
@@ -67,17 +87,8 @@ def compare_command(
         raise ConfigError(f"{base} and {new} evaluate other questions ({data.name}, {len(data.questions)} vs "
                           f"{other.name}, {len(other.questions)}): give --dataset (and --limit) for both")
     # the loop's last project is NEW's: its judge's cut reads the label agreement
-    verdict = gate(metrics, before, after, margin, given, cut_of(project.evaluation, after))
-    if as_json:
-        payload = verdict.to_json(str(base), str(new), len(data.questions))
-        payload["llm_calls_paid"] = {"base": before.cost.llm_calls, "new": after.cost.llm_calls}
-        print(json.dumps(payload, indent=2))
-    else:
-        show(verdict, base, new, len(data.questions), given)
-    if verdict.failed:
-        err_console.print(f"[red]regression:[/] {', '.join(c.metric for c in verdict.failed)} worse beyond the margin "
-                          f"{verdict.margin:g}, the CI excluding zero (exit 1)", markup=True, highlight=False)
-        raise typer.Exit(1)
+    return gate(metrics, before, after, margin, given, cut_of(project.evaluation, after)), before, after, \
+        len(data.questions)
 
 
 def show(verdict, base: Path, new: Path, questions: int, labels=None) -> None:

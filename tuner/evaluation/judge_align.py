@@ -42,8 +42,9 @@ class Candidate:
     prompt: str
     demos: tuple[Case, ...] = ()
 
-    def alignment(self, labels: int = 0, cut: float | None = None, held_out: str = "") -> JudgeAlignment:
-        return JudgeAlignment(prompt=self.prompt, labels=labels, cut=cut, held_out=held_out, demos=[
+    def alignment(self, labels: int = 0, cut: float | None = None, held_out: str = "",
+                  judge: str | None = None) -> JudgeAlignment:
+        return JudgeAlignment(prompt=self.prompt, labels=labels, cut=cut, held_out=held_out, judge=judge, demos=[
             VerdictDemo(context=excerpt(case), statement=case.answer, supported=case.supported)
             for case in self.demos])
 
@@ -190,7 +191,7 @@ def align(runner, evaluation: EvaluationConfig, cases: Sequence[Case], folds: in
     winner, verdicts, _ = search.best(cases, budget)
     if winner == Candidate(evaluation.verdict_prompt) and evaluation.alignment is None:
         return aligned  # on all the labels, the judge as configured wins: nothing to adopt
-    adopted = winner.alignment(len(cases), best_cut(verdicts), aligned.sentence())
+    adopted = winner.alignment(len(cases), best_cut(verdicts), aligned.sentence(), runner.judge.name)
     return Aligned(**{**measured, "adopted": adopted})
 
 

@@ -22,6 +22,7 @@ class, agreement between two sampled judge seeds, and seconds per case. A judge 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 import time
@@ -40,6 +41,8 @@ from tuner.files import write_json
 
 if TYPE_CHECKING:  # the scorer imports RAGAS: reports read saved checks without it
     from tuner.evaluation.ragas_judge import Outcome, RagasScorer
+
+log = logging.getLogger(__name__)
 
 CHECK_FILE = "judge_check.json"
 #: below this ROC AUC the judge is said not to separate supported from unsupported answers
@@ -222,12 +225,19 @@ def build_cases(items: Sequence[Source], metrics: Sequence[str], kinds: Sequence
 
 def label_cases(labels: Iterable[Label]) -> list[Case]:
     """Faithfulness cases from human labels: the labelled answers on the contexts they were given (skips left out)."""
+    said = [label for label in labels if label.supported is not None and label.answer.strip()]
     cases = [Case("faithfulness", label.question_id, "labelled_supported" if label.supported else
                   "labelled_unsupported", label.question, label.answer, label.contexts, None)
-             for label in labels if label.supported is not None and label.answer.strip()]
-    if not cases:
+             for label in said if any(c.strip() for c in label.contexts)]
+    if not said:
         raise DataError("no label says supported or not supported (only skips, or empty answers): nothing to check "
                         "the judge against")
+    if not cases:
+        raise DataError(f"none of the {len(said)} labelled answers has a context: a judge checks an answer against "
+                        f"the contexts it was given (each label's `contexts`)")
+    if len(cases) < len(said):
+        log.warning(f"{len(said) - len(cases)} of {len(said)} labelled answers have no context and are left out (a "
+                    f"judge checks an answer against its contexts)")
     return cases
 
 

@@ -6,7 +6,8 @@ calibrated: on people's labels its unsupported claims still average P(yes) well 
 everything as supported. The cut is, in this order:
 
 - `evaluation.cut`, the user's (set it to the cut `tuner judge check --labels` prints for your labels);
-- an aligned judge's own, chosen on the labels it was aligned on (`evaluation.alignment`);
+- an aligned judge's own, chosen on the labels it was aligned on (`evaluation.alignment`), for the judge it was
+  aligned for (another model's scale differs);
 - the cut measured on people's labels for a known judge model under the same verdict setting (`MEASURED`);
 - 0.5.
 
@@ -84,8 +85,9 @@ def judge_cut(evaluation, judge: str, setting: str) -> Cut:
     """The cut for `judge` (its cache name) judging under `evaluation` (whose `setting_name` is `setting`)."""
     if evaluation.cut is not None:
         return Cut(evaluation.cut, "evaluation.cut")
-    if evaluation.alignment is not None and evaluation.alignment.cut is not None:
-        return Cut(evaluation.alignment.cut, f"the alignment's, from {evaluation.alignment.labels} labels")
+    aligned = evaluation.alignment
+    if aligned is not None and aligned.cut is not None and aligned.fits(judge):
+        return Cut(aligned.cut, f"the alignment's, from {aligned.labels} labels")
     facts = measured(judge, setting) if evaluation.verdicts == "graded" else None
     if facts is None:
         return Cut(MIDDLE, "the middle: no cut is known for this judge")
@@ -99,6 +101,16 @@ def cut_of(evaluation, result) -> float:
     """The cut the judge that scored `result` (an EvalResult, or None) is read at under `evaluation`."""
     judge = result.models.get("judge", "") if result is not None else ""
     return judge_cut(evaluation, judge, setting_name(evaluation)).value
+
+
+def at_chance(judge: str, setting: str) -> str | None:
+    """A sentence saying that this judge (its cache name) ranked people's labels no better than chance under
+    `setting`; None when it did better or was not measured."""
+    facts = measured(judge, setting)
+    if facts is None or facts.cut is not None:
+        return None
+    return (f"this judge ({judge.split(':')[1] if ':' in judge else judge}, {setting}) ranked {facts.claims} claims "
+            f"people labelled no better than chance (AUC {facts.auc:.2f}; 0.5 is chance)")
 
 
 def overstatement(judge: str, setting: str) -> str | None:

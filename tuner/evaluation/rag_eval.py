@@ -78,6 +78,7 @@ class RagRunner:
         self._programs: dict[str, RAGAnswer] = {}
         self._lms: dict[str | None, dspy.LM] = {}
         self._per_thread = threading.local()
+        self._told_alignment = False  # an alignment for another judge is said once, not per thread
         own = workspace.config.system
         #: the user's system (its entry point imported now: a bad one is one line before any trial); None: tuner's
         self.system = None if own is None else AskedSystem(
@@ -135,6 +136,12 @@ class RagRunner:
         scorer = getattr(self._per_thread, "scorer", None)
         if scorer is None:
             config = self.workspace.config
+            aligned = config.evaluation.alignment
+            if aligned is not None and not aligned.fits(self.judge.name) and not self._told_alignment:
+                self._told_alignment = True
+                log.warning(f"evaluation.alignment was aligned for the judge {aligned.judge}, not {self.judge.name}: "
+                            f"its wording and demonstrations are shown, its cut is not used (another model's scale "
+                            f"differs); run `tuner judge align` with this judge")
             scorer = self._per_thread.scorer = RagasScorer(self.judge, self.workspace.embedder, config.evaluation,
                                                            config.judge_tokens)
         return scorer

@@ -10,6 +10,7 @@ from tuner.analysis import Analysis
 from tuner.compile.saved import Sidecar, read_sidecar
 from tuner.cost import Cost
 from tuner.errors import TunerError
+from tuner.evaluation.judge_cut import at_chance, setting_name
 from tuner.evaluation.metrics import SCORED_METRICS
 from tuner.study.results import StudyView
 
@@ -152,6 +153,14 @@ def wall_seconds(view: StudyView) -> float:
     starts = [t.started for t in view.trials if t.started]
     ends = [t.finished for t in view.trials if t.finished]
     return (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
+
+
+def judge_at_chance(view: StudyView) -> str | None:
+    """Why the study's judge is known to rank people's labels no better than chance, in words; None when it is not
+    (or unknown). Read off the judge that scored its trials, under the study's verdict setting."""
+    judges = {t.result.models.get("judge") for t in view.trials if t.result is not None} - {None, ""}
+    setting = setting_name(view.project.evaluation)
+    return next((said for judge in sorted(judges) if (said := at_chance(judge, setting))), None)
 
 
 def self_judged(view: StudyView) -> list[int]:

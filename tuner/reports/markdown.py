@@ -86,6 +86,10 @@ def _verdict(analysis: Analysis, plots: dict[str, str]) -> list[str]:
     if analysis.judge_check is not None and analysis.judge_check.problems:
         lines.append(f"**Judge warning:** {' '.join(p + '.' for p in analysis.judge_check.problems)} Every judged "
                      f"figure here is this judge's opinion: see *Judge check* below.")
+    if chance := _data.judge_at_chance(view):
+        lines.append(f"**Judge warning:** {chance}: every judged figure here, and the stage blamed below, may be "
+                     f"the judge's error rather than the pipeline's. Judge with a larger model (`judge: {{model: "
+                     f"qwen2.5-1.5b}}`) before acting on them.")
     if analysis.shares is not None and analysis.shares.limiting:
         stage = analysis.shares.limiting
         lines.append(f"The stage that limits {view.target} is **{stage}** "

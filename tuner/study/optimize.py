@@ -10,6 +10,7 @@ Optuna's heartbeat fails a dead worker's and retries it (`recover_interrupted`).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 import warnings
@@ -233,21 +234,25 @@ class Objective:
         # the whole trial, not just its evaluation: a Ctrl-C while the sampler proposes or the result is recorded
         # (most of a fast retrieval trial) must also leave it marked interrupted, or Optuna stores a plain FAIL
         # that no resume runs again
-        with running(trial):  # a Ctrl-C stuck in native code still marks it interrupted (study/running.py)
+        # a Ctrl-C stuck in native code still marks it interrupted, with what it paid (study/running.py)
+        with running(trial, lambda: self._spent(trial)):
             try:
                 return self._trial(trial)
             except (KeyboardInterrupt, LLMError) as exc:  # not the configuration's fault: a resume runs it again
-                self._keep_spent(trial)
+                if (paid := self._spent(trial)) is not None:
+                    trial.set_user_attr(COST, paid)  # its typed reader: attrs.spent
                 unwinding(trial, interruption(exc) if isinstance(exc, KeyboardInterrupt) else str(exc))
                 raise
 
-    def _keep_spent(self, trial: optuna.Trial) -> None:
-        """A trial stopped in its evaluation keeps what it had paid (its cost attribute: it has no trial file),
-        so the report counts the calls and seconds; its re-run reads those calls from the cache."""
-        if self._evaluating is not None and self._evaluating[0] == trial.number:
-            paid = self.runner.meter.total()
-            paid.seconds = time.perf_counter() - self._evaluating[1]
-            trial.set_user_attr(COST, paid.as_dict())  # its typed reader: attrs.spent
+    def _spent(self, trial: optuna.Trial) -> dict[str, Any] | None:
+        """What a trial stopped in its evaluation had paid (kept as its cost attribute: it has no trial file), so
+        the report counts the calls and seconds; its re-run reads those calls from the cache. None before it
+        evaluates."""
+        if self._evaluating is None or self._evaluating[0] != trial.number:
+            return None
+        paid = self.runner.meter.total()
+        paid.seconds = time.perf_counter() - self._evaluating[1]
+        return paid.as_dict()
 
     def _trial(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
@@ -409,11 +414,22 @@ def same_pipeline(stored: Any, config: PipelineConfig, dumped: dict[str, Any] | 
     only one from before a knob existed is validated (which gives it the knob's default)."""
     dumped = dumped if dumped is not None else config.model_dump()
     if isinstance(stored, dict) and stored.keys() == dumped.keys():
-        return stored == dumped
+        return same_values(stored, dumped)
     try:
         return PipelineConfig.model_validate(stored) == config
     except ValidationError:  # a knob value this version no longer takes: not this configuration
         return False
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """`a == b`, except that NaN equals NaN: a knob value of NaN is one configuration, however often drawn."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_values(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(same_values, a, b))
+    return a == b
 
 
 def tried_before(study: optuna.Study, config: PipelineConfig, project: str, number: int) -> int | None:
@@ -423,20 +439,28 @@ def tried_before(study: optuna.Study, config: PipelineConfig, project: str, numb
     journal); the attributes it relies on (PIPELINE, PROJECT, RUNS, DUPLICATE) are written before the trial
     evaluates, and Optuna's storage makes each visible to every worker once written.
 
-    The trial that already ran this pipeline configuration with the same project, if any: a finished one, or
-    one running on another worker. Of two running at once, the earlier (lower number) runs it, unless the later one
-    had looked before the earlier one said what it runs and so decided to run it: every trial says what it runs
-    before looking, so the later one's look saw the earlier one unless that happened, and the earlier one waits for
-    the later one's decision to find out. Compared as validated configs: one stored before a knob existed has its
-    default."""
+    The trial that already ran this pipeline configuration with the same project, if any: a finished one, one
+    that failed for its knobs, or one running on another worker. Of two running at once, the earlier (lower
+    number) runs it, unless the later one had looked before the earlier one said what it runs and so decided to run
+    it: every trial says what it runs before looking, so the later one's look saw the earlier one unless that
+    happened, and the earlier one waits for the later one's decision to find out. Compared as validated configs:
+    one stored before a knob existed has its default."""
     dumped = config.model_dump()
-    for trial in study.get_trials(deepcopy=False, states=(*DONE, TrialState.RUNNING)):
+    for trial in study.get_trials(deepcopy=False, states=(*DONE, TrialState.RUNNING, TrialState.FAIL)):
+        if trial.state == TrialState.FAIL and not failed_by_configuration(trial):
+            continue
         if trial.number == number or trial.user_attrs.get(PROJECT) != project or DUPLICATE in trial.user_attrs or \
                 not same_pipeline(trial.user_attrs.get(PIPELINE), config, dumped):
             continue
         if trial.state != TrialState.RUNNING or trial.number < number or decided_to_run(study, trial, DECISION_SECONDS):
             return trial.number
     return None
+
+
+def failed_by_configuration(trial: optuna.trial.FrozenTrial) -> bool:
+    """A trial that ran and failed for its knobs (the system refused them, no question could be scored): the same
+    again would fail the same way, so it is a repeat. A stopped or crashed one is not: a resume runs it again."""
+    return ERROR in trial.user_attrs and INTERRUPTED not in trial.user_attrs
 
 
 def decided_to_run(study: optuna.Study, trial: optuna.trial.FrozenTrial, patience: float) -> bool:

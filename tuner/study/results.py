@@ -14,7 +14,7 @@ import yaml
 from optuna.trial import TrialState
 
 from tuner.cache import is_database
-from tuner.config import ProjectConfig
+from tuner.config import ProjectConfig, absolute_paths
 from tuner.cost import Cost
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
@@ -245,16 +245,19 @@ def best_config(study: optuna.Study, folder: StudyFolder) -> dict[str, Any]:
     if not best:
         raise ConfigError(f"study {folder.name} has no complete trial that meets its constraints yet")
     meta = folder.read_meta()
+    # every path absolute (as tuner reads the study's: from here), since a config file reads its relative paths
+    # from its own folder: written elsewhere (-o DIR/best.yaml) they would point nowhere
     project = meta.config
-    project = project.model_copy(update={"pipeline": project.pipeline.model_validate(best[0].user_attrs[PIPELINE])})
+    project = absolute_paths(project.model_copy(update={
+        "pipeline": project.pipeline.model_validate(best[0].user_attrs[PIPELINE])}))
     data = project.model_dump(mode="json", exclude_defaults=True)
     cache = folder.cache_in_use(meta)
     if not is_database(cache):  # a study's database is never written into a file (its URL may hold a password)
-        data["cache_dir"] = str(cache)
+        data["cache_dir"] = str(Path(cache).absolute())
     needed = [m for m in meta.metrics if m]
     if needed:  # score what the study scored, so `tuner eval` re-scores it from the cache alone
         data.setdefault("evaluation", {})["metrics"] = needed
-    data["pipeline"] = best[0].user_attrs[PIPELINE]
+    data["pipeline"] = {**best[0].user_attrs[PIPELINE], "program": project.pipeline.program}
     return data
 
 

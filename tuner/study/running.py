@@ -11,24 +11,31 @@ fails with a traceback). Kept free of heavy imports: the CLI reads it before any
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 _trials: list[Any] = []  # optuna.Trial objects
+_spent: dict[int, Callable[[], dict | None]] = {}  # id(trial) -> what it has paid so far (Cost.as_dict), if anything
 _lock = threading.Lock()
 _leaving = threading.Event()  # the watcher marked the trials and the process is about to exit
 
 
 @contextmanager
-def running(trial: Any) -> Iterator[None]:
+def running(trial: Any, spent: Callable[[], dict | None] = lambda: None) -> Iterator[None]:
+    """Around a trial's objective; `spent()` says what it has paid so far, kept when the watcher marks it."""
     _trials.append(trial)
+    _spent[id(trial)] = spent
     try:
         yield
     finally:
         with _lock:
+            leaving = _leaving.is_set()
             if trial in _trials:
                 _trials.remove(trial)
+            _spent.pop(id(trial), None)
+        if leaving:  # the watcher marked this trial (the native call returned too late): its result is not told
+            threading.Event().wait()  # os._exit from the watcher ends this
 
 
 def any_running() -> bool:
@@ -55,7 +62,7 @@ def mark_interrupted(reason: str = "Ctrl-C") -> None:
     Only the watcher calls this, just before os._exit."""
     from optuna.trial import TrialState
 
-    from tuner.study.attrs import INTERRUPTED
+    from tuner.study.attrs import COST, INTERRUPTED
 
     with _lock:
         _leaving.set()
@@ -65,6 +72,9 @@ def mark_interrupted(reason: str = "Ctrl-C") -> None:
             # move, tests/test_faults_signals.py's forced exits fail here
             storage, trial_id = trial.study._storage, trial._trial_id
             try:
+                paid = _spent.get(id(trial), lambda: None)()
+                if paid is not None:  # the report counts its calls and seconds (attrs.spent reads it)
+                    storage.set_trial_user_attr(trial_id, COST, paid)
                 storage.set_trial_user_attr(trial_id, INTERRUPTED, reason)
                 storage.set_trial_state_values(trial_id, TrialState.FAIL)
             except Exception:  # already finished (UpdateFinishedTrialError) or storage gone: leave it

@@ -341,7 +341,8 @@ def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], p
                           f"{recorded.get('documents')} documents, this run has {said}; {again}")
     before = meta.config
     for settings, done, why in ((INDEX_SETTINGS, "indexed", "its trials retrieved from that index"),
-                                (JUDGE_SETTINGS, "judged", "its trials' scores are that judge's")):
+                                (JUDGE_SETTINGS, "judged", "its trials' scores are that judge's"),
+                                (("answer_layout",), "answered", "its trials' answers were written so")):
         for path in settings:
             for key in _leaves(setting_at(before, path), path):
                 was, now = setting_at(before, key), setting_at(project, key)

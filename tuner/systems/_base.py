@@ -64,6 +64,9 @@ class Reply:
         if "contexts" not in data:
             raise BadReply(f"the reply lacks 'contexts' (it has {', '.join(map(repr, data)) or 'no key'})")
         answer = data.get("answer")
+        if answers and answer is None and "answer" in data:
+            raise BadReply("the reply's answer is null, not text; a system that retrieves only is configured with "
+                           "answers: false")
         if answers and answer is None:
             raise BadReply(f"the reply lacks 'answer' (it has {', '.join(map(repr, data))}); a system that "
                            f"retrieves only is configured with answers: false")

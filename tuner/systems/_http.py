@@ -1,8 +1,11 @@
 """A system behind an HTTP endpoint: each question POSTed as JSON, the reply read as JSON.
 
 Retries what an outage looks like, as the OpenAI-compatible LLM backend does: a refused connection, a timeout, 429
-(waiting out its Retry-After, up to the same cap) and 5xx, with exponential backoff (0.5 s, 1 s, 2 s). A bearer
-token is read from the environment variable `api_key_env` names, at call time, and never stored.
+(waiting out its Retry-After, up to the same cap) and 5xx, with exponential backoff (0.5 s, 1 s, 2 s). A 502, 503 or
+504 that outlasts the retries is an outage (the study stops, the trial runs again on resume); a 500 is the system's
+own error on that question. `timeout` bounds the whole reply, not each read: a reply that trickles in never ends.
+A redirect is not followed (urllib would turn the POST into a GET): its target is named. A bearer token is read
+from the environment variable `api_key_env` names, at call time, and never stored.
 """
 
 from __future__ import annotations
@@ -23,6 +26,35 @@ from tuner.systems._base import BadReply, Rejected, System, Unreachable
 
 #: the first backoff; each retry waits twice the one before
 BACKOFF = 0.5
+#: what a gateway or a server says while it is down or restarting: an outage, not the configuration's failure
+OUTAGE = (502, 503, 504)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect comes back as the HTTPError it is: urllib would re-send the POST as a GET without its body."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirect)
+
+
+def read_within(response: Any, deadline: float, timeout: float) -> bytes:
+    """The whole body, or TimeoutError once `deadline` (monotonic) passes: one read at a time, each given only the
+    time left, so a server sending a byte now and then cannot hold the call past it."""
+    parts = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the reply took longer than {timeout:g} s")
+        sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
+        if sock is not None:  # private (http.client's socket file): without it each read waits `timeout` at most
+            sock.settimeout(left)
+        part = response.read1(65536)
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
 
 
 class HttpSystem(System):
@@ -49,8 +81,9 @@ class HttpSystem(System):
             last = attempt == tries
             request = urllib.request.Request(self.url, body, self._headers(), method="POST")
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    data = response.read()
+                deadline = time.monotonic() + self.timeout
+                with _opener.open(request, timeout=self.timeout) as response:
+                    data = read_within(response, deadline, self.timeout)
                 try:
                     return json.loads(data)
                 except (json.JSONDecodeError, UnicodeDecodeError):
@@ -60,6 +93,11 @@ class HttpSystem(System):
                 status, said = exc.code, _said(exc)
                 if status in (400, 422):
                     raise Rejected(f"the system refused the request with HTTP {status}: {said}") from None
+                if 300 <= status < 400:
+                    where = exc.headers.get("Location") or "an address it does not name"
+                    raise Unreachable(f"the system at {self.url} answered HTTP {status}, redirecting to {where}: "
+                                      f"set system.http to the address that answers (tuner does not follow a "
+                                      f"redirect with a POST)") from None
                 if status != 429 and status < 500:
                     raise Unreachable(f"the system at {self.url} answered HTTP {status}: {said}") from None
                 asked = retry_after(exc.headers) if status == 429 else None
@@ -67,9 +105,9 @@ class HttpSystem(System):
                     raise Unreachable(f"the system at {self.url} answered HTTP 429 and asked for a wait of "
                                       f"{asked:g} s, beyond the {MOST_RETRY_AFTER:g} s tuner waits") from None
                 if last:
-                    if status == 429:
-                        raise Unreachable(f"the system at {self.url} answered HTTP 429 ({tries} tries): {said}"
-                                          ) from None
+                    if status == 429 or status in OUTAGE:
+                        raise Unreachable(f"the system at {self.url} answered HTTP {status} ({tries} tries): {said}"
+                                          + ("" if status == 429 else ": is it down?")) from None
                     raise BadReply(f"the system answered HTTP {status} ({tries} tries): {said}") from None
                 if asked is not None:
                     wait = max(asked, 0.0)

@@ -60,6 +60,10 @@ def load_entry(entry: str, path: Path | None) -> Any:
             raise ConfigError(f"{where}: no module {module_name!r} in {path or 'the Python path'} (system.path "
                               f"sets the folder it is imported from)") from None
         raise ConfigError(f"{where}: importing {module_name} failed: {described(exc)}") from None
+    except SystemExit as exc:  # a module that exits when imported (a script's top level): tuner would exit with it
+        raise ConfigError(f"{where}: importing {module_name} called sys.exit({exc.code!r}); a system's module "
+                          f"must import without running (put a script's work under `if __name__ == "
+                          f"\"__main__\":`)") from None
     except Exception as exc:
         raise ConfigError(f"{where}: importing {module_name} failed: {described(exc)}") from None
     function = getattr(module, function_name, None)

@@ -36,7 +36,8 @@ class OpenAICompatibleLLM(LLM):
         # the client retries what an outage looks like (connection errors, timeouts, 429, 5xx) with backoff;
         # re-asking for unparsable judge output is ours
         self._client = openai.OpenAI(base_url=self.base_url, api_key="not-needed", timeout=timeout,
-                                     max_retries=RETRIES)
+                                     max_retries=RETRIES, http_client=openai.DefaultHttpxClient(
+                                         transport=_whole_reply_deadline(timeout)))
 
     def _key(self) -> str:
         """The API key, read from the environment at each call (a rotated key is picked up); never stored."""
@@ -131,6 +132,35 @@ class OpenAICompatibleLLM(LLM):
 
     def close(self) -> None:
         self._client.close()
+
+
+def _whole_reply_deadline(seconds: float) -> Any:
+    """An httpx transport whose replies must arrive whole within `seconds` of the request: httpx's timeout bounds
+    each read, so a server sending a byte now and then would hold a call for ever. Past it, httpx's ReadTimeout,
+    which the client retries and then reports as a timeout."""
+    import httpx
+
+    class Within(httpx.SyncByteStream):
+        def __init__(self, stream: Any, deadline: float):
+            self.stream, self.deadline = stream, deadline
+
+        def __iter__(self) -> Any:
+            for part in self.stream:
+                if time.monotonic() > self.deadline:
+                    raise httpx.ReadTimeout(f"the reply took longer than {seconds:g} s")
+                yield part
+
+        def close(self) -> None:
+            self.stream.close()
+
+    class Transport(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            deadline = time.monotonic() + seconds
+            response = super().handle_request(request)
+            response.stream = Within(response.stream, deadline)
+            return response
+
+    return Transport()
 
 
 def retry_after(headers) -> float | None:
