@@ -52,6 +52,24 @@ def send(handler, status: int, body: bytes, kind: str, headers: dict | None = No
     return True
 
 
+def trickle(handler, every: float = 0.2, size: int = 1000) -> None:
+    """A reply that never ends in practice: headers promising `size` bytes, then one byte each `every` seconds (a
+    read never waits long, so only a deadline on the whole reply stops the client), until the client leaves."""
+    import time
+
+    try:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(size))
+        handler.end_headers()
+        for _ in range(size):
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            time.sleep(every)
+    except OSError:
+        pass
+
+
 class ScriptedLLM(LLM):
     """Answers like a well-behaved model: DSPy's field format for generation, valid JSON for each RAGAS
     response model, a yes-probability from word overlap. `garbage=True` makes every JSON reply unparsable."""
@@ -119,7 +137,8 @@ class FakeEndpoint:
     (answers as ScriptedLLM does, after `delay` seconds: a model other processes can use), or misbehaves on
     purpose: "500", "html" (a 200 that is not JSON), "broken json" (a 200 whose JSON is cut short), "slow"
     (answers after `delay` seconds), "429 once" (the first request is refused with HTTP 429 and a Retry-After of
-    `delay` seconds, the rest answered as "scripted" at once). Records each request's Authorization header and
+    `delay` seconds, the rest answered as "scripted" at once), "trickle" (a byte now and then, never done). Records
+    each request's Authorization header and
     body, each answer's body with the monotonic time it was sent (`answered`), and the most requests it held at
     once (`most_at_once`). Use as a context manager."""
 
@@ -146,6 +165,9 @@ class FakeEndpoint:
                     self.send_header("Content-Length", str(len(refusal)))
                     self.end_headers()
                     self.wfile.write(refusal)
+                    return
+                if endpoint.mode == "trickle":
+                    trickle(self)
                     return
                 with lock:
                     holding[0] += 1
@@ -200,7 +222,8 @@ class SystemServer:
     """A user's RAG system behind HTTP on a free local port, speaking tuner's system JSON: each POST is answered by
     `answer(question, params)` (a Python system) after `delay` seconds, or misbehaves on purpose by `mode`: "ok",
     "not json" (a 200 that is HTML), "no answer", "text context" (a context that is a number), "400" (refuses the
-    knobs), "500" (every request), "429 once" (the first request refused with a Retry-After of `delay` s). Records
+    knobs), "500" (every request), "429 once" (the first request refused with a Retry-After of `delay` s), "503"
+    (down), "302" (moved), "trickle" (a byte now and then, never done); `mode` may change while it serves. Records
     each request's body, each answer's body with the monotonic time it was sent (`answered`), and the most requests
     it held at once. Use as a context manager."""
 
@@ -222,6 +245,15 @@ class SystemServer:
                 status, reply, kind = 200, None, "application/json"
                 if server.mode == "429 once" and len(server.bodies) == 1:
                     send(self, 429, b'{"error": "slow down"}', kind, {"Retry-After": f"{server.delay:g}"})
+                    return
+                if server.mode == "trickle":
+                    trickle(self)
+                    return
+                if server.mode == "302":
+                    send(self, 302, b"", kind, {"Location": server.url + "/v2"})
+                    return
+                if server.mode == "503":
+                    send(self, 503, b'{"detail": "restarting"}', kind)
                     return
                 with lock:
                     holding[0] += 1

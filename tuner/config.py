@@ -69,9 +69,9 @@ def _http_url(value: str | None) -> str | None:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - it raises for a port that is no number
     except ValueError as exc:
-        raise ValueError(f"{value!r} is not a URL ({exc})") from None
+        raise ValueError(f"not a URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{value!r} is not an http(s)://host[:port]/... URL")
+        raise ValueError("not an http(s)://host[:port]/... URL")
     return value
 
 

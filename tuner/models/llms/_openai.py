@@ -137,8 +137,14 @@ class OpenAICompatibleLLM(LLM):
 def _whole_reply_deadline(seconds: float) -> Any:
     """An httpx transport whose replies must arrive whole within `seconds` of the request: httpx's timeout bounds
     each read, so a server sending a byte now and then would hold a call for ever. Past it, httpx's ReadTimeout,
-    which the client retries and then reports as a timeout."""
-    import httpx
+    which the client retries and then reports as a timeout. httpx as the openai client uses it: its releases moved
+    from `httpx` to `httpx2`, whose classes are not httpx's."""
+    import importlib
+
+    import openai
+
+    client = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client")
+    httpx = importlib.import_module(client.__module__.split(".")[0])
 
     class Within(httpx.SyncByteStream):
         def __init__(self, stream: Any, deadline: float):
@@ -154,7 +160,7 @@ def _whole_reply_deadline(seconds: float) -> Any:
             self.stream.close()
 
     class Transport(httpx.HTTPTransport):
-        def handle_request(self, request: httpx.Request) -> httpx.Response:
+        def handle_request(self, request: Any) -> Any:
             deadline = time.monotonic() + seconds
             response = super().handle_request(request)
             response.stream = Within(response.stream, deadline)
