@@ -173,14 +173,30 @@ def test_a_resume_that_changes_only_the_cut_is_the_same_study(tmp_path, fake_emb
     assert calls.read_text().splitlines() == before
 
 
-def test_a_nan_knob_value_is_one_configuration(tmp_path, fake_embedder):
-    from tuner.config import PipelineConfig
-    from tuner.study.optimize import same_pipeline, same_values
+FLOAT_KNOB = """
+import json
+
+def answer(question, params):
+    with open("asked.jsonl", "a") as log:
+        log.write(json.dumps([question["id"], repr(params["t"])]) + "\\n")
+    return {"answer": "x", "contexts": [{"text": "The Greywater Bridge.", "id": "d1"}]}
+"""
+
+
+def test_a_nan_knob_value_is_one_configuration(tmp_path):
+    from tuner.study.optimize import same_values
 
     assert same_values({"system": {"t": math.nan, "k": 2}}, {"system": {"t": float("nan"), "k": 2}})
     assert not same_values({"t": math.nan}, {"t": 0.5})
-    config = PipelineConfig(system={"t": math.nan})
-    assert same_pipeline(json.loads(json.dumps(config.model_dump())), config)
+    (tmp_path / "fl.py").write_text(FLOAT_KNOB)
+    (tmp_path / "sys.yaml").write_text(yaml.safe_dump({
+        "system": {"python": "fl:answer", "version": "1", "knobs": {"t": {"type": "float", "default": 0.5}}},
+        "dataset": {"path": str(DEMO)}}))
+    (tmp_path / "space.yaml").write_text("params: {t: {type: categorical, choices: [.nan, 0.5]}}\n")
+    result = run_tuner(*optimize("--trials", "5", "--sampler", "random", limit=2), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    asked = (tmp_path / "asked.jsonl").read_text().splitlines()
+    assert sorted(asked) == ['["q01", "0.5"]', '["q01", "nan"]', '["q02", "0.5"]', '["q02", "nan"]']  # each once
 
 
 def test_a_resume_under_another_answer_layout_is_refused_in_one_line(tmp_path, fake_embedder):

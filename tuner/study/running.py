@@ -30,11 +30,11 @@ def running(trial: Any, spent: Callable[[], dict | None] = lambda: None) -> Iter
         yield
     finally:
         with _lock:
-            leaving = _leaving.is_set()
+            marked = _leaving.is_set() and trial in _trials  # the watcher marks every trial still listed
             if trial in _trials:
                 _trials.remove(trial)
             _spent.pop(id(trial), None)
-        if leaving:  # the watcher marked this trial (the native call returned too late): its result is not told
+        if marked:  # the native call returned too late: the trial is marked interrupted, its result never told
             threading.Event().wait()  # os._exit from the watcher ends this
 
 
