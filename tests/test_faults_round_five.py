@@ -414,3 +414,16 @@ def test_the_judge_check_of_six_settings_keeps_each_row_on_one_line_of_a_200_col
     for setting in SETTINGS:
         assert sum(f" {setting} " in row for row in rows) == 2, setting
     assert any("0.71 [0.55, 0.86]" in row for row in rows) and any("12.3" in row for row in rows)
+
+
+def test_the_study_s_judge_check_says_what_it_paid_not_cached_while_it_computes(cli_with):
+    invoke = cli_with(ScriptedLLM())
+    args = ("optimize", "--limit", "3", "--trials", "1", "--search-space", "quick", "--judge-check", "warn")
+    first = invoke(*args, "--study", "one")
+    assert first.exit_code == 0, first.output
+    assert "(cached)" not in first.output
+    line = next(line for line in first.output.splitlines() if line.startswith("judge check: faithfulness AUC"))
+    paid = int(line.split("(")[1].split()[0])
+    assert paid > 0 and line.endswith(f"({paid} judge calls paid, 0 from the cache)"), line
+    again = invoke(*args, "--study", "two")  # the same cases through the same cache
+    assert f"(0 judge calls paid, {paid} from the cache)" in again.output, again.output

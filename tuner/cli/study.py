@@ -218,7 +218,8 @@ def judge_display(mode: str, config: Path | None, dataset: Path | None):
     def check(session) -> None:
         from tuner.study.judge_precheck import judge_precheck, same_check
 
-        with status("checking the judge on a few labelled cases (cached)"):
+        # the calls are cached, but the first check pays for them: the line says so once it knows
+        with status("checking the judge on a few labelled cases"):
             found = judge_precheck(session, mode)
         if mode == "strict" and found.refuses:
             options = same_check(session, {"config": config, "dataset": dataset}, found.metrics)
@@ -233,7 +234,8 @@ def judge_display(mode: str, config: Path | None, dataset: Path | None):
             warning(f"judge check: {problem}")
         if found.metrics and not found.refuses:
             aucs = "; ".join(f"{m} AUC " + ("—" if auc is None else f"{auc:.2f}") for m, auc in found.aucs.items())
-            err_console.print(f"judge check: {aucs}", highlight=False, soft_wrap=True)
+            err_console.print(f"judge check: {aucs} ({found.paid} judge calls paid, {found.cached} from the cache)",
+                              highlight=False, soft_wrap=True)
 
     return check
 

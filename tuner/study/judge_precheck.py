@@ -25,6 +25,9 @@ class Precheck:
     problems: tuple[str, ...] = ()
     skipped: str | None = None
     aucs: Mapping[str, float | None] = field(default_factory=dict)
+    #: the judge calls it paid, and those served from the cache (a resumed or repeated check pays none)
+    paid: int = 0
+    cached: int = 0
 
     @property
     def refuses(self) -> bool:
@@ -44,7 +47,8 @@ def judge_precheck(session, mode: str) -> Precheck:
         checked = quick_check(session.runner(), session.search_questions, judged)
     except DataError as exc:
         return Precheck(tuple(judged), skipped=str(exc))
-    found = Precheck(tuple(judged), tuple(checked.problems), aucs={m: c.auc for m, c in checked.metrics.items()})
+    found = Precheck(tuple(judged), tuple(checked.problems), aucs={m: c.auc for m, c in checked.metrics.items()},
+                     paid=sum(c.paid_calls for c in checked.cases), cached=sum(c.cached_calls for c in checked.cases))
     if not (mode == "strict" and found.refuses):  # refused: no study is created, so nothing to record in one
         session.folder.write_doc(CHECK_FILE, checks_json([checked]))
     return found
