@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -268,8 +269,12 @@ def test_a_real_sigterm_during_a_0_5b_trial_writes_the_report_and_the_resume_pay
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143 and "Traceback" not in stderr, stderr
-    assert (tmp_path / "reports" / "local" / "report.md").is_file()
     paid = cached_calls(cache)
+    # the report counts what the stopped trial paid, also when the watcher marked it (a native call held on)
+    report = (tmp_path / "reports" / "local" / "report.md").read_text()
+    counted = re.search(r"\| LLM calls \| (\d+) paid \(([\d,]+) tokens\)", report)
+    assert counted and int(counted.group(1)) >= 2 and counted.group(2) != "0", report
+    assert " 0 s inside trials" not in report
     study = load_study(study_folder(tmp_path / "studies", "local"))
     assert trial_states(study.trials) == ["interrupted"] and study.trials[0].user_attrs["interrupted"] == "SIGTERM"
 

@@ -127,6 +127,8 @@ def test_connection_comes_from_the_url_and_the_key_from_the_environment_only(mon
     assert "auth_credentials" not in connection_arguments(WeaviateConfig(url="localhost:8080"))
     with pytest.raises(ConfigError, match="expected http"):
         connection_arguments(WeaviateConfig(url="ftp://x"))
+    with pytest.raises(ConfigError, match="Weaviate URL 'http://127.0.0.1:abc/': not a URL \\(Port could not be cast"):
+        connection_arguments(WeaviateConfig(url="http://127.0.0.1:abc/"))  # was a ValueError: a defect's exit 70
 
 
 def test_check_fusion_agrees_with_weaviate_on_real_embeddings(fake_weaviate, real_embedder):

@@ -176,7 +176,7 @@ class Bm25Config(_Strict):
 class WeaviateConfig(_Strict):
     """Where the weaviate backend keeps the chunks. The API key is read from the environment only (never a file)."""
 
-    url: HttpUrl | None = Field(None, description="http(s)://host[:port] of the REST API; unset: $WEAVIATE_URL")
+    url: str | None = Field(None, description="http(s)://host[:port] of the REST API; unset: $WEAVIATE_URL")
     grpc_port: int = Field(50051, ge=1, le=65535, description="the gRPC port (Weaviate Cloud: 443)")
     grpc_host: str | None = Field(None, description="the gRPC host when it is not the URL's host")
     api_key_env: str = Field("WEAVIATE_API_KEY", description="the environment variable holding the API key, if any")

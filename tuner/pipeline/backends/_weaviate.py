@@ -67,12 +67,16 @@ def connection_arguments(settings: WeaviateConfig) -> dict[str, object]:
     if not url:
         raise ConfigError("the weaviate backend needs a server: set backend.weaviate.url or WEAVIATE_URL "
                           "(e.g. http://localhost:8080)")
-    parts = urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        port = parts.port
+    except ValueError as exc:  # a port that is no number, an unclosed [IPv6 bracket
+        raise ConfigError(f"Weaviate URL {url!r}: not a URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"Weaviate URL {url!r}: expected http(s)://host[:port]")
     secure = parts.scheme == "https"
     arguments: dict[str, object] = {
-        "http_host": parts.hostname, "http_port": parts.port or (443 if secure else 8080), "http_secure": secure,
+        "http_host": parts.hostname, "http_port": port or (443 if secure else 8080), "http_secure": secure,
         "grpc_host": settings.grpc_host or parts.hostname, "grpc_port": settings.grpc_port, "grpc_secure": secure,
     }
     if key := os.environ.get(settings.api_key_env):
