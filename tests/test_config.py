@@ -102,6 +102,24 @@ FLAT_ENDPOINT = {**FLAT_LLAMA, "backend": "openai-compatible", "base_url": "http
                  "n_ctx": 4096, "timeout": 30.0}
 
 
+SYSTEM_KNOBS = {"k": {"type": "int", "default": 4}, "prompt": {"type": "str", "default": "plain"}}
+
+
+@pytest.mark.parametrize("system, pinned", [
+    ({"python": "mysystem:answer", "path": "/srv/rag", "version": "3", "knobs": SYSTEM_KNOBS},
+     "ecf3fe047cdd4b8629ae4ec855b2ac649898b45fa714c775eab72257e2744c57"),
+    ({"http": "http://127.0.0.1:8000/answer", "version": "1", "knobs": SYSTEM_KNOBS, "api_key_env": "RAG_TOKEN"},
+     "dd208affed7b6692ca3549f2cd3eae6210db31bc30603e053d41c1a15fb62ef0"),
+])
+def test_a_system_project_hashes_as_its_studies_recorded_it(system, pinned):
+    """The project hash of a Python-system and an HTTP-system project as tuner computed it at 548e854: a study of
+    either resumes with its configurations recognised. How fast the system answers, and the judge's cut (it
+    changes no score), move nothing."""
+    assert project_hash(ProjectConfig(system=system)) == pinned
+    assert project_hash(ProjectConfig(system={**system, "timeout": 30, "concurrency": 4},
+                                      evaluation={"cut": 0.8})) == pinned
+
+
 def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
     # a study.json from before the typed configs: a record tuner wrote
     project = ProjectConfig.model_validate({"generator": FLAT_ENDPOINT, "judge": FLAT_LLAMA}, context={"record": True})
@@ -115,7 +133,8 @@ def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):
     assert project_hash(ProjectConfig(**before)) == "51b30cfd1030fe0a972361a105ad09fbeaea1a754edc6932ac0b7f3115ba3c34"
     assert project_hash(ProjectConfig.model_validate({"judge": {"model": "qwen2.5-0.5b", "n_ctx": 2048}, **before})) \
         == "265882dc2361278b2f93d258b1ab60044bc576eaba2d446e4b8cb2eb678e4e36"
-    # memory for saved prefixes decides the pace, not a token; a study recorded before the answer layout existed
+    # memory for saved prefixes is outside a study's identity (it sets the pace; docs say how it can round a token
+    # differently); a study recorded before the answer layout existed
     # asks as it did (instructions first, today's default too), and one laid out passages first is another study
     assert project_hash(ProjectConfig.model_validate({"judge": {"model": "qwen2.5-0.5b", "n_ctx": 2048,
                                                                 "prefix_memory": 256}, **before})) \
