@@ -427,3 +427,18 @@ def test_the_study_s_judge_check_says_what_it_paid_not_cached_while_it_computes(
     assert paid > 0 and line.endswith(f"({paid} judge calls paid, 0 from the cache)"), line
     again = invoke(*args, "--study", "two")  # the same cases through the same cache
     assert f"(0 judge calls paid, {paid} from the cache)" in again.output, again.output
+
+
+def test_the_http_adapter_refuses_only_a_request_without_a_question_and_serves_a_system_s_own_key_error_as_500():
+    from fastapi.testclient import TestClient
+
+    from tuner.systems.adapters import http_app
+
+    def broken(question, params):
+        return {"answer": params["missing"], "contexts": []}  # the system's own bug: a KeyError
+
+    client = TestClient(http_app(broken))
+    asked = client.post("/", json={"question": {"id": "q1", "text": "?"}, "params": {}})
+    assert (asked.status_code, asked.json()) == (500, {"detail": "KeyError: 'missing'"})  # was 400: "refused knobs"
+    lacking = client.post("/", json={"params": {}})
+    assert (lacking.status_code, lacking.json()) == (400, {"detail": "the request lacks 'question'"})

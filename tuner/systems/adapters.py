@@ -124,12 +124,12 @@ def http_app(system: Callable[[dict, dict], Any]) -> Any:
 
     @app.post("/")
     async def answer(body: dict[str, Any]) -> Any:
+        if "question" not in body:  # the request's fault; a KeyError inside the system is the system's (500)
+            raise HTTPException(400, "the request lacks 'question'")
         try:
             return await run_in_threadpool(system, body["question"], body.get("params", {}))
         except Rejected as exc:
             raise HTTPException(422, str(exc)) from None
-        except KeyError as exc:
-            raise HTTPException(400, f"the request lacks {exc}") from None
         except Exception as exc:
             raise HTTPException(500, f"{type(exc).__name__}: {exc}") from None
 
