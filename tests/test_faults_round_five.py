@@ -442,3 +442,28 @@ def test_the_http_adapter_refuses_only_a_request_without_a_question_and_serves_a
     assert (asked.status_code, asked.json()) == (500, {"detail": "KeyError: 'missing'"})  # was 400: "refused knobs"
     lacking = client.post("/", json={"params": {}})
     assert (lacking.status_code, lacking.json()) == (400, {"detail": "the request lacks 'question'"})
+
+
+def test_a_defect_with_a_message_of_several_lines_and_no_writable_temp_folder_is_still_one_line(cli_with, monkeypatch,
+                                                                                               capsys, tmp_path):
+    from types import SimpleNamespace
+
+    from tuner.cli import INTERNAL_ERROR, main
+
+    cli_with(ScriptedLLM())
+
+    def defect(objective, trial):
+        raise ZeroDivisionError("a defect of tuner's own\nwith a second line\nand a third")
+
+    monkeypatch.setattr("tuner.study.optimize.Objective.__call__", defect)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "nowhere"))  # its traceback file cannot be written
+    monkeypatch.setattr(sys, "argv", ["tuner", "optimize", "--limit", "2", "--trials", "1", "--study", "d",
+                                      "--judge-check", "off", "--search-space", "quick"])
+    with pytest.raises(SystemExit) as ended:
+        main()
+    stderr = capsys.readouterr().err
+    assert "second line" not in stderr and "Traceback" not in stderr, stderr
+    line = one_line_error(SimpleNamespace(returncode=ended.value.code, stderr=stderr),
+                          "internal error: ZeroDivisionError: a defect of tuner's own — a defect in tuner",
+                          "please report it with this line (its traceback could not be written: ", started=True)
+    assert ended.value.code == INTERNAL_ERROR and line.endswith("No such file or directory)")

@@ -16,7 +16,7 @@ from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, ca
 # isort: on
 from tuner.cli._display import show_library_messages
 from tuner.cli._interrupt import announced, exit_code, leave, stop_promptly
-from tuner.errors import TunerError
+from tuner.errors import TunerError, described
 from tuner.ui import error
 
 __all__ = ["app", "main"]
@@ -46,13 +46,17 @@ def main() -> None:
         error(f"{exc.strerror or exc}{where}")
         sys.exit(1)
     except Exception as exc:  # a defect of tuner's: one line to read, the traceback kept for the bug report
-        error(f"internal error: {type(exc).__name__}: {exc} — a defect in tuner, not in your input (what finished is "
-              f"kept); please report it with {keep_traceback(exc)}")
+        error(f"internal error: {described(exc)} — a defect in tuner, not in your input (what finished is kept); "
+              f"{keep_traceback(exc)}")
         sys.exit(INTERNAL_ERROR)
 
 
 def keep_traceback(exc: BaseException) -> str:
-    """Write the exception's traceback to a file of its own (no local variables: nothing secret); its path."""
-    with tempfile.NamedTemporaryFile("w", prefix="tuner-error-", suffix=".txt", delete=False) as file:
-        file.write("".join(traceback.format_exception(exc)))
-    return file.name
+    """Write the exception's traceback to a file of its own (no local variables: nothing secret); what to report,
+    in words (the file's path, or why there is none: the line is still one line)."""
+    try:
+        with tempfile.NamedTemporaryFile("w", prefix="tuner-error-", suffix=".txt", delete=False) as file:
+            file.write("".join(traceback.format_exception(exc)))
+    except OSError as why:
+        return f"please report it with this line (its traceback could not be written: {why.strerror or why})"
+    return f"please report it with {file.name}"
