@@ -58,11 +58,9 @@ class _Strict(BaseModel):
         return data
 
 
-def _http_url(value: str | None) -> str | None:
+def _http_url(value: str) -> str:
     """An http(s) URL a client can open: a scheme, a host, and a port that is a number (urllib and httpx would
     otherwise fail at the first call, as "cannot reach" after every retry or as a defect)."""
-    if value is None:
-        return None
     from urllib.parse import urlsplit
 
     try:

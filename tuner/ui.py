@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -176,8 +177,6 @@ def stdout_for_results() -> Iterator[Any]:
     """The real stdout, kept for a command's machine-readable result (`--json`), while everything else printed
     meanwhile goes to stderr: a user's system or a library that prints would otherwise come first and break the
     JSON for whoever parses it."""
-    import sys
-
     results, sys.stdout = sys.stdout, sys.stderr
     try:
         yield results

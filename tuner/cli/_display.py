@@ -186,6 +186,7 @@ def print_judge_checks(checks) -> None:
     each; then, when several were checked, which to use for faithfulness."""
     from tuner.evaluation.judge_check import choose
     from tuner.evaluation.judge_cut import overstatement
+    from tuner.models.llms import short_name
 
     # two tables of nine columns, not one of fifteen: compared under several settings, one row wrapped into many
     separates = Table(title="judge check: how well each judge separates supported from unsupported cases")
@@ -202,7 +203,7 @@ def print_judge_checks(checks) -> None:
         return "—" if value is None else pattern.format(value)
 
     for check in checks:
-        judge = short_model(check.judge)
+        judge = short_name(check.judge)
         for name, m in check.metrics.items():
             setting = check.setting if name == "faithfulness" else ""
             separates.add_row(judge, setting, name, f"{m.supported.cases}/{m.unsupported.cases}",
@@ -227,13 +228,6 @@ def print_judge_checks(checks) -> None:
     chosen = choose(checks)
     if chosen is not None:
         console.print(chosen[1], highlight=False, soft_wrap=True)
-
-
-def short_model(name: str) -> str:
-    """A model's cache name as a table shows it: a GGUF's file name without its fingerprint and decoding
-    ("gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:1d96…:fast" -> "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")."""
-    kind, _, rest = name.partition(":")
-    return rest.split(":")[0] if kind == "gguf" and rest else name
 
 
 def print_retrieval_table(summary: dict[str, Any], pipeline: PipelineConfig) -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.models.llms import short_name
+
 #: the cut when nothing better is known: the middle of the scale
 MIDDLE = 0.5
 
@@ -109,7 +111,7 @@ def at_chance(judge: str, setting: str) -> str | None:
     facts = measured(judge, setting)
     if facts is None or facts.cut is not None:
         return None
-    return (f"this judge ({judge.split(':')[1] if ':' in judge else judge}, {setting}) ranked {facts.claims} claims "
+    return (f"this judge ({short_name(judge)}, {setting}) ranked {facts.claims} claims "
             f"people labelled no better than chance (AUC {facts.auc:.2f}; 0.5 is chance)")
 
 

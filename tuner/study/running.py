@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-_trials: list[Any] = []  # optuna.Trial objects
-_spent: dict[int, Callable[[], dict | None]] = {}  # id(trial) -> what it has paid so far (Cost.as_dict), if anything
+#: the running optuna.Trial objects, each with what it has paid so far (a Cost.as_dict, or None)
+_trials: dict[Any, Callable[[], dict | None]] = {}
 _lock = threading.Lock()
 _leaving = threading.Event()  # the watcher marked the trials and the process is about to exit
 
@@ -24,16 +24,13 @@ _leaving = threading.Event()  # the watcher marked the trials and the process is
 @contextmanager
 def running(trial: Any, spent: Callable[[], dict | None] = lambda: None) -> Iterator[None]:
     """Around a trial's objective; `spent()` says what it has paid so far, kept when the watcher marks it."""
-    _trials.append(trial)
-    _spent[id(trial)] = spent
+    _trials[trial] = spent
     try:
         yield
     finally:
         with _lock:
             marked = _leaving.is_set() and trial in _trials  # the watcher marks every trial still listed
-            if trial in _trials:
-                _trials.remove(trial)
-            _spent.pop(id(trial), None)
+            _trials.pop(trial, None)
         if marked:  # the native call returned too late: the trial is marked interrupted, its result never told
             threading.Event().wait()  # os._exit from the watcher ends this
 
@@ -50,8 +47,7 @@ def unwinding(trial: Any, reason: str) -> None:
 
     with _lock:
         if not _leaving.is_set():
-            if trial in _trials:
-                _trials.remove(trial)
+            _trials.pop(trial, None)
             trial.set_user_attr(INTERRUPTED, reason)
             return
     threading.Event().wait()  # os._exit from the watcher ends this
@@ -66,13 +62,13 @@ def mark_interrupted(reason: str = "Ctrl-C") -> None:
 
     with _lock:
         _leaving.set()
-        for trial in list(_trials):
+        for trial, spent in list(_trials.items()):
             # private (trial.study._storage, trial._trial_id): the watcher ends the trial of a thread that cannot
             # unwind (stuck in native code); a public Trial has no way to mark itself from another thread. If these
             # move, tests/test_faults_signals.py's forced exits fail here
             storage, trial_id = trial.study._storage, trial._trial_id
             try:
-                paid = _spent.get(id(trial), lambda: None)()
+                paid = spent()
                 if paid is not None:  # the report counts its calls and seconds (attrs.spent reads it)
                     storage.set_trial_user_attr(trial_id, COST, paid)
                 storage.set_trial_user_attr(trial_id, INTERRUPTED, reason)

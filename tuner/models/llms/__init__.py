@@ -6,11 +6,20 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner.config import EndpointConfig, LlamaCppConfig, LLMConfig
-from tuner.models.llms._base import LLM, Completion, LLMError, Messages, PromptTooLong, estimate_tokens, yes_share
+from tuner.models.llms._base import (
+    LLM,
+    Completion,
+    LLMError,
+    Messages,
+    PromptTooLong,
+    estimate_tokens,
+    short_name,
+    yes_share,
+)
 from tuner.models.llms._cached import CachedLLM
 
 __all__ = ["LLM", "Completion", "LLMError", "Messages", "PromptTooLong", "CachedLLM", "estimate_tokens", "make_llm",
-           "yes_share"]
+           "short_name", "yes_share"]
 
 _loaded: dict[tuple, LLM] = {}
 

@@ -46,6 +46,14 @@ NO_YES_NO = "gives log-probabilities with neither 'yes' nor 'no' among its top t
 NOT_NUMBERS = "gives log-probabilities that are not numbers"
 
 
+def short_name(name: str) -> str:
+    """A model's cache name as people read it: a GGUF's file name without its fingerprint and decoding
+    ("gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:1d96…:fast" -> "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"); any
+    other name as it is."""
+    kind, _, rest = name.partition(":")
+    return rest.split(":")[0] if kind == "gguf" and rest else name
+
+
 def estimate_tokens(text: str) -> int:
     """A generous estimate without a tokenizer: 3 characters a token (English runs nearer 4)."""
     return len(text) // 3 + 1
