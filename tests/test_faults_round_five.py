@@ -21,7 +21,7 @@ import yaml
 from tests.fakes import FakeEndpoint, ScriptedLLM, SystemServer
 from tests.helpers import one_line_error, open_session, run_tuner
 from tuner.cache import SqliteStore
-from tuner.config import JudgeAlignment, ProjectConfig, SystemConfig
+from tuner.config import HttpSystemConfig, JudgeAlignment, ProjectConfig
 from tuner.errors import ConfigError, DataError
 from tuner.study.attrs import COST, DUPLICATE, INTERRUPTED
 from tuner.study.results import load_study
@@ -118,7 +118,7 @@ def test_a_redirect_is_named_with_its_target_not_followed_as_a_get(own):
 
     with SystemServer(own_answer, "302") as server:
         with pytest.raises(Unreachable) as raised:
-            HttpSystem(server.url, 5).ask({"id": "q1", "text": "?"}, {})
+            HttpSystem(HttpSystemConfig(http=server.url, version="1", timeout=5)).ask({"id": "q1", "text": "?"}, {})
     assert str(raised.value) == (f"the system at {server.url} answered HTTP 302, redirecting to {server.url}/v2: set "
                                  f"system.http to the address that answers (tuner does not follow a redirect with a "
                                  f"POST)")
@@ -247,7 +247,7 @@ def test_a_system_that_prints_leaves_compare_json_parseable(tmp_path):
     ({"http": "http://127.0.0.1:abc/"}, "sys.yaml: system.http: not a URL (Port could not be cast to integer value "
                                         "as 'abc') (got 'http://127.0.0.1:abc/')"),
     ({"http": "http://[127.0.0.1/"}, "sys.yaml: system.http: not a URL (Invalid IPv6 URL) (got 'http://[127.0.0.1/')"),
-    ({"python": "own_system:answer", "api_key_env": "TOKEN"}, "api_key_env is for an http: system"),
+    ({"python": "own_system:answer", "api_key_env": "TOKEN"}, "api_key_env is a setting of http: systems only"),
 ])
 def test_a_system_setting_that_cannot_work_is_one_config_line(tmp_path, system, said):
     system_study(tmp_path, system)
@@ -281,7 +281,7 @@ def test_a_null_answer_is_named_as_null():
         Reply.parse({"answer": None, "contexts": []})
     assert str(raised.value) == "the reply's answer is null, not text; a system that retrieves only is configured " \
                                 "with answers: false"
-    assert SystemConfig(http="http://127.0.0.1:8000/answer", version="1").http == "http://127.0.0.1:8000/answer"
+    assert HttpSystemConfig(http="http://127.0.0.1:8000/answer", version="1").http == "http://127.0.0.1:8000/answer"
 
 
 # --- judge alignment and labels --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import yaml
 
 from tests.fakes import FakeEndpoint, SystemServer
 from tests.helpers import StrictIsUnfaithful, one_line_error, open_session, tuner
-from tuner.config import ProjectConfig, SystemConfig
+from tuner.config import ProjectConfig, PythonSystemConfig
 from tuner.data import load_dataset
 from tuner.errors import ConfigError
 from tuner.evaluation.retrieval_metrics import ndcg_at
@@ -71,15 +71,17 @@ def test_a_python_system_is_tuned_over_its_own_knobs_and_a_resume_asks_it_nothin
 
 
 def test_system_knobs_and_settings_are_checked_in_one_line(tmp_path):
-    with pytest.raises(ValueError, match="exactly one"):
-        SystemConfig(python="a:b", http="http://x", version="1")
+    with pytest.raises(ValueError, match="a system names exactly one kind: python: module:function or http: URL"):
+        ProjectConfig(system={"python": "a:b", "http": "http://x", "version": "1"})
+    with pytest.raises(ValueError, match="a system names exactly one kind"):
+        ProjectConfig(system={"version": "1"})
     with pytest.raises(ValueError, match="expected int, got 'two'"):
-        SystemConfig(python="a:b", version="1", knobs={"k": {"type": "int", "default": "two"}})
+        PythonSystemConfig(python="a:b", version="1", knobs={"k": {"type": "int", "default": "two"}})
     with pytest.raises(ValueError, match="system knob 'top_n' is not declared under system.knobs"):
         ProjectConfig(system={"python": "a:b", "version": "1", "knobs": KNOBS}, pipeline={"system": {"top_n": 3}})
     with pytest.raises(ValueError, match="no system: is configured"):
         ProjectConfig(pipeline={"system": {"k": 3}})
-    system = SystemConfig(python="a:b", version="1", knobs=KNOBS)
+    system = PythonSystemConfig(python="a:b", version="1", knobs=KNOBS)
     assert SearchSpace.of(SPACE, system).system is system
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 1, "high": 3}}}))
     with pytest.raises(ConfigError, match="params.top_k: a knob of tuner's built-in pipeline, which system "
@@ -88,7 +90,7 @@ def test_system_knobs_and_settings_are_checked_in_one_line(tmp_path):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"params": {"k": {"type": "float", "low": 0.5, "high": 3}}}))
     with pytest.raises(ConfigError, match="params.k: 0.5 is not a value the system's k takes"):
         load_space(tmp_path / "s.yaml", system)
-    named = SystemConfig(python="a:b", version="1", knobs={**KNOBS, "top_k": {"type": "int", "default": 5}})
+    named = PythonSystemConfig(python="a:b", version="1", knobs={**KNOBS, "top_k": {"type": "int", "default": 5}})
     space = SearchSpace.of({"params": {"top_k": {"type": "int", "low": 1, "high": 3}}}, named)  # declared: its own
     assert space.params["top_k"].high == 3
     # the builtin pipeline's own spaces are as before
@@ -323,7 +325,7 @@ def test_proposals_over_a_system_s_knobs_extend_fix_and_leave_the_stages_to_the_
     from tuner.analysis.propose import next_space, propose
     from tuner.analysis.stages import attribute
 
-    system = SystemConfig(python="a:b", version="1", knobs={**KNOBS, "top_k": {"type": "int", "default": 100}})
+    system = PythonSystemConfig(python="a:b", version="1", knobs={**KNOBS, "top_k": {"type": "int", "default": 100}})
     space = SearchSpace.of({"params": {**SPACE["params"], "top_k": {"type": "int", "low": 90, "high": 100}}}, system)
     project = ProjectConfig(system=system.model_dump())
     view = SimpleNamespace(space=space, project=project, name="s", best=SimpleNamespace(

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import yaml
 from pydantic import (
@@ -314,43 +314,48 @@ class SystemKnob(_Strict):
         return float(value) if wanted is float else value
 
 
-class SystemConfig(_Strict):
-    """The user's own RAG system, answering in place of tuner's built-in pipeline: a Python function
-    (`module:function`) or an HTTP endpoint, each given the question and the trial's knobs, each returning the
-    answer and the contexts it used (docs/guide.md, "Tune your own system")."""
+class _SystemSettings(_Strict):
+    """What every kind of system has. A kind's own settings live on its own class, the key that names the kind
+    (`python:`, `http:`) among them; `tuner/systems` builds the kind's `System` from it."""
 
-    python: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
-                               description="module:function, imported from `path` (the config file's folder)")
-    http: HttpUrl | None = Field(None, description="URL tuner POSTs each question to (JSON)")
     version: str = Field(min_length=1, description="bump it when the system's code or data change: replies are "
                          "cached under the entry point or URL and this version, and a study refuses another")
     knobs: dict[str, SystemKnob] = Field({}, description="the system's own settings a search space may name")
     answers: bool = Field(True, description="false: the system returns contexts only (retrieval targets)")
-    path: Path | None = Field(None, description="python: the folder its module is imported from; unset: the "
-                              "config file's folder")
     timeout: float = Field(120.0, gt=0, description="seconds a reply may take")
     concurrency: int = Field(1, ge=1, le=64, description="questions asked at once (replies are recorded in "
                              "question order)")
-    api_key_env: str | None = Field(None, description="http: NAME of the env var holding a bearer token")
+    #: the key that names this kind and holds its entry point (a module:function, a URL, ...)
+    kind: ClassVar[str]
+    #: how its entry point is written, for the one line that says a system names no kind
+    written: ClassVar[str]
+    #: the `System` subclass that asks it, as module:class under tuner/systems (imported when a run asks it)
+    implementation: ClassVar[str]
 
-    @model_validator(mode="after")
-    def _one_entry(self) -> SystemConfig:
-        if (self.python is None) == (self.http is None):
-            raise ValueError("a system is either python: module:function or http: URL (exactly one)")
-        if self.python and self.api_key_env:  # a Python system reads its own environment: the token goes nowhere
-            raise ValueError("api_key_env is for an http: system (tuner sends the token as a bearer token); a "
-                             "python: system reads its own environment")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _other_kinds_settings(cls, data: Any) -> Any:
+        """Another kind's setting is refused in one line, naming the kind it belongs to."""
+        if isinstance(data, dict):
+            for key in data:
+                owner = next((other for other in SYSTEM_KINDS if key in other.model_fields), cls)
+                if key not in cls.model_fields and owner is not cls:
+                    raise ValueError(f"{key} is a setting of {owner.kind}: systems only")
+        return data
 
     @property
     def entry(self) -> str:
-        """What answers: `python:module:function` or the URL."""
-        return f"python:{self.python}" if self.python else str(self.http)
+        """What answers: `python:module:function`, the URL, ..."""
+        return str(getattr(self, self.kind))
 
     @property
     def identity(self) -> str:
         """What its replies are cached and its studies recorded under."""
         return f"{self.entry} version {self.version}"
+
+    def located(self, base: Path) -> _SystemSettings:
+        """This config with its relative paths read from `base` (the config file's folder)."""
+        return self
 
     def knob_values(self, given: Mapping[str, Any]) -> dict[str, SystemScalar]:
         """Every declared knob at `given`'s value or its default, checked; an undeclared name is refused."""
@@ -365,6 +370,55 @@ class SystemConfig(_Strict):
             except ValueError as exc:
                 raise ValueError(f"system knob {name}: {exc}") from None
         return values
+
+
+class PythonSystemConfig(_SystemSettings):
+    """A Python function in the user's project, called in process."""
+
+    kind: ClassVar[str] = "python"
+    written: ClassVar[str] = "python: module:function"
+    implementation: ClassVar[str] = "tuner.systems._python:PythonSystem"
+    python: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+                        description="module:function, imported from `path` (the config file's folder)")
+    path: Path | None = Field(None, description="python: the folder its module is imported from; unset: the "
+                              "config file's folder")
+
+    @property
+    def entry(self) -> str:
+        return f"python:{self.python}"
+
+    def located(self, base: Path) -> PythonSystemConfig:
+        if self.path is not None and self.path.is_absolute():
+            return self
+        return self.model_copy(update={"path": base / (self.path or ".")})
+
+
+class HttpSystemConfig(_SystemSettings):
+    """An HTTP endpoint speaking tuner's JSON."""
+
+    kind: ClassVar[str] = "http"
+    written: ClassVar[str] = "http: URL"
+    implementation: ClassVar[str] = "tuner.systems._http:HttpSystem"
+    http: HttpUrl = Field(description="URL tuner POSTs each question to (JSON)")
+    api_key_env: str | None = Field(None, description="http: NAME of the env var holding a bearer token")
+
+
+#: every kind of the user's own system; the union below, its tags and the refusal of another kind's setting read it
+SYSTEM_KINDS: tuple[type[_SystemSettings], ...] = (PythonSystemConfig, HttpSystemConfig)
+
+
+def _system_kind(data: Any) -> str | None:
+    if not isinstance(data, dict):
+        return getattr(data, "kind", None)
+    named = [kind.kind for kind in SYSTEM_KINDS if kind.kind in data]
+    return named[0] if len(named) == 1 else None
+
+
+#: the user's own system, typed by the one key that names its kind
+SystemConfig = Annotated[
+    Union[tuple(Annotated[c, Tag(c.kind)] for c in SYSTEM_KINDS)],
+    Discriminator(_system_kind, custom_error_type="system_kind", custom_error_message=(
+        "a system names exactly one kind: " + " or ".join(c.written for c in SYSTEM_KINDS)))]
 
 
 #: settings that decide how fast a model answers (or how long tuner waits for it), never what: not part of a study's
@@ -384,6 +438,7 @@ LLMConfig = Annotated[Union[tuple(Annotated[c, Tag(c.tag())] for c in LLM_BACKEN
                       Discriminator(_backend)]
 #: the tags the union puts in an error's key path: not keys the user wrote
 _TAGS = tuple(c.tag() for c in LLM_BACKENDS)
+_SYSTEM_TAGS = tuple(c.kind for c in SYSTEM_KINDS)
 
 
 #: the answer programs tuner ships (tuner/prompts/programs.py holds them); any other program is a saved .json file
@@ -818,7 +873,9 @@ def describe_validation_error(exc: ValidationError) -> str:
     first = errors[0]
     message = first["msg"].removeprefix("Value error, ")
     # a whole-model check names its own key ("top_k: expected a number"); the rest get the key path here
-    where = ".".join(str(part) for part in first["loc"] if part not in _TAGS) or (
+    loc = first["loc"]
+    where = ".".join(str(part) for n, part in enumerate(loc) if part not in _TAGS and not (
+        n and loc[n - 1] == "system" and part in _SYSTEM_TAGS)) or (
         "" if first["type"] == "value_error" else "(top level)")
     if first["type"] == "extra_forbidden":
         message = "unknown key"
@@ -850,9 +907,8 @@ def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:
             updates[role] = located(getattr(config, role))
     if any(located(llm) is not llm for llm in config.generators.values()):
         updates["generators"] = {name: located(llm) for name, llm in config.generators.items()}
-    if config.system is not None and config.system.python and (
-            config.system.path is None or not config.system.path.is_absolute()):
-        updates["system"] = config.system.model_copy(update={"path": base / (config.system.path or ".")})
+    if config.system is not None and config.system.located(base) is not config.system:
+        updates["system"] = config.system.located(base)
     program = config.pipeline.program
     if program.endswith(".json") and not Path(program).is_absolute():
         updates["pipeline"] = config.pipeline.model_copy(update={"program": str(base / program)})

@@ -24,13 +24,21 @@ EVALUATION_AS_BEFORE: Mapping[str, Any] = {"verdicts": "sampled", "statements": 
                                             "alignment": None}
 
 
+#: a system's dump as study identities hashed it before systems were typed by kind: every kind's key, at its
+#: default where another kind is configured (a new kind or setting is left out while at its default)
+FLAT_SYSTEM_DEFAULTS: Mapping[str, Any] = {
+    "python": None, "http": None, "knobs": {}, "answers": True, "path": None, "timeout": 120.0, "concurrency": 1,
+    "api_key_env": None,
+}
+
 #: project settings added later, at the value every study ran with before they existed (as EVALUATION_AS_BEFORE)
 PROJECT_AS_BEFORE: Mapping[str, Any] = {"answer_layout": "instructions-first"}
 
 
 def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[str, Any]:
     """A project dump as study identities hash it: each LLM as a flat dump (speed-only settings at their old
-    default), settings added later left out when at their old value, so a resumed study knows its trials."""
+    default), settings added later left out when at their old value, so a resumed study knows its trials.
+    The system comes dumped without its defaults: a setting or kind added later moves no hash at its default."""
     for role in ("generator", "judge"):
         if dumped.get(role) is not None:
             flat = {key: value for key, value in {**FLAT_LLM_DEFAULTS, **dumped[role]}.items() if key not in speed_only}
@@ -51,8 +59,9 @@ def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[
         del dumped["generators"]
     if dumped.get("system", 0) is None:  # added later: tuner's own pipeline hashes as before
         del dumped["system"]
-    elif dumped.get("system"):  # how fast it answers is no part of what it answers
-        dumped["system"] = {key: value for key, value in dumped["system"].items() if key not in speed_only}
+    elif dumped.get("system"):  # one flat dump, as before kinds; how fast it answers is no part of what it answers
+        flat = {**FLAT_SYSTEM_DEFAULTS, **dumped["system"]}
+        dumped["system"] = {key: value for key, value in flat.items() if key not in speed_only}
     return dumped
 
 

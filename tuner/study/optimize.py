@@ -333,8 +333,10 @@ def target_values(result: EvalResult, settings: StudySettings) -> tuple[list[flo
 
 def project_hash(project: ProjectConfig) -> str:
     """What else decides a trial's result besides its pipeline (models, data, evaluation)."""
-    return stable_hash(hashed_project(project.model_dump(mode="json", exclude={"pipeline", "cache_dir"}),
-                                      SPEED_ONLY))
+    dumped = project.model_dump(mode="json", exclude={"pipeline", "cache_dir"})
+    if project.system is not None:
+        dumped["system"] = project.system.model_dump(mode="json", exclude_defaults=True)
+    return stable_hash(hashed_project(dumped, SPEED_ONLY))
 
 
 def guards(result: EvalResult, settings: StudySettings, min_scored: float) -> dict[str, float]:

@@ -5,6 +5,7 @@ over HTTP. `AskedSystem` is what a run talks to: every reply checked, cached and
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -18,15 +19,10 @@ __all__ = ["AskedSystem", "BadReply", "Context", "Rejected", "Reply", "System", 
 
 
 def make_system(config: SystemConfig) -> System:
-    """The system `config` names, its entry point imported (or its URL's token read) now: a bad one is one line
-    before any trial."""
-    if config.python:
-        from tuner.systems._python import PythonSystem
-
-        return PythonSystem(config.python, config.path, config.timeout)
-    from tuner.systems._http import HttpSystem
-
-    return HttpSystem(str(config.http), config.timeout, config.api_key_env)
+    """The system `config` names (the `System` its kind's config class names), its entry point imported (or its
+    URL's token read) now: a bad one is one line before any trial."""
+    module, _, name = config.implementation.partition(":")
+    return getattr(importlib.import_module(module), name)(config)
 
 
 class AskedSystem:

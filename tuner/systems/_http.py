@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from tuner.config import HttpSystemConfig
 from tuner.errors import ConfigError, first_line
 from tuner.models.llms._openai import MOST_RETRY_AFTER, RETRIES, retry_after
 from tuner.systems._base import BadReply, Rejected, System, Unreachable
@@ -58,11 +59,10 @@ def read_within(response: Any, deadline: float, timeout: float) -> bytes:
 
 
 class HttpSystem(System):
-    def __init__(self, url: str, timeout: float, api_key_env: str | None = None):
-        self.url = url
-        self.name = url
-        self.timeout = timeout
-        self.api_key_env = api_key_env
+    def __init__(self, config: HttpSystemConfig):
+        self.url = self.name = config.http
+        self.timeout = config.timeout
+        self.api_key_env = config.api_key_env
         self._headers()  # an unset variable is named now, not at the first question
 
     def _headers(self) -> dict[str, str]:

@@ -10,16 +10,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tuner.config import PythonSystemConfig
 from tuner.errors import ConfigError, described
 from tuner.systems._base import BadReply, Rejected, System, raised
 
 
 class PythonSystem(System):
-    def __init__(self, entry: str, path: Path | None, timeout: float):
-        self.entry = entry
-        self.name = f"python:{entry}"
-        self.timeout = timeout
-        self.function = load_entry(entry, path)
+    def __init__(self, config: PythonSystemConfig):
+        self.name = config.entry
+        self.timeout = config.timeout
+        self.function = load_entry(config.python, config.path)
 
     def ask(self, question: Mapping[str, str], params: Mapping[str, Any]) -> Any:
         # the call runs in a thread of its own so a hung one can be given up on after `timeout` (Python cannot stop
