@@ -448,7 +448,8 @@ def test_a_defect_with_a_message_of_several_lines_and_no_writable_temp_folder_is
                                                                                                capsys, tmp_path):
     from types import SimpleNamespace
 
-    from tuner.cli import INTERNAL_ERROR, main
+    from tuner.cli import main
+    from tuner.errors import INTERNAL_ERROR
 
     cli_with(ScriptedLLM())
 

@@ -167,11 +167,20 @@ def test_unreachable_endpoint_is_one_clear_error():
         llm.chat(ASK)
 
 
-def test_missing_api_key_env_is_named(monkeypatch):
+def test_a_missing_secret_is_one_error_for_an_endpoint_and_a_system(monkeypatch):
+    """One reader of a secret: the same error, line and exit code whoever names the variable; a study marks a trial
+    it stops interrupted (an outage), not failed."""
+    from tuner.config import HttpSystemConfig
+    from tuner.errors import MissingSecret, Outage
+    from tuner.systems import make_system
+
     monkeypatch.delenv("TUNER_TEST_KEY", raising=False)
-    with pytest.raises(LLMError, match="TUNER_TEST_KEY"):
-        make_llm(EndpointConfig(base_url="http://127.0.0.1:1/v1", model="m",
-                           api_key_env="TUNER_TEST_KEY"))
+    with pytest.raises(MissingSecret, match=r"^environment variable TUNER_TEST_KEY \(api_key_env\) is not set$") as llm:
+        make_llm(EndpointConfig(base_url="http://127.0.0.1:1/v1", model="m", api_key_env="TUNER_TEST_KEY"))
+    with pytest.raises(MissingSecret, match=r"^environment variable TUNER_TEST_KEY \(system.api_key_env\) is not "
+                                            r"set$") as system:
+        make_system(HttpSystemConfig(http="http://127.0.0.1:1/", version="1", api_key_env="TUNER_TEST_KEY"))
+    assert llm.value.exit_code == system.value.exit_code == 2 and isinstance(llm.value, Outage)
 
 
 def test_corrupt_gguf_is_one_clear_error(tmp_path):
@@ -243,6 +252,8 @@ def test_an_endpoint_that_resumed_a_prefix_says_so_and_the_meter_counts_what_it_
 
 
 def test_the_api_key_is_read_at_call_time(monkeypatch):
+    from tuner.errors import Outage
+
     monkeypatch.setenv("TUNER_TEST_KEY", "first")
     with FakeEndpoint() as server:
         llm = endpoint_llm(server.url, api_key_env="TUNER_TEST_KEY")
@@ -251,7 +262,7 @@ def test_the_api_key_is_read_at_call_time(monkeypatch):
         llm.chat([{"role": "user", "content": "again"}])
         assert server.requests == ["Bearer first", "Bearer rotated"]
         monkeypatch.delenv("TUNER_TEST_KEY")
-        with pytest.raises(LLMError, match="TUNER_TEST_KEY"):
+        with pytest.raises(Outage, match="TUNER_TEST_KEY"):  # mid-study: the trial is interrupted, not failed
             llm.chat([{"role": "user", "content": "once more"}])
 
 

@@ -22,12 +22,13 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+from tuner.cost import CostMeter
 from tuner.errors import ConfigError, DataError, described
 
 log = logging.getLogger(__name__)
@@ -472,3 +473,54 @@ def _readable_rows(path: Path) -> list[tuple[str, str, int]]:
         return rows
     finally:
         db.close()
+
+
+class Paid(Protocol):
+    """What a paid call returns and the meter counts."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
+P = TypeVar("P", bound=Paid)
+
+
+def paid_once(cache: KeyValue | None, meter: CostMeter, key: Any, tag: str, pay: Callable[[], P],
+              stored: Callable[[P], dict[str, Any]], loaded: Callable[[dict[str, Any]], P],
+              paid_if: tuple[type[Exception], ...] = ()) -> P:
+    """`pay()` read through the cache, counted by `meter`: a hit costs nothing and keeps the seconds the call took
+    when it was paid (a configuration served from the cache still costs what it took), a miss is paid once even
+    when other workers ask for it at the same moment (they wait on its lease). `stored`/`loaded`: the value as
+    the cache keeps it; `paid_if`: errors raised after the call was paid for (counted, nothing kept). No cache:
+    every call is paid (benchmarks' naive mode)."""
+    if cache is None:
+        return _pay(meter, pay, paid_if)[0]
+    digest = stable_hash(key)
+    if (hit := cache.get(digest)) is not None:
+        return _hit(meter, hit, loaded)
+    with cache.lease(digest) as hit:  # another worker may be paying for this very call: wait for it
+        if hit is not None:
+            return _hit(meter, hit, loaded)
+        value, seconds = _pay(meter, pay, paid_if)
+        cache.put(digest, {**stored(value), "seconds": round(seconds, 4)}, tag=tag)
+        return value
+
+
+def _hit(meter: CostMeter, hit: dict[str, Any], loaded: Callable[[dict[str, Any]], P]) -> P:
+    value = loaded(hit)
+    meter.record_call(value.prompt_tokens, value.completion_tokens, cache_hit=True, seconds=hit.get("seconds"))
+    return value
+
+
+def _pay(meter: CostMeter, pay: Callable[[], P], paid_if: tuple[type[Exception], ...]) -> tuple[P, float]:
+    meter.before_paid_call()  # after a stop (or with the budget spent), nothing new is paid for
+    started = time.perf_counter()
+    try:
+        value = pay()
+    except paid_if:
+        meter.record_call(0, 0, cache_hit=False, seconds=time.perf_counter() - started)
+        raise
+    seconds = time.perf_counter() - started
+    meter.record_call(value.prompt_tokens, value.completion_tokens, cache_hit=False, seconds=seconds,
+                      evaluated_tokens=getattr(value, "evaluated_tokens", None))
+    return value, seconds

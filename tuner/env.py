@@ -37,3 +37,14 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on macOS or Windows
         return os.cpu_count() or 1
+
+
+def secret(name: str, setting: str, optional: bool = False) -> str | None:
+    """A token or API key from environment variable `name` (what the config's `setting` names), read each time it is
+    needed (a rotated key is picked up) and never stored; unset: one line naming both (None when `optional`)."""
+    value = os.environ.get(name)
+    if not value and not optional:
+        from tuner.errors import MissingSecret
+
+        raise MissingSecret(f"environment variable {name} ({setting}) is not set")
+    return value or None

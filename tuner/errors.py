@@ -1,22 +1,49 @@
-"""User-facing errors: the CLI prints them as one line and exits non-zero, never a traceback."""
+"""User-facing errors and the exit codes they leave with, in one place: the CLI prints an error as one line and
+exits with its code, never a traceback. Each root below has its subclasses beside the code that raises them
+(`PromptTooLong` in models/llms, `Unreachable`, `BadReply` and `Rejected` in systems)."""
+
+#: the exit codes, one table (pip's status_codes.py)
+SUCCESS = 0
+#: a TunerError (an LLM that cannot be used, a system that cannot be reached), an OSError, `compare`'s real loss
+ERROR = 1
+#: input the user can fix: a config, a search space, a dataset
+BAD_INPUT = 2
+#: a defect of tuner's (sysexits' EX_SOFTWARE)
+INTERNAL_ERROR = 70
+#: a stop by signal leaves with this plus its number: Ctrl-C 130, SIGHUP 129, SIGTERM 143
+SIGNALLED = 128
 
 
 class TunerError(Exception):
     """An error caused by the user's input or environment, explained in one line."""
 
-    exit_code = 1
+    exit_code = ERROR
 
 
 class ConfigError(TunerError):
     """A configuration or search-space file is missing, malformed or wrongly typed."""
 
-    exit_code = 2
+    exit_code = BAD_INPUT
 
 
 class DataError(TunerError):
     """A dataset is missing, unreadable or empty."""
 
-    exit_code = 2
+    exit_code = BAD_INPUT
+
+
+class Outage(TunerError):
+    """What answers or judges cannot be used now — a model that cannot be loaded or reached, a system that cannot be
+    reached: not the configuration's fault, so a study marks the trial interrupted and a resume runs it again."""
+
+
+class LLMError(Outage):
+    """A model cannot be loaded or reached."""
+
+
+class MissingSecret(ConfigError, Outage):
+    """The environment variable a config names for a token or key is unset: the user's to fix (exit 2), and when it
+    goes missing mid-study the trial is marked interrupted, not failed (`env.secret` raises it)."""
 
 
 class NewerRecord(DataError):
@@ -31,7 +58,7 @@ class Stopped(KeyboardInterrupt):
     def __init__(self, name: str, number: int):
         super().__init__(name)
         self.name = name
-        self.exit_code = 128 + number
+        self.exit_code = SIGNALLED + number
 
 
 def interruption(exc: KeyboardInterrupt) -> str:

@@ -4,6 +4,7 @@ set its offline environment."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import tempfile
 import traceback
@@ -16,14 +17,10 @@ from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, ca
 # isort: on
 from tuner.cli._display import show_library_messages
 from tuner.cli._interrupt import announced, exit_code, leave, stop_promptly
-from tuner.errors import TunerError, described
+from tuner.errors import ERROR, INTERNAL_ERROR, SIGNALLED, SUCCESS, TunerError, described
 from tuner.ui import error
 
 __all__ = ["app", "main"]
-
-#: the exit code of a defect (sysexits' EX_SOFTWARE), apart from a user error's 1 or 2
-INTERNAL_ERROR = 70
-
 
 def main() -> None:
     """Console entry point: user errors become one line on stderr and a non-zero exit; Ctrl-C exits 130, SIGTERM
@@ -37,14 +34,15 @@ def main() -> None:
         if stopped is None:
             sys.exit(exc.code)
         announced.wait(1)  # the watcher's thread says it; leaving first would kill it unsaid
-        leave(stopped if exc.code == 130 else exc.code if isinstance(exc.code, int) else 1 if exc.code else 0)
+        code = exc.code if isinstance(exc.code, int) else ERROR if exc.code else SUCCESS
+        leave(stopped if code == SIGNALLED + signal.SIGINT else code)
     except TunerError as exc:
         error(str(exc))
         sys.exit(exc.exit_code)
     except OSError as exc:  # read-only folder, disk full, a file where a folder should be: the system's words
         where = f": {exc.filename}" if exc.filename else ""
         error(f"{exc.strerror or exc}{where}")
-        sys.exit(1)
+        sys.exit(ERROR)
     except Exception as exc:  # a defect of tuner's: one line to read, the traceback kept for the bug report
         error(f"internal error: {described(exc)} — a defect in tuner, not in your input (what finished is kept); "
               f"{keep_traceback(exc)}")

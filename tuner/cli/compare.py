@@ -14,7 +14,7 @@ from rich.table import Table
 from tuner.cli._app import app
 from tuner.cli._options import DatasetOption, LimitOption
 from tuner.config import load_config
-from tuner.errors import ConfigError
+from tuner.errors import ERROR, ConfigError
 from tuner.ui import console, err_console, stdout_for_results
 
 
@@ -61,7 +61,7 @@ def compare_command(
     if verdict.failed:
         err_console.print(f"[red]regression:[/] {', '.join(c.metric for c in verdict.failed)} worse beyond the margin "
                           f"{verdict.margin:g}, the CI excluding zero (exit 1)", markup=True, highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(ERROR)
 
 
 def _compared(base: Path, new: Path, metrics: list[str], judged: list[str], margin: float, dataset, limit, split: str,

@@ -32,11 +32,10 @@ from tuner.config import SPEED_ONLY, PipelineConfig, ProjectConfig
 from tuner.cost import Cost
 from tuner.data import Question
 from tuner.data.split import Split
-from tuner.errors import ConfigError, TunerError, interruption
+from tuner.errors import ConfigError, Outage, TunerError, interruption
 from tuner.evaluation.metrics import RETRIEVAL_METRICS, SCORED_METRICS, TARGETS, lower_is_better
 from tuner.evaluation.records import Constraint, EvalResult, QuestionResult, TrialFile
 from tuner.legacy import hashed_project
-from tuner.models.llms._base import LLMError
 from tuner.study.attrs import (
     BASELINE,
     COST,
@@ -238,7 +237,7 @@ class Objective:
         with running(trial, lambda: self._spent(trial)):
             try:
                 return self._trial(trial)
-            except (KeyboardInterrupt, LLMError) as exc:  # not the configuration's fault: a resume runs it again
+            except (KeyboardInterrupt, Outage) as exc:  # not the configuration's fault: a resume runs it again
                 if (paid := self._spent(trial)) is not None:
                     trial.set_user_attr(COST, paid)  # its typed reader: attrs.spent
                 unwinding(trial, interruption(exc) if isinstance(exc, KeyboardInterrupt) else str(exc))

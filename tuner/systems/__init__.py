@@ -6,11 +6,10 @@ over HTTP. `AskedSystem` is what a run talks to: every reply checked, cached and
 from __future__ import annotations
 
 import importlib
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from tuner.cache import KeyValue, stable_hash
+from tuner.cache import KeyValue, paid_once
 from tuner.config import SystemConfig
 from tuner.cost import CostMeter
 from tuner.systems._base import BadReply, Context, Rejected, Reply, System, Unreachable
@@ -38,36 +37,12 @@ class AskedSystem:
         self.meter = meter
 
     def reply(self, question_id: str, text: str, params: Mapping[str, Any]) -> Reply:
-        asked = {"id": question_id, "text": text}
-        if self.cache is None:
-            return self._pay(asked, params)[0]
-        key = stable_hash(["system", self.name, question_id, text, dict(sorted(params.items()))])
-        if (hit := self.cache.get(key)) is not None:
-            return self._hit(hit)
-        with self.cache.lease(key) as hit:  # another worker may be asking this very question: wait for its reply
-            if hit is not None:
-                return self._hit(hit)
-            reply, seconds = self._pay(asked, params)
-            self.cache.put(key, {"reply": reply.to_json(), "seconds": round(seconds, 4)}, tag=self.name)
-            return reply
-
-    def _hit(self, hit: Mapping[str, Any]) -> Reply:
-        reply = Reply.parse(hit["reply"], answers=False)
-        self.meter.record_call(reply.prompt_tokens, reply.completion_tokens, cache_hit=True,
-                               seconds=hit.get("seconds"))
-        return reply
-
-    def _pay(self, asked: dict[str, str], params: Mapping[str, Any]) -> tuple[Reply, float]:
-        self.meter.before_paid_call()  # after a stop, no question begins
-        started = time.perf_counter()
-        try:
-            reply = Reply.parse(self.inner.ask(asked, params), self.config.answers)
-        except BadReply:  # asked and paid for, but nothing to keep
-            self.meter.record_call(0, 0, cache_hit=False, seconds=time.perf_counter() - started)
-            raise
-        seconds = time.perf_counter() - started
-        self.meter.record_call(reply.prompt_tokens, reply.completion_tokens, cache_hit=False, seconds=seconds)
-        return reply, seconds
+        key = ["system", self.name, question_id, text, dict(sorted(params.items()))]
+        return paid_once(self.cache, self.meter, key, self.name,
+                         lambda: Reply.parse(self.inner.ask({"id": question_id, "text": text}, params),
+                                             self.config.answers),
+                         lambda reply: {"reply": reply.to_json()}, lambda hit: Reply.parse(hit["reply"], answers=False),
+                         paid_if=(BadReply,))  # a reply that was no reply was asked and paid for: nothing to keep
 
     def unreachable(self) -> str | None:
         return self.inner.unreachable()

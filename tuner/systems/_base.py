@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.errors import TunerError, first_line
-from tuner.models.llms._base import LLMError
+from tuner.errors import Outage, TunerError, first_line
 
 
 class BadReply(TunerError):
@@ -33,7 +32,7 @@ class Rejected(TunerError):
     A Python system raises it itself: `raise tuner.systems.Rejected("k must be at most 20")`."""
 
 
-class Unreachable(LLMError):
+class Unreachable(Outage):
     """The system cannot be reached (nothing listens, a 5xx that outlasts the retries): not the configuration's
     fault, so the trial is marked interrupted and a resume runs it again."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import time
 import urllib.error
@@ -21,7 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuner.config import HttpSystemConfig
-from tuner.errors import ConfigError, first_line
+from tuner.env import secret
+from tuner.errors import first_line
 from tuner.models.llms._openai import MOST_RETRY_AFTER, RETRIES, retry_after
 from tuner.systems._base import BadReply, Rejected, System, Unreachable
 
@@ -69,10 +69,7 @@ class HttpSystem(System):
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if not self.api_key_env:
             return headers
-        token = os.environ.get(self.api_key_env)
-        if not token:
-            raise ConfigError(f"environment variable {self.api_key_env} (system.api_key_env) is not set")
-        return {**headers, "Authorization": f"Bearer {token}"}
+        return {**headers, "Authorization": f"Bearer {secret(self.api_key_env, 'system.api_key_env')}"}
 
     def ask(self, question: Mapping[str, str], params: Mapping[str, Any]) -> Any:
         body = json.dumps({"question": dict(question), "params": dict(params)}).encode()

@@ -13,13 +13,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tuner.errors import TunerError
+from tuner.errors import LLMError
 
 Messages = list[dict[str, str]]
-
-
-class LLMError(TunerError):
-    """A model cannot be loaded or reached."""
 
 
 class PromptTooLong(LLMError):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from tuner.cache import KeyValue, stable_hash
+from tuner.cache import KeyValue, paid_once
 from tuner.cost import CostMeter
 from tuner.models.llms._base import LLM, NO_LOGPROBS, Completion, Messages
 
@@ -52,38 +52,17 @@ class CachedLLM(LLM):
         """The most frequent reason yes-probabilities were read off sampled text so far; "" when none was."""
         return self.read_off_text.most_common(1)[0][0] if self.read_off_text else ""
 
-    def _through_cache(self, key: list[Any], call) -> Completion:
-        if self.cache is None:
-            return self._pay(call)[0]
-        digest = stable_hash(key)
-        if (hit := self.cache.get(digest)) is not None:
-            return self._hit(hit)
-        with self.cache.lease(digest) as hit:  # another worker may be paying for this very call: wait for it
-            if hit is not None:
-                return self._hit(hit)
-            completion, seconds = self._pay(call)
-            # the call's seconds are kept with it: a configuration served from the cache still costs what it took
-            self.cache.put(digest, {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
-                                    "completion_tokens": completion.completion_tokens,
-                                    "seconds": round(seconds, 4),
-                                    **({"from_text": completion.from_text} if completion.from_text else {})},
-                           tag=self.name)
-            return completion
+    def _through_cache(self, key: list[Any], call: Callable[[], Completion]) -> Completion:
+        return paid_once(self.cache, self.meter, key, self.name, call, _stored, _loaded)
 
-    def _hit(self, hit: dict[str, Any]) -> Completion:
-        from_text = hit.get("from_text") or ""
-        completion = Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"],
-                                from_text=NO_LOGPROBS if from_text is True else from_text)  # True: stored before why
-        self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=True,
-                               seconds=hit.get("seconds"))
-        return completion
 
-    def _pay(self, call) -> tuple[Completion, float]:
-        """The model's completion and the seconds it took."""
-        self.meter.before_paid_call()
-        started = time.perf_counter()
-        completion = call()
-        seconds = time.perf_counter() - started
-        self.meter.record_call(completion.prompt_tokens, completion.completion_tokens, cache_hit=False,
-                               seconds=seconds, evaluated_tokens=completion.evaluated_tokens)
-        return completion, seconds
+def _stored(completion: Completion) -> dict[str, Any]:
+    return {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+            **({"from_text": completion.from_text} if completion.from_text else {})}
+
+
+def _loaded(hit: dict[str, Any]) -> Completion:
+    from_text = hit.get("from_text") or ""
+    return Completion(hit["text"], hit["prompt_tokens"], hit["completion_tokens"],
+                      from_text=NO_LOGPROBS if from_text is True else from_text)  # True: stored before the why

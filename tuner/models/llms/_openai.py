@@ -6,10 +6,10 @@ The API key is read from the environment variable the config names, at call time
 from __future__ import annotations
 
 import email.utils
-import os
 import time
 from typing import Any
 
+from tuner.env import secret
 from tuner.errors import first_line
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages
 
@@ -43,10 +43,7 @@ class OpenAICompatibleLLM(LLM):
         """The API key, read from the environment at each call (a rotated key is picked up); never stored."""
         if not self.api_key_env:
             return "not-needed"
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise LLMError(f"environment variable {self.api_key_env} (api_key_env) is not set")
-        return key
+        return secret(self.api_key_env, "api_key_env")
 
     def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
               json_schema: dict[str, Any] | None) -> Completion:

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from tuner.config import WEAVIATE_FUSIONS, Bm25Config, WeaviateConfig
+from tuner.env import secret
 from tuner.errors import ConfigError, DataError, first_line
 from tuner.pipeline.backends._base import Hits, RetrievalBackend
 
@@ -79,7 +80,7 @@ def connection_arguments(settings: WeaviateConfig) -> dict[str, object]:
         "http_host": parts.hostname, "http_port": port or (443 if secure else 8080), "http_secure": secure,
         "grpc_host": settings.grpc_host or parts.hostname, "grpc_port": settings.grpc_port, "grpc_secure": secure,
     }
-    if key := os.environ.get(settings.api_key_env):
+    if key := secret(settings.api_key_env, "backend.weaviate.api_key_env", optional=True):
         from weaviate.classes.init import Auth
 
         arguments["auth_credentials"] = Auth.api_key(key)
