@@ -26,9 +26,9 @@ from rich.table import Table
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import ProjectConfig
 from tuner.cost import Cost
-from tuner.evaluation.metrics import SCORED_METRICS
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult, TrialFile
 from tuner.evaluation.retrieval_eval import passage, trace
+from tuner.metrics import SCORED_METRICS
 from tuner.study.meta import StudyMeta
 from tuner.study.space import load_space, pipeline_for
 from tuner.study.storage import make_storage, study_folder

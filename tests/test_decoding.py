@@ -241,7 +241,7 @@ def test_a_looping_generation_stops_early(pair):
 def test_graded_verdicts_resume_their_question_s_contexts_and_grade_as_a_whole_prompt_would(pair):
     """A question's verdicts share the contexts: each after the first computes only its statement's tokens, and
     its P(yes) is the whole prompt's up to float rounding."""
-    from tuner.evaluation.metrics.graded import verdict_messages
+    from tuner.metrics.graded import verdict_messages
 
     plain, fast = pair
     context = " ".join(["The Sorrel Bridge crosses the Vell river at Dunmore and opened in 1892."] * 12)

@@ -89,7 +89,7 @@ def documented(example: dict[str, Any], dotted: str) -> bool:
 
 
 #: keys whose values are a registry's entries, each described where it is registered (a new metric touches
-#: evaluation/metrics.py and its own module only)
+#: tuner/metrics/__init__.py and its own module only)
 REGISTRY_VALUES = ("evaluation.metrics",)
 
 

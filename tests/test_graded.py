@@ -27,7 +27,7 @@ from tuner.evaluation.judge_check import (
     load_checks,
 )
 from tuner.evaluation.judge_cut import MEASURED, Cut, OnPeople, judge_cut, overstatement, setting_name
-from tuner.evaluation.metrics.graded import answer_sentences
+from tuner.metrics.graded import answer_sentences
 from tuner.models.llms import CachedLLM
 from tuner.models.llms._openai import OpenAICompatibleLLM
 

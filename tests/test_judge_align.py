@@ -18,7 +18,7 @@ from tuner.evaluation.judge_align import Candidate, candidates, excerpt, folds_o
 from tuner.evaluation.judge_check import label_cases
 from tuner.evaluation.judge_cut import judge_cut, setting_name
 from tuner.evaluation.labels import Label, append
-from tuner.evaluation.metrics.graded import verdict_messages
+from tuner.metrics.graded import verdict_messages
 from tuner.models.llms import Completion
 
 CONTEXT = "The lighthouse at Point Reyes was built in 1870 and guided ships through fog for a century."

@@ -13,7 +13,10 @@ from tests.helpers import question
 from tuner.analysis.stages import attribute
 from tuner.config import EvaluationConfig
 from tuner.evaluation import judge_check
-from tuner.evaluation.metrics import (
+from tuner.evaluation.rag_eval import score_refusal
+from tuner.evaluation.ragas_judge import Outcome, RagasScorer
+from tuner.evaluation.retrieval_metrics import question_metrics
+from tuner.metrics import (
     ANSWER_METRICS,
     COST_METRICS,
     INPUTS,
@@ -25,9 +28,6 @@ from tuner.evaluation.metrics import (
     MetricSpec,
     lower_is_better,
 )
-from tuner.evaluation.rag_eval import score_refusal
-from tuner.evaluation.ragas_judge import Outcome, RagasScorer
-from tuner.evaluation.retrieval_metrics import question_metrics
 from tuner.reports._data import STAGE_ORDER
 
 

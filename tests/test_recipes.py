@@ -108,21 +108,21 @@ class EchoConfig(_LLMSettings):
 def test_a_metric_from_0_to_100_added_by_the_recipe_is_a_target_analysed_by_its_range(copy):
     assert "`low`, `high` (None: no upper bound)" in RECIPES
     # 1. its MetricSpec in REGISTRY; 2. its function in a module of the metrics package, wrapped in Computed
-    (copy / "tuner/evaluation/metrics/answer_words.py").write_text(textwrap.dedent('''
+    (copy / "tuner/metrics/answer_words.py").write_text(textwrap.dedent('''
         def answer_words(response: str, **_) -> float:
             """Words in the answer, at most 100."""
             return float(min(100, len(response.split())))
     '''))
-    edit(copy / "tuner/evaluation/metrics/__init__.py", "    # by document id against the qrels",
+    edit(copy / "tuner/metrics/__init__.py", "    # by document id against the qrels",
          '''    MetricSpec("answer_words", ("answer",), lambda tools: Computed(__import__(
-        "tuner.evaluation.metrics.answer_words", fromlist=["answer_words"]).answer_words),
+        "tuner.metrics.answer_words", fromlist=["answer_words"]).answer_words),
                "words in the answer", kind="computed", calls=0, high=100.0, lower_is_better=True, default=False),
 ''', before=True)
     check(copy, '''
         from tests.helpers import question
         from tuner.analysis.stages import attribute
         from tuner.config import EvaluationConfig
-        from tuner.evaluation.metrics import TARGETS, lower_is_better
+        from tuner.metrics import TARGETS, lower_is_better
         from tuner.evaluation.records import Constraint
 
         assert EvaluationConfig(metrics=["answer_words"]).metrics == ["answer_words"]

@@ -30,9 +30,9 @@ from pydantic import (
 )
 
 from tuner.errors import ConfigError, first_line
-from tuner.evaluation.metrics import DEFAULT_METRICS, MetricName
 from tuner.files import refuse_special
 from tuner.legacy import FLAT_LLM_DEFAULTS, UNNAMED_BACKEND
+from tuner.metrics import DEFAULT_METRICS, MetricName
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from tuner.analysis.stats import Comparison, compare, per_question
 from tuner.config import MODEL_KNOBS
-from tuner.evaluation.metrics import COST_METRICS, lower_is_better
 from tuner.evaluation.records import Constraint
+from tuner.metrics import COST_METRICS, lower_is_better
 from tuner.study.results import StudyView, TrialRecord
 
 

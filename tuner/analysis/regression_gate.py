@@ -15,8 +15,8 @@ from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, per_question
 from tuner.evaluation.judge_cut import MIDDLE
 from tuner.evaluation.labels import LABELLED_METRIC, Label
-from tuner.evaluation.metrics import lower_is_better
 from tuner.evaluation.records import EvalResult
+from tuner.metrics import lower_is_better
 
 
 @dataclass(frozen=True)

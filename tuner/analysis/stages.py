@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.evaluation.metrics import REGISTRY, RETRIEVAL_METRICS
 from tuner.evaluation.records import QuestionResult
+from tuner.metrics import REGISTRY, RETRIEVAL_METRICS
 
 STAGES = ("retrieval", "selection", "generation", "judge", "unknown")
 #: a verdict whose re-judged scores span at least this much is the judge's, not the pipeline's

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.evaluation.metrics import RETRIEVAL_METRICS, lower_is_better
 from tuner.evaluation.records import EvalResult
+from tuner.metrics import RETRIEVAL_METRICS, lower_is_better
 
 RESAMPLES = 10_000
 LEVEL = 0.95

@@ -40,7 +40,7 @@ def compare_command(
     the paired difference, its bootstrap 95 % CI and the Wilcoxon p per metric. Exit 1 when NEW is worse beyond
     --margin with the CI excluding zero, else 0."""
     from tuner.evaluation.labels import read as read_labels
-    from tuner.evaluation.metrics import SCORED_METRICS, TARGETS
+    from tuner.metrics import SCORED_METRICS, TARGETS
 
     if labels is not None and not labels.is_file():
         raise ConfigError(f"--labels {labels}: no such file")

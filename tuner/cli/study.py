@@ -371,7 +371,7 @@ def analyze_command(study: StudyOption = "default",
 
 def measure_judge_noise(view, repeats: int) -> None:
     from tuner.analysis.noise import rejudge, save_noise
-    from tuner.evaluation.metrics import RETRIEVAL_METRICS
+    from tuner.metrics import RETRIEVAL_METRICS
     from tuner.study.results import study_runner
 
     best = view.best

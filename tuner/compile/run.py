@@ -24,8 +24,8 @@ from tuner.cost import BudgetSpent
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.metrics import ANSWER_METRICS, REGISTRY
 from tuner.evaluation.records import Constraint
+from tuner.metrics import ANSWER_METRICS, REGISTRY
 from tuner.prompts.programs import RAGAnswer, program_id
 
 if TYPE_CHECKING:

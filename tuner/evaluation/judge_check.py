@@ -36,8 +36,8 @@ from tuner.data import Dataset, Question
 from tuner.errors import DataError
 from tuner.evaluation.judge_cut import MIDDLE, Cut, judge_cut, setting_name
 from tuner.evaluation.labels import Label
-from tuner.evaluation.metrics import JUDGED_METRICS, REGISTRY
 from tuner.files import write_json
+from tuner.metrics import JUDGED_METRICS, REGISTRY
 
 if TYPE_CHECKING:  # the scorer imports RAGAS: reports read saved checks without it
     from tuner.evaluation.ragas_judge import Outcome, RagasScorer

@@ -22,10 +22,10 @@ from tuner.cost import CostMeter
 from tuner.data import Question
 from tuner.errors import ConfigError, TunerError, described
 from tuner.evaluation.in_order import in_order
-from tuner.evaluation.metrics import REGISTRY, SCORED_METRICS
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, Passage, QuestionResult, RetrievalTrace
 from tuner.evaluation.retrieval_eval import passage, trace, trace_ids
+from tuner.metrics import REGISTRY, SCORED_METRICS
 from tuner.models.llms import CachedLLM, LLMError, estimate_tokens
 from tuner.models.provider import ModelProvider, Models
 from tuner.prompts.lm import dspy_lm

@@ -26,7 +26,7 @@ from ragas.llms.base import InstructorBaseRagasLLM
 
 from tuner.config import EvaluationConfig
 from tuner.evaluation.judge_cut import judge_cut, setting_name
-from tuner.evaluation.metrics import REGISTRY, JudgeOutputError, JudgeTools
+from tuner.metrics import REGISTRY, JudgeOutputError, JudgeTools
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM, PromptTooLong
 from tuner.prompts.programs import is_refusal

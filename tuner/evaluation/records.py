@@ -17,7 +17,7 @@ from typing import Any
 from tuner.cost import Cost
 from tuner.data import Dataset
 from tuner.errors import ConfigError, DataError, first_line
-from tuner.evaluation.metrics import COST_METRICS, REGISTRY, RETRIEVAL_METRICS, SCORED_METRICS, TARGETS
+from tuner.metrics import COST_METRICS, REGISTRY, RETRIEVAL_METRICS, SCORED_METRICS, TARGETS
 from tuner.versioned import check_schema
 
 SCHEMA_VERSION = 2

@@ -11,7 +11,7 @@ from tuner.compile.saved import Sidecar, read_sidecar
 from tuner.cost import Cost
 from tuner.errors import TunerError
 from tuner.evaluation.judge_cut import at_chance, setting_name
-from tuner.evaluation.metrics import SCORED_METRICS
+from tuner.metrics import SCORED_METRICS
 from tuner.study.results import StudyView
 
 STAGE_ORDER = ("index", "query", "retrieve", "generate", *SCORED_METRICS)

@@ -8,7 +8,7 @@ from tuner.analysis import Analysis, testset
 from tuner.analysis.corrections import none_matched
 from tuner.analysis.stages import STAGES
 from tuner.evaluation.judge_cut import overstatement
-from tuner.evaluation.metrics import REGISTRY, lower_is_better
+from tuner.metrics import REGISTRY, lower_is_better
 from tuner.reports import _data
 from tuner.study.results import StudyView
 from tuner.ui import duration, knobs

@@ -15,7 +15,7 @@ from typing import Any
 
 from tuner.cache import redact
 from tuner.errors import ConfigError, TunerError
-from tuner.evaluation.metrics import COST_METRICS
+from tuner.metrics import COST_METRICS
 from tuner.study.results import StudyView, TrialRecord
 
 STUDY_TAG, TRIAL_TAG, ROLE_TAG = "tuner.study", "tuner.trial", "tuner.role"

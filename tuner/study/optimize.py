@@ -33,9 +33,9 @@ from tuner.cost import Cost
 from tuner.data import Question
 from tuner.data.split import Split
 from tuner.errors import ConfigError, Outage, TunerError, interruption
-from tuner.evaluation.metrics import RETRIEVAL_METRICS, SCORED_METRICS, TARGETS, lower_is_better
 from tuner.evaluation.records import Constraint, EvalResult, QuestionResult, TrialFile
 from tuner.legacy import hashed_project
+from tuner.metrics import RETRIEVAL_METRICS, SCORED_METRICS, TARGETS, lower_is_better
 from tuner.study.attrs import (
     BASELINE,
     COST,

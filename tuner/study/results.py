@@ -19,9 +19,9 @@ from tuner.cost import Cost
 from tuner.data.split import Split
 from tuner.errors import ConfigError, TunerError
 from tuner.evaluation.labels import Label
-from tuner.evaluation.metrics import lower_is_better
 from tuner.evaluation.records import Constraint, EvalResult, TrialFile
 from tuner.legacy import legacy_constraints
+from tuner.metrics import lower_is_better
 from tuner.study.attrs import BASELINE, DUPLICATE, ERROR, INTERRUPTED, PIPELINE, RERUN_OF, spent
 from tuner.study.meta import StudyMeta
 from tuner.study.space import SearchSpace, load_space

@@ -26,9 +26,9 @@ from tuner.config import INDEX_KNOBS, JudgeAlignment, PipelineConfig, ProjectCon
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
-from tuner.evaluation.metrics import REGISTRY, RETRIEVAL_METRICS
 from tuner.evaluation.rag_eval import RagRunner, held_back
 from tuner.evaluation.records import unscorable
+from tuner.metrics import REGISTRY, RETRIEVAL_METRICS
 from tuner.models.embedders import Embedder
 from tuner.models.provider import Models
 from tuner.study.meta import StudyMeta

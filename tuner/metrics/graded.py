@@ -37,7 +37,7 @@ from ragas.metrics.collections import ContextPrecision, ContextRecall, Faithfuln
 from ragas.metrics.collections.faithfulness.util import NLIStatementOutput, StatementFaithfulnessAnswer
 from ragas.metrics.result import MetricResult
 
-from tuner.evaluation.metrics._errors import JudgeOutputError
+from tuner.metrics._errors import JudgeOutputError
 from tuner.text import sentences
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ its function in a module of this package): config validation, the scorer, the ju
 refusal rule, the study's targets, the comparisons, the report's grouping and stage order and the stage analysis
 all read this table.
 
-This package is a leaf (config imports it to validate `evaluation.metrics`): facts, factories and computed
-metrics' functions of text only. RAGAS is imported when a scorer is built, never at import.
+This package sits on config's floor (config imports it to validate `evaluation.metrics`): facts, factories and
+computed metrics' functions of text only. RAGAS is imported when a scorer is built, never at import.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tuner.evaluation.metrics._errors import JudgeOutputError  # noqa: F401  (the scorer catches it from here)
+from tuner.metrics._errors import JudgeOutputError  # noqa: F401  (the scorer catches it from here)
 
 #: what a metric may need besides the question -> the keyword its scorer takes it as (RAGAS's names)
 INPUTS = {"answer": "response", "contexts": "retrieved_contexts", "reference": "reference"}
@@ -108,7 +108,7 @@ class MetricSpec:
 
 def _faithfulness(tools: JudgeTools) -> Any:
     if tools.settings.verdicts == "graded":
-        from tuner.evaluation.metrics.graded import GradedFaithfulness
+        from tuner.metrics.graded import GradedFaithfulness
         return GradedFaithfulness(tools.llm, tools.settings, tools.cut)
     from ragas.metrics.collections import Faithfulness
     return Faithfulness(llm=tools.llm)
@@ -121,7 +121,7 @@ def _answer_relevancy(tools: JudgeTools) -> Any:
 
 def _context_precision(tools: JudgeTools) -> Any:
     if tools.settings.verdicts == "graded":
-        from tuner.evaluation.metrics.graded import GradedContextPrecision
+        from tuner.metrics.graded import GradedContextPrecision
         return GradedContextPrecision(llm=tools.llm)
     from ragas.metrics.collections import ContextPrecision
     return ContextPrecision(llm=tools.llm)
@@ -129,7 +129,7 @@ def _context_precision(tools: JudgeTools) -> Any:
 
 def _context_recall(tools: JudgeTools) -> Any:
     if tools.settings.verdicts == "graded":
-        from tuner.evaluation.metrics.graded import GradedContextRecall
+        from tuner.metrics.graded import GradedContextRecall
         return GradedContextRecall(tools.llm, tools.settings)
     from ragas.metrics.collections import ContextRecall
     return ContextRecall(llm=tools.llm)
