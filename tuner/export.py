@@ -25,10 +25,9 @@ def weaviate_export(pipeline: PipelineConfig, project: ProjectConfig, collection
     """The hybrid query that reproduces `pipeline`'s retrieval in Weaviate. A fusion Weaviate lacks is refused
     (its alpha would mean something else there), and so is the user's own system (its knobs are its own: `tuner
     best -o` writes them)."""
-    if project.system is not None:
-        raise ConfigError(f"this study tuned system {project.system.entry}, not tuner's pipeline: its knobs are "
-                          f"its own settings, with nothing to export to Weaviate (`tuner best --study NAME -o "
-                          f"best.yaml` writes their best values under pipeline.system)")
+    from tuner.evaluation.answerers import answerer_kind  # the pipeline's modules: only to export
+
+    answerer_kind(project).refusal(project, "export")
     if pipeline.fusion not in WEAVIATE_FUSIONS:
         raise ConfigError(f"this configuration fuses with {pipeline.fusion!r}, which Weaviate does not have (only "
                           f"{' and '.join(WEAVIATE_FUSIONS)}): export another trial (--trial N), or search a space "

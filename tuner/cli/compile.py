@@ -20,7 +20,6 @@ from tuner.cli._options import (
     study_option,
 )
 from tuner.config import PipelineConfig, load_config
-from tuner.errors import ConfigError
 from tuner.ui import console, err_console, progress, terminal_kept
 
 
@@ -70,12 +69,11 @@ def compile_command(
         pipeline = PipelineConfig.model_validate(dict(best.pipeline)) if best else None
         out = out or folder.root / "programs"
         cache = folder.cache_in_use(view.meta)
+    from tuner.evaluation.answerers import answerer_kind
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
 
-    if project.system is not None:
-        raise ConfigError(f"tuner compile compiles tuner's own answer program; system {project.system.entry} answers "
-                          f"with its own prompt: make the prompt a knob of it (system.knobs) and search it")
+    answerer_kind(project).refusal(project, "compile")
     with index_progress() as shown:
         workspace = open_workspace(project, dataset, limit, cache=cache, on_progress=shown)
     runner = RagRunner(workspace)

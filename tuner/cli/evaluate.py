@@ -120,11 +120,11 @@ def index_command(
     questions: Annotated[int, typer.Option("--questions", min=1, help="questions --check-hybrid asks")] = 20,
 ) -> None:
     """Chunk, embed (cached) and index a dataset; prints sizes and timings."""
+    from tuner.evaluation.answerers import answerer_kind
     from tuner.workspace import open_workspace
 
     project = load_config(config)
-    if project.system is not None:
-        raise ConfigError(f"tuner index builds tuner's own index; system {project.system.entry} retrieves for itself")
+    answerer_kind(project).refusal(project, "index")
     if check_hybrid and project.backend.type != "weaviate":
         raise ConfigError("--check-hybrid compares Weaviate's fusion with tuner's: set backend.type: weaviate")
     with index_progress() as shown:

@@ -106,7 +106,7 @@ def compile_program(runner: RagRunner, pipeline: PipelineConfig, train: Sequence
     sidecar. Raises TunerError when the budget runs out first (nothing is saved; the calls paid are cached)."""
     if not train:
         raise ConfigError("no training question: use more questions or a smaller held-out share")
-    start = runner.program(pipeline.program)
+    start = runner.built_in.program(pipeline.program)
     trainset = examples(runner, train, pipeline)
     if not any(e.contexts for e in trainset):
         raise ConfigError("the pipeline retrieved no context for any training question: nothing to be faithful to")
@@ -116,7 +116,7 @@ def compile_program(runner: RagRunner, pipeline: PipelineConfig, train: Sequence
     paid_before, made_before, meter.budget = meter.paid, meter.made, meter.paid + settings.budget
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        with meter.stage("", "compile"), dspy.context(lm=runner.lm), chatter_to(out_dir / "compile.log"):
+        with meter.stage("", "compile"), dspy.context(lm=runner.built_in.lm_for()), chatter_to(out_dir / "compile.log"):
             program = compiler.compile(start, trainset, metric)
             train_scores = [metric.score(e, answer_of(program, e)).score for e in trainset]
     except BudgetSpent:

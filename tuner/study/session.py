@@ -45,7 +45,7 @@ from tuner.study.optimize import (
 )
 from tuner.study.space import SearchSpace, load_space, pipeline_for, resolve_space
 from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
-from tuner.systems import BadReply, make_system
+from tuner.systems import make_system
 
 if TYPE_CHECKING:
     from tuner.pipeline.index import IndexProgress
@@ -257,10 +257,10 @@ class Session:
         """Run until the study holds `trials` finished trials; returns how many ran now (repeats not counted)."""
         if self.finished >= trials:
             return 0  # nothing to run: load no model
-        if self.spec.settings.metrics_needed() or self.project.system is not None:
-            self.runner().require_endpoints()  # a hung endpoint is told now, not after minutes of silence
-            self.check_system()
-        elif self.generator_knobs():
+        answer = bool(self.spec.settings.metrics_needed())
+        self.runner().require_endpoints(answer)  # a hung endpoint is told now, not after minutes of silence
+        self.check_ids()
+        if not answer and self.generator_knobs():
             # a retrieval study meets the generator only when a trial draws such a value: check it now, not hours in
             self.runner().require_generator(f"the space's {', '.join(self.generator_knobs())} write with it")
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,
@@ -268,24 +268,12 @@ class Session:
         return run_study(self.study, objective, trials, timeout)
 
 
-    def check_system(self) -> None:
-        """An id target needs the user's system to name each context's document: asked the first search question
-        with the baseline's knobs (the reply is cached, so trial 0 pays nothing more), a reply whose contexts carry
-        no id is refused before the first trial."""
+    def check_ids(self) -> None:
+        """An id target needs what answers to name each context's document: checked on the first search question
+        with the baseline's knobs before the first trial."""
         id_targets = [t for t in self.spec.settings.targets if t in RETRIEVAL_METRICS]
-        if self.project.system is None or not id_targets or self.finished or not self.search_questions:
-            return
-        question = self.search_questions[0]
-        try:
-            reply = self.runner().system.reply(question.id, question.text, self.baseline.system)
-        except BadReply as exc:
-            raise ConfigError(f"system {self.project.system.entry}, asked question {question.id} before the first "
-                              f"trial: {exc}") from None
-        if not reply.contexts or any(c.id is None for c in reply.contexts):
-            raise ConfigError(f"--target {id_targets[0]}: the contexts system {self.project.system.entry} returned "
-                              f"for question {question.id} carry no document id, so id metrics cannot be computed; "
-                              f"return each context as {{\"text\": ..., \"id\": DOCUMENT_ID}} with the ids the "
-                              f"qrels name, or choose a judged target")
+        if id_targets and not self.finished and self.search_questions:
+            self.runner().answerer.check_ids(self.search_questions[0], self.baseline, id_targets[0])
 
 
 #: project settings every trial of a study retrieved with: a resume with others would compare other indexes. The
