@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import socket
 import threading
 import uuid
 from collections import Counter
@@ -32,6 +31,7 @@ from weaviate.proto.v1 import (
     weaviate_pb2_grpc,
 )
 
+from tests.helpers import free_port
 from tests.weaviate_fusion import weaviate_ranked, weaviate_relative_score
 
 #: Weaviate's own "en" preset is longer; these are enough for the tests' texts
@@ -40,12 +40,6 @@ STOPWORDS = {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if"
              "was", "will", "with"}
 #: Weaviate's hybrid fetches this many per side (or the limit, if larger)
 HYBRID_WINDOW = 100
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Collection:

@@ -319,3 +319,12 @@ def started(command: list[str], cwd, ignore=()) -> subprocess.Popen:
 
     return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=handlers)
+
+
+def free_port() -> int:
+    """A port nothing listens on now, for a local server."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

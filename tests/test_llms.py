@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from tests.fakes import FakeEndpoint, ScriptedLLM
+from tests.helpers import free_port
 from tuner.cache import SqliteStore
 from tuner.config import EndpointConfig, LlamaCppConfig
 from tuner.cost import CostMeter
@@ -26,12 +27,6 @@ RELEVANT = [{"role": "user", "content": "Question: What is the capital of France
 IRRELEVANT = [{"role": "user", "content": "Question: What is the capital of France?\n\nPassage: Bananas are a "
                                           "yellow fruit.\n\nDoes the passage help answer the question? "
                                           "Answer yes or no."}]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,11 @@ class EchoConfig(_LLMSettings):
         with pytest.raises(ConfigError, match=r"bad.yaml: generator.max_tokens: "):
             load_config("bad.yaml")
     ''')
-    passes(copy, "tests/test_config.py")  # the pinned study hashes hold with the new backend registered
+    # 4. docs/configuration.md: its backend value and settings in the full example
+    edit(copy / "docs/configuration.md", "\n  max_tokens: null", "\n  echo_prefix: \">\"       # echo: put before the "
+         "echoed text (backend echo)", before=True)
+    # the pinned study hashes hold with the new backend registered; the docs list it
+    passes(copy, "tests/test_config.py", "tests/test_docs.py")
 
 
 def test_a_metric_from_0_to_100_added_by_the_recipe_is_a_target_analysed_by_its_range(copy):
@@ -204,3 +208,92 @@ def test_a_command_added_by_the_recipe_runs_and_is_listed(copy):
     assert said.returncode == 0 and said.stdout.strip() == "hello x", said.stderr
     assert "hello" in run(copy, "-m", "tuner", "--help").stdout
     passes(copy, "tests/test_cli.py", "-k", "help")
+
+
+def test_a_system_kind_added_by_the_recipe_keeps_the_contract_and_moves_no_study_s_hash(copy):
+    assert "**A new kind of system**" in RECIPES and "`SYSTEM_KINDS` tuple" in RECIPES
+    # 1. tuner/config.py: a config class on _SystemSettings, added to the SYSTEM_KINDS tuple
+    edit(copy / "tuner/config.py", "\n\n#: every kind of the user's own system", '''
+
+class CommandSystemConfig(_SystemSettings):
+    """A command run once per question: the request as JSON on its stdin, the reply as JSON on its stdout."""
+
+    kind: ClassVar[str] = "command"
+    written: ClassVar[str] = "command: PROGRAM ARGS"
+    implementation: ClassVar[str] = "tuner.systems._command:CommandSystem"
+    command: str = Field(min_length=1, description="the program and its arguments")
+''', before=True)
+    edit(copy / "tuner/config.py", "SYSTEM_KINDS: tuple[type[_SystemSettings], ...] = (PythonSystemConfig, "
+         "HttpSystemConfig", ", CommandSystemConfig")
+    # 2. tuner/systems/_command.py: a subclass of System
+    (copy / "tuner/systems/_command.py").write_text(textwrap.dedent('''
+        """A system that is a command: JSON in on stdin, JSON out on stdout; exit 3 refuses the knobs."""
+
+        import json
+        import shlex
+        import subprocess
+
+        from tuner.errors import first_line
+        from tuner.systems._base import BadReply, Rejected, System
+
+
+        class CommandSystem(System):
+            def __init__(self, config):
+                self.name, self.command, self.timeout = config.entry, shlex.split(config.command), config.timeout
+
+            def ask(self, question, params):
+                request = json.dumps({"question": dict(question), "params": dict(params)})
+                try:
+                    done = subprocess.run(self.command, input=request, capture_output=True, text=True,
+                                          timeout=self.timeout)
+                except subprocess.TimeoutExpired:
+                    raise BadReply(f"the system did not reply within {self.timeout:g} s") from None
+                if done.returncode == 3:
+                    raise Rejected(first_line(done.stderr))
+                if done.returncode:
+                    raise BadReply(f"the system exited {done.returncode}: {first_line(done.stderr)}")
+                try:
+                    return json.loads(done.stdout)
+                except json.JSONDecodeError:
+                    raise BadReply(f"the reply is not JSON ({first_line(done.stdout)!r})") from None
+    '''))
+    # 3. docs/configuration.md: its key in the full example; tests/test_system_contract.py: its entry in KINDS
+    edit(copy / "docs/configuration.md", "\n  version: \"1\"            # bump it", "\n  command: null           # "
+         "or a command run per question: JSON in on stdin, out on stdout", before=True)
+    edit(copy / "tests/test_system_contract.py", "\n\n#: every kind of system", '''
+
+
+@contextlib.contextmanager
+def command_kind(**settings):
+    from tuner.config import CommandSystemConfig
+
+    script = "import json, sys; import contract_system as s; from tuner.systems import Rejected\\n" \\
+             "try:\\n    r = json.load(sys.stdin); print(json.dumps(s.answer(r['question'], r['params'])))\\n" \\
+             "except Rejected as e:\\n    print(e, file=sys.stderr); sys.exit(3)\\n" \\
+             "except Exception as e:\\n    print(f'{type(e).__name__}: {e}', file=sys.stderr); sys.exit(1)"
+    import os
+    import shlex
+    import sys
+
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    yield CommandSystemConfig(command=shlex.join([sys.executable, "-c", script]), version="1", knobs=KNOBS,
+                              **settings)
+''', before=True)
+    edit(copy / "tests/test_system_contract.py", '"python": python_kind, "http": http_kind',
+         ', "command": command_kind')
+    check(copy, '''
+        import pytest
+        from pydantic import ValidationError
+        from tuner.config import ProjectConfig
+
+        project = ProjectConfig.model_validate({"system": {"command": "python reply.py", "version": "1"}})
+        assert project.system.entry == "python reply.py"
+        with pytest.raises(ValidationError, match="a system names exactly one kind: python: module:function or "
+                                                  "http: URL or command: PROGRAM ARGS"):
+            ProjectConfig.model_validate({"system": {"command": "x", "http": "http://127.0.0.1:1/", "version": "1"}})
+    ''')
+    # every contract case runs against the new kind; the pinned study hashes hold; the docs list it
+    done = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "tests/test_system_contract.py",
+               "tests/test_config.py", "tests/test_docs.py", "-k", "command or hash or docs or config_key")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert done.stdout.count("[command") == 9, done.stdout[-3000:]  # every contract case (9), on the new kind

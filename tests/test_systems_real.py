@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import dataset_path, tuner
+from tests.helpers import dataset_path, free_port, tuner
 from tuner.study.results import read_study
 from tuner.study.storage import study_folder
 
@@ -24,12 +24,6 @@ TESTS = Path(__file__).parent
 KNOBS = {"k": {"type": "int", "default": 2}, "prompt": {"type": "str", "default": "plain"}}
 SPACE = {"params": {"k": {"type": "int", "low": 1, "high": 3}, "prompt": {"type": "categorical",
                                                                          "choices": ["plain", "quote"]}}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def study(folder: Path, system: dict, gguf: Path, data: Path, name: str, cache: Path) -> tuple[dict, str]:
