@@ -2,8 +2,8 @@
 faithfulness verdict setting, side by side, and what a case costs.
 
 For each dataset the same labelled cases (built once; the paraphrases by one fixed model, so every judge and setting
-scores identical cases) are scored by each model as judge under each setting of
-`tuner/evaluation/judge_check.VERDICT_SETTINGS`: `sampled` (RAGAS's own: statements, then a reason and a 0/1 verdict
+scores identical cases) are scored by each model as judge under each setting of `VERDICT_SETTINGS`
+(tuner/evaluation/judge/check.py): `sampled` (RAGAS's own: statements, then a reason and a 0/1 verdict
 each; the judge before this bench), `graded` (the judge's statements, P(yes) per statement from one token) and
 `graded, sentences` (the answer's sentences, P(yes) each; the default since this bench chose it). Seconds per case
 are on a cold cache (a call the cache answered counts at what it took when it was paid), so settings that share a
@@ -42,19 +42,10 @@ from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import EvaluationConfig, LlamaCppConfig, ProjectConfig
-from tuner.evaluation.judge_check import (
-    VERDICT_SETTINGS,
-    CaseScore,
-    JudgeCheck,
-    balanced_accuracy,
-    check_judge,
-    choose,
-    label_cases,
-    make_cases,
-    save_checks,
-    setting_name,
-)
-from tuner.evaluation.judge_cut import MIDDLE
+from tuner.evaluation.judge.agreement import balanced_accuracy
+from tuner.evaluation.judge.cases import label_cases, make_cases
+from tuner.evaluation.judge.check import VERDICT_SETTINGS, CaseScore, JudgeCheck, check_judge, choose, save_checks
+from tuner.evaluation.judge.cut import MIDDLE, setting_name
 from tuner.evaluation.labels import read as read_labels
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.workspace import open_workspace
@@ -114,7 +105,7 @@ def constructed_cases(labels, n: int, writer_model: str, out: Path) -> list:
     (the detail of `addition` written by `writer_model`). Scored beside people's labels, they tell how far the
     check's AUC is from the AUC on real answers."""
     from tuner.data import Question
-    from tuner.evaluation.judge_check import ADDITION_PROMPT, HARD_KINDS, Source, build_cases, write
+    from tuner.evaluation.judge.cases import ADDITION_PROMPT, HARD_KINDS, Source, build_cases, write
 
     seen, items = set(), []
     for label in labels.values():
@@ -128,7 +119,7 @@ def constructed_cases(labels, n: int, writer_model: str, out: Path) -> list:
 
 
 def by_task(check: JudgeCheck, tasks: dict[str, str]) -> str:
-    from tuner.evaluation.judge_check import auc
+    from tuner.evaluation.judge.agreement import auc
     out = []
     for task in sorted(set(tasks.values())):
         mine = [s for s in check.cases if tasks.get(s.case.question_id) == task and s.value is not None]
@@ -192,7 +183,7 @@ def against_labels(args) -> None:
 def aligned_on_labels(args) -> None:
     """`tuner judge align`'s cross-validation on the development set: does a judge aligned on one half agree better
     with people on the other? Calls are cached with --labels' own, so today's verdicts are not paid again."""
-    from tuner.evaluation.judge_align import align
+    from tuner.evaluation.judge.align import align
 
     cases = sorted(sample(label_cases(read_labels(args.labels).values()), args.supported),
                    key=lambda c: (c.contexts, c.question_id))
@@ -213,7 +204,8 @@ def aligned_on_labels(args) -> None:
 def hard_auc(check: JudgeCheck) -> float | None:
     """AUC of the supported cases against the kinds modelled on real hallucinations only (an added detail, a subtle
     change, one sentence in four)."""
-    from tuner.evaluation.judge_check import HARD_KINDS, auc
+    from tuner.evaluation.judge.agreement import auc
+    from tuner.evaluation.judge.cases import HARD_KINDS
     scored = [s for s in check.cases if s.value is not None]
     return auc([s.value for s in scored if s.case.supported],
                [s.value for s in scored if s.case.kind in HARD_KINDS])
@@ -222,7 +214,7 @@ def hard_auc(check: JudgeCheck) -> float | None:
 def paired_gain(check: JudgeCheck, baseline: JudgeCheck, resamples: int = 2000) -> str:
     """AUC minus the default setting's on the same claims, with a 95 % interval from resampling claims (supported
     and unsupported apart, seeded): two settings' AUC intervals overlap far more than their paired difference varies."""
-    from tuner.evaluation.judge_check import auc
+    from tuner.evaluation.judge.agreement import auc
 
     def scores(c):
         return {(s.case.question_id, s.case.answer): s.value for s in c.cases if s.value is not None}

@@ -29,7 +29,7 @@ from tuner.analysis.corrections import corrections
 from tuner.analysis.labelling import answers_to_label
 from tuner.analysis.verdict import verdict
 from tuner.data import load_dataset
-from tuner.evaluation.judge_check import _NUMBER, build_cases, names, sources
+from tuner.evaluation.judge.cases import _NUMBER, build_cases, names, sources
 from tuner.evaluation.labels import LABELS_FILE, Label
 from tuner.study.results import read_study
 from tuner.study.storage import study_folder

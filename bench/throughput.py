@@ -64,7 +64,8 @@ def measure(name: str, limit: int | None, trials: int, studies: Path, prune_afte
     session = Session.open(spec)
     started = time.perf_counter()
     runner = session.runner()
-    runner.built_in.index_for(session.base)  # the one-time build: chunk embeddings (uncached on a fresh folder), BM25, graph
+    # the one-time build: chunk embeddings (uncached on a fresh folder), BM25, graph
+    runner.built_in.index_for(session.base)
     build = time.perf_counter() - started
     questions = len(session.search_questions)
     done = {t.number for t in session.study.trials if t.state.is_finished()}

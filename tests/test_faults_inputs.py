@@ -316,7 +316,8 @@ def test_the_judge_check_on_long_documents_judges_their_chunks_and_names_what_ca
     study's contexts are), every case is measured against the window first, and one that still overflows is
     that case's failure."""
     from tuner.config import ChunkingConfig, EvaluationConfig, ProjectConfig
-    from tuner.evaluation.judge_check import check_judge, make_cases, tokens_needed
+    from tuner.evaluation.judge.cases import make_cases
+    from tuner.evaluation.judge.check import check_judge, tokens_needed
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
 

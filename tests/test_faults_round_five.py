@@ -287,7 +287,7 @@ def test_a_null_answer_is_named_as_null():
 # --- judge alignment and labels --------------------------------------------------------------------------------
 
 def test_an_alignment_for_another_judge_is_said_and_its_cut_not_used(tmp_path, fake_embedder, caplog):
-    from tuner.evaluation.judge_cut import judge_cut
+    from tuner.evaluation.judge.cut import judge_cut
 
     aligned = JudgeAlignment(prompt="support", labels=40, cut=0.91, judge="gguf:other.gguf:abc:fast")
     evaluation = ProjectConfig(evaluation={"alignment": aligned.model_dump()}).evaluation
@@ -316,7 +316,7 @@ def test_labels_without_contexts_are_named_before_any_call(tmp_path):
     result = run_tuner("judge", "align", "--labels", "labels.jsonl", "--config", "t.yaml", cwd=tmp_path)
     one_line_error(result, "none of the 10 labelled answers has a context")
     with pytest.raises(DataError, match="none of the 10 labelled answers"):
-        from tuner.evaluation.judge_check import label_cases
+        from tuner.evaluation.judge.cases import label_cases
         from tuner.evaluation.labels import read
 
         label_cases(read(tmp_path / "labels.jsonl").values())
@@ -396,7 +396,7 @@ def test_the_judge_check_of_six_settings_keeps_each_row_on_one_line_of_a_200_col
 
     from tuner import ui
     from tuner.cli._display import print_judge_checks
-    from tuner.evaluation.judge_check import ClassStats, JudgeCheck, MetricCheck
+    from tuner.evaluation.judge.check import ClassStats, JudgeCheck, MetricCheck
 
     side = ClassStats(20, 0.81, 0.05, 0.0)
     metric = MetricCheck("faithfulness", side, side, 0.71, 0.6, 0.9, 10, 12.3, auc_interval=(0.55, 0.86), cut=0.84,

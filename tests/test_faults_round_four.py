@@ -35,8 +35,9 @@ from tests.helpers import (
 from tuner.cli._interrupt import KEEP_REPLIES
 from tuner.cli._live import StudyDisplay
 from tuner.config import EvaluationConfig, ProjectConfig
-from tuner.evaluation.judge_check import check_judge, choose, quick_cases
-from tuner.evaluation.judge_cut import setting_name
+from tuner.evaluation.judge.cases import quick_cases
+from tuner.evaluation.judge.check import check_judge, choose
+from tuner.evaluation.judge.cut import setting_name
 from tuner.evaluation.rag_eval import held_back
 from tuner.models.llms import LLM, LLMError
 from tuner.models.llms._base import NO_LOGPROBS, NO_YES_NO, NOT_NUMBERS, Completion

@@ -13,20 +13,10 @@ from tests.fakes import FakeEndpoint, ScriptedLLM
 from tests.helpers import ANSWER, CONTEXTS, scorer, tuner
 from tuner.config import EvaluationConfig
 from tuner.cost import CostMeter
-from tuner.evaluation.judge_check import (
-    Case,
-    CaseScore,
-    JudgeCheck,
-    MetricCheck,
-    auc,
-    auc_interval,
-    balanced_accuracy,
-    best_cut,
-    choose,
-    cross_validated,
-    load_checks,
-)
-from tuner.evaluation.judge_cut import MEASURED, Cut, OnPeople, judge_cut, overstatement, setting_name
+from tuner.evaluation.judge.agreement import auc, auc_interval, balanced_accuracy, best_cut, cross_validated
+from tuner.evaluation.judge.cases import Case
+from tuner.evaluation.judge.check import CaseScore, JudgeCheck, MetricCheck, choose, load_checks
+from tuner.evaluation.judge.cut import MEASURED, Cut, OnPeople, judge_cut, overstatement, setting_name
 from tuner.metrics.graded import answer_sentences
 from tuner.models.llms import CachedLLM
 from tuner.models.llms._openai import OpenAICompatibleLLM
@@ -172,7 +162,7 @@ def test_every_rule_reading_a_graded_verdict_as_yes_or_no_uses_the_cut():
         assert [s.verdict for s in graded.judge.replies[-1].statements] == verdicts
     # the judge's agreement with people's labels (the report, the verdict, `tuner compare --labels`) too
     from tuner.analysis.corrections import Agreement
-    from tuner.evaluation.judge_cut import cut_of
+    from tuner.evaluation.judge.cut import cut_of
     from tuner.evaluation.records import EvalResult
 
     pairs = [(v, 1.0) for v in supported] + [(v, 0.0) for v in unsupported]

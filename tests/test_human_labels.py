@@ -25,7 +25,7 @@ from tuner.analysis.regression_gate import gate
 from tuner.analysis.verdict import give_verdict, verdict
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
-from tuner.evaluation.judge_cut import MEASURED, OnPeople
+from tuner.evaluation.judge.cut import MEASURED, OnPeople
 from tuner.evaluation.labels import LABELS_FILE, Label, append, fingerprint, read
 from tuner.models.provider import Models
 from tuner.reports.markdown import render

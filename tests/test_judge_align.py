@@ -14,9 +14,9 @@ from tests.fakes import ScriptedLLM
 from tests.helpers import one_line_error, run_tuner
 from tuner.config import EvaluationConfig, JudgeAlignment, VerdictDemo, load_config
 from tuner.errors import ConfigError
-from tuner.evaluation.judge_align import Candidate, candidates, excerpt, folds_of
-from tuner.evaluation.judge_check import label_cases
-from tuner.evaluation.judge_cut import judge_cut, setting_name
+from tuner.evaluation.judge.align import Candidate, candidates, excerpt, folds_of
+from tuner.evaluation.judge.cases import label_cases
+from tuner.evaluation.judge.cut import judge_cut, setting_name
 from tuner.evaluation.labels import Label, append
 from tuner.metrics.graded import verdict_messages
 from tuner.models.llms import Completion

@@ -13,21 +13,18 @@ from tests.helpers import SAMPLED
 from tuner.config import EvaluationConfig, ProjectConfig
 from tuner.data import load_dataset
 from tuner.errors import ConfigError
-from tuner.evaluation.judge_check import (
+from tuner.evaluation.judge.agreement import auc
+from tuner.evaluation.judge.cases import (
     GENERATED_KINDS,
     HARD_KINDS,
     KINDS,
-    MIN_AUC,
-    JudgeCheck,
-    auc,
     build_cases,
-    check_judge,
     gold_texts,
-    load_checks,
     make_cases,
     partner,
     sources,
 )
+from tuner.evaluation.judge.check import MIN_AUC, JudgeCheck, check_judge, load_checks
 from tuner.evaluation.rag_eval import RagRunner
 from tuner.evaluation.ragas_judge import RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult, RetrievalTrace

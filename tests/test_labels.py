@@ -75,7 +75,7 @@ def test_people_s_labels_of_real_claims_become_a_labels_file_the_judge_check_rea
     import sys
     from pathlib import Path
 
-    from tuner.evaluation.judge_check import label_cases
+    from tuner.evaluation.judge.cases import label_cases
 
     def claim(i, hallucinated, task="QA", **extra):
         return json.dumps({"example_id": f"7:{i}", "claim": f"Claim {i} about the bridge.", "label": hallucinated,

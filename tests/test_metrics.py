@@ -12,7 +12,7 @@ from tests.fakes import ScriptedLLM
 from tests.helpers import question
 from tuner.analysis.stages import attribute
 from tuner.config import EvaluationConfig
-from tuner.evaluation import judge_check
+from tuner.evaluation.judge import cases as judge_cases
 from tuner.evaluation.rag_eval import score_refusal
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
 from tuner.evaluation.retrieval_metrics import question_metrics
@@ -35,10 +35,10 @@ from tuner.reports._data import STAGE_ORDER
 def test_every_consumer_has_an_entry_for_every_metric(name, fake_embedder):
     spec = REGISTRY[name]
     assert set(spec.needs) <= set(INPUTS), f"{name} needs an input no scorer is given"
-    assert set(spec.check_kinds) <= set(judge_check.KINDS), f"{name} names a judge-check kind that does not exist"
+    assert set(spec.check_kinds) <= set(judge_cases.KINDS), f"{name} names a judge-check kind that does not exist"
     if spec.judged:  # the judge check can test it, and it fits the judge's window
         assert spec.check_kinds and spec.template_tokens > 0 and spec.calls >= 1
-        assert {judge_check.KINDS[k][0] for k in spec.check_kinds} == {True, False}, "both classes are needed"
+        assert {judge_cases.KINDS[k][0] for k in spec.check_kinds} == {True, False}, "both classes are needed"
     assert EvaluationConfig(metrics=[name]).metrics == [name]
     assert name in STAGE_ORDER
     scorer = RagasScorer(ScriptedLLM(), fake_embedder, EvaluationConfig(), max_tokens=64).scorer(name)

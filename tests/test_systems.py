@@ -392,7 +392,8 @@ def test_an_estimate_measures_the_system_on_the_first_questions(tmp_path, fake_e
 def test_the_judge_check_and_a_refused_knob_as_printed_on_a_system_study(tmp_path, fake_embedder, own):
     """The judge check needs no index of tuner's: with an own system it checks the judge on the gold documents
     whole; and a trial whose knobs the system refuses is said with the system's own words."""
-    from tuner.evaluation.judge_check import KINDS, check_judge, make_cases
+    from tuner.evaluation.judge.cases import KINDS, make_cases
+    from tuner.evaluation.judge.check import check_judge
 
     session = open_session(tmp_path, fake_embedder, SPACE, limit=6, project=python_project(tmp_path))
     runner = session.runner()

@@ -21,8 +21,8 @@ from tuner.analysis.stages import StageShares, attribute
 from tuner.analysis.stats import Comparison, compare_results
 from tuner.analysis.testset import TestsetReading, read_testset
 from tuner.analysis.verdict import Verdict, verdict
-from tuner.evaluation.judge_check import CHECK_FILE, JudgeCheck, parse_checks
-from tuner.evaluation.judge_cut import cut_of
+from tuner.evaluation.judge.check import CHECK_FILE, JudgeCheck, parse_checks
+from tuner.evaluation.judge.cut import cut_of
 from tuner.study.results import StudyView
 from tuner.study.space import SearchSpace
 

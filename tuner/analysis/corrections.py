@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from tuner.analysis.ppi import MIN_LABELLED, Corrected, correct, correct_difference
 from tuner.analysis.stats import per_question
-from tuner.evaluation.judge_check import auc, best_cut, cross_validated
-from tuner.evaluation.judge_cut import MIDDLE
+from tuner.evaluation.judge.agreement import auc, best_cut, cross_validated
+from tuner.evaluation.judge.cut import MIDDLE
 from tuner.evaluation.labels import LABELLED_METRIC, Label, fingerprint, given
 from tuner.evaluation.records import EvalResult
 

@@ -13,7 +13,7 @@ from typing import Any
 from tuner.analysis.corrections import Corrections, corrections, reading
 from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, per_question
-from tuner.evaluation.judge_cut import MIDDLE
+from tuner.evaluation.judge.cut import MIDDLE
 from tuner.evaluation.labels import LABELLED_METRIC, Label
 from tuner.evaluation.records import EvalResult
 from tuner.metrics import lower_is_better

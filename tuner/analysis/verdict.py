@@ -22,7 +22,7 @@ from tuner.analysis.corrections import Corrections, corrections, none_matched, r
 from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, compare_results, per_question
 from tuner.data.split import Split
-from tuner.evaluation.judge_cut import cut_of
+from tuner.evaluation.judge.cut import cut_of
 from tuner.evaluation.labels import LABELLED_METRIC
 from tuner.study.results import StudyView, TrialRecord
 

@@ -184,8 +184,8 @@ def print_trials(study, folder, targets: list[str], last: int | None = None) -> 
 def print_judge_checks(checks) -> None:
     """One row per judge (and faithfulness setting) and metric, side by side; then each judge's problems, one line
     each; then, when several were checked, which to use for faithfulness."""
-    from tuner.evaluation.judge_check import choose
-    from tuner.evaluation.judge_cut import overstatement
+    from tuner.evaluation.judge.check import choose
+    from tuner.evaluation.judge.cut import overstatement
     from tuner.models.llms import short_name
 
     # two tables of nine columns, not one of fifteen: compared under several settings, one row wrapped into many

@@ -69,7 +69,7 @@ def _compared(base: Path, new: Path, metrics: list[str], judged: list[str], marg
     """BASE and NEW evaluated on the same questions and gated: (verdict, BASE's result, NEW's, questions)."""
     from tuner.analysis.regression_gate import gate
     from tuner.cli.evaluate import open_split, run_evaluation
-    from tuner.evaluation.judge_cut import cut_of
+    from tuner.evaluation.judge.cut import cut_of
     from tuner.evaluation.records import unscorable
 
     results = []

@@ -72,17 +72,9 @@ def judge_check_command(
     """Score labelled supported / unsupported cases with the judge — built from your data, or your own labels: AUC,
     accuracy, NaN rates."""
     from tuner.data.split import Split
-    from tuner.evaluation.judge_check import (
-        GENERATED_KINDS,
-        KINDS,
-        VERDICT_SETTINGS,
-        check_judge,
-        label_cases,
-        make_cases,
-        quick_cases,
-        save_checks,
-        setting_name,
-    )
+    from tuner.evaluation.judge.cases import GENERATED_KINDS, KINDS, label_cases, make_cases, quick_cases
+    from tuner.evaluation.judge.check import VERDICT_SETTINGS, check_judge, save_checks
+    from tuner.evaluation.judge.cut import setting_name
     from tuner.evaluation.labels import read as read_labels
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.workspace import open_workspace
@@ -157,8 +149,8 @@ def judge_align_command(
 ) -> None:
     """Align the graded judge with your labels: its wording and a few labelled demonstrations, adopted only where
     agreement rises on labels the search did not see."""
-    from tuner.evaluation.judge_align import align
-    from tuner.evaluation.judge_check import label_cases
+    from tuner.evaluation.judge.align import align
+    from tuner.evaluation.judge.cases import label_cases
     from tuner.evaluation.labels import read as read_labels
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.files import write_json

@@ -25,7 +25,7 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
 from tuner.config import EvaluationConfig
-from tuner.evaluation.judge_cut import judge_cut, setting_name
+from tuner.evaluation.judge.cut import judge_cut, setting_name
 from tuner.metrics import REGISTRY, JudgeOutputError, JudgeTools
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM, PromptTooLong

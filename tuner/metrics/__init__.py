@@ -66,7 +66,7 @@ class MetricSpec:
     calls: int = 1
     #: tokens the judge's largest prompt holds besides the case's own texts (instructions, few-shot examples)
     template_tokens: int = 0
-    #: the judge-check case kinds that test this metric (judge_check.KINDS)
+    #: the judge-check case kinds that test this metric (evaluation/judge/cases.py KINDS)
     check_kinds: tuple[str, ...] = ()
     #: the score when nothing was retrieved; None: the question is not scored ("nothing to be faithful to")
     no_contexts: float | None = 0.0

@@ -10,7 +10,7 @@ from tuner.analysis import Analysis
 from tuner.compile.saved import Sidecar, read_sidecar
 from tuner.cost import Cost
 from tuner.errors import TunerError
-from tuner.evaluation.judge_cut import at_chance, setting_name
+from tuner.evaluation.judge.cut import at_chance, setting_name
 from tuner.metrics import SCORED_METRICS
 from tuner.study.results import StudyView
 

@@ -7,7 +7,7 @@ from typing import Any
 from tuner.analysis import Analysis, testset
 from tuner.analysis.corrections import none_matched
 from tuner.analysis.stages import STAGES
-from tuner.evaluation.judge_cut import overstatement
+from tuner.evaluation.judge.cut import overstatement
 from tuner.metrics import REGISTRY, lower_is_better
 from tuner.reports import _data
 from tuner.study.results import StudyView

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.errors import ConfigError, DataError
-from tuner.evaluation.judge_check import CHECK_FILE, checks_json, quick_check
+from tuner.evaluation.judge.check import CHECK_FILE, checks_json, quick_check
 
 MODES = ("warn", "strict", "off")
 

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 
 from tuner.config import EvaluationConfig, JudgeAlignment, VerdictDemo
 from tuner.errors import DataError
-from tuner.evaluation.judge_check import Case, auc, balanced_accuracy, best_cut, score_cases
+from tuner.evaluation.judge.agreement import auc, balanced_accuracy, best_cut
+from tuner.evaluation.judge.cases import Case
+from tuner.evaluation.judge.check import score_cases
 
 #: a demo's passage: the excerpt of this many words holding most of the answer's words (four fit a small window)
 DEMO_WORDS = 120
