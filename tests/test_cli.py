@@ -65,6 +65,7 @@ def test_eval_writes_one_shape_with_or_without_answers(tmp_path, cli_with):
         " ".join(shown.output.split())
     assert set(retrieval) == set(rag) and set(retrieval["per_question"][0]) == set(rag["per_question"][0])
     assert retrieval["metrics"] == {} and set(rag["metrics"]) == {"faithfulness"}
+    assert retrieval["cut"] is None and rag["cut"] == 0.5  # read where it was judged: a judge nobody measured
     assert retrieval["per_question"][0]["answer"] == "" and rag["per_question"][0]["answer"]
     assert retrieval["retrieval"] == rag["retrieval"]  # the same retrieval, scored once by one rule
     assert EvalResult.from_json(retrieval).retrieval == retrieval["retrieval"]

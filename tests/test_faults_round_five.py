@@ -375,7 +375,7 @@ def test_a_study_judged_by_a_judge_at_chance_on_people_s_labels_says_so(tmp_path
     from tests.helpers import PROGRAMS
     from tuner.reports import study_report
 
-    judge = ScriptedLLM("gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:1d9614638d18:fast")
+    judge = ScriptedLLM("gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5a3c28c1932:fast")  # the 0.5B's file
     session = open_session(tmp_path, fake_embedder, PROGRAMS, limit=2, llm=judge)
     session.run(1)
     report = " ".join(study_report(session.folder, tmp_path / "reports").path.read_text().split())
@@ -401,7 +401,7 @@ def test_the_judge_check_of_six_settings_keeps_each_row_on_one_line_of_a_200_col
     side = ClassStats(20, 0.81, 0.05, 0.0)
     metric = MetricCheck("faithfulness", side, side, 0.71, 0.6, 0.9, 10, 12.3, auc_interval=(0.55, 0.86), cut=0.84,
                          balanced_accuracy=0.66)
-    checks = [JudgeCheck("gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:1d9614638d18:fast", "demo", "unsupported",
+    checks = [JudgeCheck("gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5a3c28c1932:fast", "demo", "unsupported",
                          {"faithfulness": metric}, (), setting=setting) for setting in SETTINGS]
     shown = io.StringIO()
     monkeypatch.setattr(ui.console, "_file", shown)

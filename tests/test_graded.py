@@ -3,6 +3,7 @@ RAGAS's sampled verdicts; the judge check compares the settings and says which t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -16,10 +17,11 @@ from tuner.cost import CostMeter
 from tuner.evaluation.judge.agreement import auc, auc_interval, balanced_accuracy, best_cut, cross_validated
 from tuner.evaluation.judge.cases import Case
 from tuner.evaluation.judge.check import CaseScore, JudgeCheck, MetricCheck, choose, load_checks
-from tuner.evaluation.judge.cut import MEASURED, Cut, OnPeople, judge_cut, overstatement, setting_name
+from tuner.evaluation.judge.cut import Cut, judge_cut, overstatement, setting_name
 from tuner.metrics.graded import answer_sentences
 from tuner.models.llms import CachedLLM
 from tuner.models.llms._openai import OpenAICompatibleLLM
+from tuner.models.registry import NAMED_MODELS, OnPeople
 
 
 def test_graded_faithfulness_is_the_mean_probability_over_the_answer_s_sentences():
@@ -105,13 +107,15 @@ def test_a_cut_is_chosen_for_balanced_accuracy_and_scored_on_cases_it_was_not_ch
     assert low < auc(supported, unsupported) < high and auc_interval(supported, unsupported) == (low, high)
 
 
-JUDGE_1_5B = "gguf:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf:1a2b3c:fast"
+#: the 1.5B as a judge's cache name holds it: its file's fingerprint is what identifies it (registry.NamedModel)
+JUDGE_1_5B = "gguf:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf:d5cde8a7e219b5f2:fast"
 
 
 def test_the_judge_s_cut_is_the_user_s_then_the_one_measured_on_people_s_labels_then_the_middle(monkeypatch):
     graded, unmeasured = EvaluationConfig(), EvaluationConfig(statements="judge")
-    monkeypatch.setitem(MEASURED, ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", setting_name(graded)),
-                        OnPeople(cut=0.81, auc=0.76, constructed=0.92, claims=304))
+    known = NAMED_MODELS["qwen2.5-1.5b"]
+    monkeypatch.setitem(NAMED_MODELS, known.name, dataclasses.replace(known, as_judge={
+        **known.as_judge, setting_name(graded): OnPeople(cut=0.81, auc=0.76, constructed=0.92, claims=304)}))
     assert judge_cut(graded, JUDGE_1_5B, setting_name(graded)) == Cut(0.81, "measured on 304 claims people labelled")
     assert judge_cut(EvaluationConfig(cut=0.7), JUDGE_1_5B, setting_name(graded)) == Cut(0.7, "evaluation.cut")
     # another model, or the same one under a setting nobody measured: the middle, said as such
@@ -131,7 +135,7 @@ def test_the_shipped_measurements_read_the_1_5b_high_and_leave_a_judge_no_better
     so it is read at its measured cut; the 0.5B ranked people's labels no better than chance, so no cut is claimed."""
     graded = EvaluationConfig()
     assert judge_cut(graded, JUDGE_1_5B, setting_name(graded)).value == pytest.approx(0.86)
-    low = judge_cut(graded, "gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5:fast", setting_name(graded))
+    low = judge_cut(graded, "gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5a3c28c1932:fast", setting_name(graded))
     assert low.value == 0.5 and "no better than chance (AUC 0.42)" in low.source
     assert "reads about 0.28 above" in overstatement(JUDGE_1_5B, setting_name(graded))
     each = EvaluationConfig(verdict_contexts="each")  # measured on people, not on constructed cases: no gap claimed
@@ -296,3 +300,43 @@ def test_graded_context_metrics_with_the_real_0_5b_model_tell_own_contexts_from_
     # ranked, not calibrated: the 0.5B gives about 0.47 and 0.49 to the own passages, 0.32 and 0.38 to the others
     assert scores["context_recall", "own"] > scores["context_recall", "other"] + 0.1, scores
     assert scores["context_precision", "own"] > scores["context_precision", "other"] + 0.1, scores
+
+
+def test_a_judge_is_known_by_its_file_s_fingerprint_not_by_its_file_name():
+    """The measured cut belongs to the model, not to a name: a renamed copy of the 1.5B's file is the 1.5B, and
+    another file under the 1.5B's name is not (its scale is unknown: the middle)."""
+    graded = EvaluationConfig()
+    renamed = "gguf:judge.gguf:d5cde8a7e219b5f2:fast"
+    assert judge_cut(graded, renamed, setting_name(graded)).value == pytest.approx(0.86)
+    impostor = "gguf:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf:0000000000000000:fast"
+    assert judge_cut(graded, impostor, setting_name(graded)).value == 0.5
+    assert judge_cut(graded, "openai-compatible:http://127.0.0.1:8000/v1:qwen2.5-1.5b", setting_name(graded)).value \
+        == 0.5
+
+
+def test_the_registry_s_fingerprints_are_those_of_the_installed_files():
+    """The fingerprint a judge is known by is its file's, as llama.cpp's cache name computes it."""
+    from tuner.models.llms._llama_cpp import fingerprint
+    from tuner.models.registry import locate
+
+    checked = 0
+    for model in NAMED_MODELS.values():
+        located = locate(model)
+        if located.ready and located.path is not None:
+            assert fingerprint(located.path) == model.fingerprint, model.name
+            checked += 1
+    if not checked:
+        pytest.skip("no named model is installed on this machine (tuner models install qwen2.5-0.5b)")
+
+
+def test_the_cut_a_result_was_judged_at_is_read_from_its_record_not_recomputed():
+    from tuner.cost import Cost
+    from tuner.evaluation.judge.cut import cut_of
+    from tuner.evaluation.records import EvalResult
+
+    graded = EvaluationConfig()
+    recorded = EvalResult({}, {}, (), Cost(), {}, models={"judge": JUDGE_1_5B}, cut=0.77)
+    assert cut_of(graded, EvalResult.from_json(recorded.to_json())) == 0.77  # kept in the record
+    assert cut_of(EvaluationConfig(cut=0.6), recorded) == 0.6  # the user's own cut still reads every result
+    before = EvalResult({}, {}, (), Cost(), {}, models={"judge": JUDGE_1_5B})  # a record from before cuts were kept
+    assert cut_of(graded, before) == pytest.approx(0.86)

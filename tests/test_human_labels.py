@@ -25,9 +25,10 @@ from tuner.analysis.regression_gate import gate
 from tuner.analysis.verdict import give_verdict, verdict
 from tuner.config import ProjectConfig
 from tuner.errors import ConfigError
-from tuner.evaluation.judge.cut import MEASURED, OnPeople
+from tuner.evaluation.judge import cut as judge_cut_module
 from tuner.evaluation.labels import LABELS_FILE, Label, append, fingerprint, read
 from tuner.models.provider import Models
+from tuner.models.registry import OnPeople
 from tuner.reports.markdown import render
 from tuner.study.optimize import StudySettings
 from tuner.study.results import read_study
@@ -265,7 +266,8 @@ def test_judge_check_against_the_labels_scores_every_labelled_answer_with_the_ju
                                                                                    monkeypatch):
     """`tuner judge check --labels`: the same table as the built cases, from people's verdicts; a judge measured on
     the development set is said to be, with how far its constructed cases overstate it."""
-    monkeypatch.setitem(MEASURED, ("scripted", "graded, sentences"), OnPeople(0.8, 0.7, 0.9, 304))
+    monkeypatch.setattr(judge_cut_module, "as_judge", lambda judge, setting: OnPeople(0.8, 0.7, 0.9, 304) if (
+        judge, setting) == ("scripted", "graded, sentences") else None)  # the scripted judge as a measured model
     label_all(judged, lambda item: judged.best.number in item.trials)
     labels_file = judged.folder.root / LABELS_FILE
     labels = read(labels_file)

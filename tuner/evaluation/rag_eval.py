@@ -20,6 +20,7 @@ from tuner.data import Question
 from tuner.errors import ConfigError
 from tuner.evaluation.answerers import Answerer, PipelineAnswerer, SystemAnswerer, Width, answerer_kind
 from tuner.evaluation.in_order import in_order
+from tuner.evaluation.judge.cut import judge_cut, setting_name
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
 from tuner.evaluation.records import EvalResult, Failure, QuestionResult
 from tuner.metrics import REGISTRY, SCORED_METRICS
@@ -166,11 +167,14 @@ class RagRunner:
         cost = self.meter.total()
         cost.seconds = seconds
         models = self.answerer.models(config, answered)
+        cut = None
         if scored or config.reranker == "llm":
             models["judge"] = self.judge.name
             if self.judge.why_read_off_text:  # graded verdicts that are the judge's sampled yes/no: reports say so
                 models["verdicts"] = f"sampled yes/no (1 or 0): the judge {self.judge.why_read_off_text}"
-        return EvalResult.summarise(per_question, scored, skipped, cost, self.meter.by_stage(), models)
+            evaluation = self.workspace.config.evaluation
+            cut = judge_cut(evaluation, self.judge.name, setting_name(evaluation, self.judge.why_read_off_text)).value
+        return EvalResult.summarise(per_question, scored, skipped, cost, self.meter.by_stage(), models, cut)
 
     def _one(self, index: int, question: Question, config: PipelineConfig, answer: bool, metrics: list[str],
              on_progress: ProgressHook | None) -> QuestionResult:

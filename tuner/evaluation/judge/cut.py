@@ -8,10 +8,11 @@ everything as supported. The cut is, in this order:
 - `evaluation.cut`, the user's (set it to the cut `tuner judge check --labels` prints for your labels);
 - an aligned judge's own, chosen on the labels it was aligned on (`evaluation.alignment`), for the judge it was
   aligned for (another model's scale differs);
-- the cut measured on people's labels for a known judge model under the same verdict setting (`MEASURED`);
+- the cut measured on people's labels for a known judge model under the same verdict setting (the model registry's
+  `NamedModel.as_judge`, found by the fingerprint in the judge's cache name);
 - 0.5.
 
-`MEASURED` also says how far the judge check's own constructed cases overstate a known judge: its AUC on them
+Those measurements also say how far the judge check's own constructed cases overstate a known judge: its AUC on them
 against its AUC on real answers people labelled (RAGTruth's test claims, `bench/judge.py --labels`,
 docs/performance.md "Judge on people's labels").
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.models.llms import short_name
+from tuner.models.registry import OnPeople, as_judge
 
 #: the cut when nothing better is known: the middle of the scale
 MIDDLE = 0.5
@@ -42,36 +44,10 @@ def setting_name(evaluation, read_off_text: str = "") -> str:
     return name
 
 
-@dataclass(frozen=True)
-class OnPeople:
-    """A judge (a model file under a verdict setting) measured on the development set of people's labels."""
-
-    cut: float | None  # the best cut there; None where the judge ranked no better than chance, so no cut means much
-    auc: float  # AUC on people's labels
-    constructed: float | None  # AUC on the judge check's own kinds of case built from the same claims, if measured
-    claims: int  # how many labelled claims it was measured on
-
-
-_1_5B, _0_5B = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-
-#: (model file, verdict setting) -> what the development set measured: 50 of its claims, 10 labelled unsupported
-#: (`bench/judge.py --labels DEV --supported 40 --constructed 10`, docs/performance.md). With 10 unsupported claims an
-#: AUC is known to about ±0.2, so these are a judge's scale and a warning, not a ranking of settings.
-MEASURED: dict[tuple[str, str], OnPeople] = {
-    (_1_5B, "graded, sentences"): OnPeople(cut=0.86, auc=0.60, constructed=0.88, claims=50),
-    (_1_5B, "graded, sentences, each passage"): OnPeople(cut=0.89, auc=0.67, constructed=None, claims=50),
-    (_1_5B, "graded, sentences, nli"): OnPeople(cut=0.70, auc=0.55, constructed=None, claims=50),
-    (_1_5B, "graded, sentences, each passage, nli"): OnPeople(cut=0.72, auc=0.69, constructed=None, claims=50),
-    (_0_5B, "graded, sentences"): OnPeople(cut=None, auc=0.42, constructed=0.63, claims=50),
-    (_0_5B, "graded, sentences, each passage"): OnPeople(cut=None, auc=0.54, constructed=None, claims=50),
-    (_0_5B, "graded, sentences, nli"): OnPeople(cut=None, auc=0.38, constructed=None, claims=50),
-    (_0_5B, "graded, sentences, each passage, nli"): OnPeople(cut=None, auc=0.39, constructed=None, claims=50),
-}
-
-
 def measured(judge: str, setting: str) -> OnPeople | None:
-    """What the development set says of this judge (its cache name holds its model file) under `setting`."""
-    return next((facts for (model, known), facts in MEASURED.items() if model in judge and known == setting), None)
+    """What the development set says of this judge (its cache name) under `setting`: a fact of its model's entry in
+    the model registry (`NamedModel.as_judge`), which its cache name's fingerprint identifies."""
+    return as_judge(judge, setting)
 
 
 @dataclass(frozen=True)
@@ -100,7 +76,10 @@ def judge_cut(evaluation, judge: str, setting: str) -> Cut:
 
 
 def cut_of(evaluation, result) -> float:
-    """The cut the judge that scored `result` (an EvalResult, or None) is read at under `evaluation`."""
+    """The cut `result` (an EvalResult, or None) is read at under `evaluation`: the user's `evaluation.cut`, else
+    the cut recorded when it was judged, else (a record from before cuts were kept) the cut of the judge it names."""
+    if evaluation.cut is None and result is not None and result.cut is not None:
+        return result.cut
     judge = result.models.get("judge", "") if result is not None else ""
     return judge_cut(evaluation, judge, setting_name(evaluation)).value
 
