@@ -19,9 +19,10 @@ from tuner.data import Question
 from tuner.errors import ConfigError, TunerError, described
 from tuner.evaluation.records import Passage, RetrievalTrace
 from tuner.evaluation.retrieval_eval import passage, trace, trace_ids
+from tuner.metrics import REGISTRY
 from tuner.models.llms import CachedLLM, estimate_tokens
 from tuner.models.provider import Models
-from tuner.systems import AskedSystem, BadReply, make_system
+from tuner.systems import AskedSystem, BadReply, System, make_system
 
 if TYPE_CHECKING:  # the model stack (DSPy, the pipeline) loads when tuner's pipeline answers, not to refuse a command
     import dspy
@@ -116,6 +117,16 @@ class Answerer(ABC):
 
     def check_ids(self, question: Question, config: PipelineConfig, target: str) -> None:
         """Before the first trial of a study with an id target: ConfigError when its contexts name no document."""
+
+    @staticmethod
+    def prepared(project: ProjectConfig) -> object | None:
+        """What is made once for a project and handed to every run of it (a study checks it before any trial)."""
+        return None
+
+    @staticmethod
+    def cannot_score(project: ProjectConfig, metric: str) -> str | None:
+        """Why `metric` cannot be scored on what this answerer gives, in words; None when it can."""
+        return None
 
 
 class PipelineAnswerer(Answerer):
@@ -259,11 +270,23 @@ class SystemAnswerer(Answerer):
     }
     judge_retrieves: ClassVar[bool] = False
 
-    def __init__(self, project: ProjectConfig, cache: KeyValue | None, meter: CostMeter):
+    def __init__(self, project: ProjectConfig, cache: KeyValue | None, meter: CostMeter, made: System | None = None):
+        """`made`: the system as `prepared` made it (a study's); None: made now."""
         own = project.system
-        #: its entry point imported now: a bad one is one line before any trial
-        self.system = AskedSystem(own, make_system(own), cache, meter)
+        self.system = AskedSystem(own, made or SystemAnswerer.prepared(project), cache, meter)
         self.meter = meter
+
+    @staticmethod
+    def prepared(project: ProjectConfig) -> System:
+        """The system, its entry point imported (or its token read) now: a bad one is one line before any trial."""
+        return make_system(project.system)
+
+    @staticmethod
+    def cannot_score(project: ProjectConfig, metric: str) -> str | None:
+        if not project.system.answers and metric in REGISTRY and REGISTRY[metric].answer_metric:
+            return (f"system {project.system.entry} returns contexts only (answers: false), and {metric} judges an "
+                    f"answer; choose a retrieval target")
+        return None
 
     @staticmethod
     def what(project: ProjectConfig) -> str:

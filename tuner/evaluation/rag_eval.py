@@ -43,9 +43,10 @@ class RagRunner:
     pipeline and the program; everything after (the judge, refusals, records, the study) is the same."""
 
     def __init__(self, workspace: Workspace, use_cache: bool = True, models: Models | None = None,
-                 program_files: Mapping[str, Path] | None = None):
+                 program_files: Mapping[str, Path] | None = None, prepared: object | None = None):
         """`models`: language models handed in instead of the workspace's (tests hand in fakes); `program_files`:
-        where this machine reads a compiled program a configuration names by another path."""
+        where this machine reads a compiled program a configuration names by another path; `prepared`: what its
+        answerer kind's `prepared` made for this project already (a study's)."""
         self.workspace = workspace
         self.meter = CostMeter()
         self.cache = open_store(workspace.cache, "llm_calls") if use_cache else None
@@ -60,7 +61,8 @@ class RagRunner:
         self.answerer: Answerer = (
             PipelineAnswerer(project, self.pipeline, self.models, self.meter, program_files or {})
             if answerer_kind(project) is PipelineAnswerer else
-            SystemAnswerer(project, open_store(workspace.cache, "system_calls") if use_cache else None, self.meter))
+            SystemAnswerer(project, open_store(workspace.cache, "system_calls") if use_cache else None, self.meter,
+                           prepared))
 
     @property
     def built_in(self) -> PipelineAnswerer:

@@ -26,9 +26,10 @@ from tuner.config import INDEX_KNOBS, JudgeAlignment, PipelineConfig, ProjectCon
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
+from tuner.evaluation.answerers import answerer_kind
 from tuner.evaluation.rag_eval import RagRunner, held_back
 from tuner.evaluation.records import unscorable
-from tuner.metrics import REGISTRY, RETRIEVAL_METRICS
+from tuner.metrics import RETRIEVAL_METRICS
 from tuner.models.embedders import Embedder
 from tuner.models.provider import Models
 from tuner.study.meta import StudyMeta
@@ -45,7 +46,6 @@ from tuner.study.optimize import (
 )
 from tuner.study.space import SearchSpace, load_space, pipeline_for, resolve_space
 from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
-from tuner.systems import make_system
 
 if TYPE_CHECKING:
     from tuner.pipeline.index import IndexProgress
@@ -116,6 +116,8 @@ class Session:
     cache: Path | str
     #: a compiled program the space names -> where this machine reads it (a copy from the study's documents)
     program_files: dict[str, Path] = field(default_factory=dict)
+    #: what answerer_kind(project).prepared made (the user's system, imported once)
+    prepared: object | None = None
     _runner: RagRunner | None = None
 
     @classmethod
@@ -169,9 +171,9 @@ class Session:
         space.check_for(project, str(spec.search_space), None if meta else dict(spec.baseline))
         if spec.settings.sampler == "grid":
             space.grid()  # too large a grid to run is refused here, not materialised by Optuna
-        if project.system is not None:  # an entry point that does not import, or an unset token: before any study
-            make_system(project.system).close()
-        session = cls(spec, folder, None, space, project, data, split, [], location, program_files)
+        # made once, before any study: an entry point that does not import, or an unset token, is one line now
+        prepared = answerer_kind(project).prepared(project)
+        session = cls(spec, folder, None, space, project, data, split, [], location, program_files, prepared)
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
         session.study = open_study(folder, spec.settings, space, project.model_dump(mode="json"),
@@ -250,7 +252,7 @@ class Session:
             if index is not None:
                 log.info(f"index: {len(index.chunks)} chunks, {index.embedded} embedded now, "
                          f"{len(index.chunks) - index.embedded} from the cache ({where})")
-            self._runner = RagRunner(workspace, use_cache, models, self.program_files)
+            self._runner = RagRunner(workspace, use_cache, models, self.program_files, self.prepared)
         return self._runner
 
     def run(self, trials: int, timeout: float | None = None, hook: StudyHook | None = None) -> int:
@@ -349,12 +351,9 @@ def refuse_unscorable(settings: StudySettings, data: Dataset, project: ProjectCo
     """A target or guard the data (or the user's system) cannot score would fail every trial: refused before any is
     run."""
     for metric in dict.fromkeys([*settings.targets, *(c.metric for c in settings.constraints)]):
-        system = project.system
-        if system is not None and not system.answers and metric in REGISTRY and REGISTRY[metric].answer_metric:
-            raise ConfigError(f"--target/--constraint {metric}: system {system.entry} returns contexts only "
-                              f"(answers: false), and {metric} judges an answer; choose a retrieval target")
-        why = unscorable(metric, data)
-        if why is not None:
+        if why := answerer_kind(project).cannot_score(project, metric):
+            raise ConfigError(f"--target/--constraint {metric}: {why}")
+        if (why := unscorable(metric, data)) is not None:
             raise ConfigError(f"--target/--constraint {metric}: {why}; choose another metric or dataset")
 
 
