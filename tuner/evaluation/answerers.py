@@ -1,7 +1,7 @@
 """What answers a question before it is judged, behind one small contract: tuner's built-in pipeline and answer
 program (`PipelineAnswerer`), or the user's own system (`SystemAnswerer`). A run (`RagRunner`) holds one and judges
 whatever `Response` it gives the same way; a new way of answering is a subclass here and a branch in
-`answerer_for`."""
+`answerer_kind`."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from tuner.cache import open_store
 from tuner.config import PipelineConfig, ProjectConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, Outage
 from tuner.evaluation.answerers import Answerer, PipelineAnswerer, SystemAnswerer, Width, answerer_kind
 from tuner.evaluation.in_order import in_order
 from tuner.evaluation.judge.cut import judge_cut, setting_name
@@ -84,7 +84,7 @@ class RagRunner:
         call to a hung endpoint would wait `timeout` four times over, in silence); in-process models are not loaded
         for it. `answer=False`: retrieval alone, no answer to write or judge."""
         if unreachable := self.answerer.unreachable(answer):
-            raise LLMError(unreachable)
+            raise Outage(unreachable)  # an endpoint down, or the user's system
         if answer and self.workspace.config.judge_llm.backend == "openai-compatible" and (
                 down := self.judge.unreachable()):
             raise LLMError(f"{down} (the judge)")
