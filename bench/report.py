@@ -30,7 +30,7 @@ from tuner.evaluation.records import EvalResult, Failure, QuestionResult, TrialF
 from tuner.evaluation.retrieval_eval import passage, trace
 from tuner.metrics import SCORED_METRICS
 from tuner.study.meta import StudyMeta
-from tuner.study.space import load_space, pipeline_for
+from tuner.study.space import load_space
 from tuner.study.storage import make_storage, study_folder
 from tuner.workspace import open_workspace
 
@@ -51,7 +51,8 @@ def build(root: Path, trials: int, seed: int) -> Path:
         trial = study.ask()
         params = space.suggest(trial)
         # no model here: the LLM reranker's trials retrieve with the embedding reranker (same trial-file shape)
-        config = pipeline_for(project.pipeline, {**params, "reranker": params["reranker"].replace("llm", "embedding")})
+        config = project.pipeline.tuners().with_params(
+            {**params, "reranker": params["reranker"].replace("llm", "embedding")})
         questions = []
         for q in workspace.dataset.questions:
             found = workspace.pipeline.run(q.text, config)

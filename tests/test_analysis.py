@@ -173,7 +173,6 @@ def test_a_fixed_knob_keeps_its_condition_so_every_draw_of_the_next_space_runs()
     assert fixed.choices == [0.65] and fixed.when == {"reranker": ["embedding"]}
     assert proposed.first_clash(BASE) is None
     # the draw that failed: the fixed knob follows its condition and takes the base's (none) instead
-    from tuner.study.space import pipeline_for
 
     class Draw:  # an Optuna trial that draws what it is told
         def suggest_categorical(self, name, choices):
@@ -184,7 +183,7 @@ def test_a_fixed_knob_keeps_its_condition_so_every_draw_of_the_next_space_runs()
 
     drawn = proposed.suggest(Draw())
     assert drawn == {"reranker": "none", "autocut": 2, "top_k": drawn["top_k"]}
-    assert pipeline_for(BASE, drawn).confidence_threshold is None
+    assert BASE.with_params(drawn).confidence_threshold is None
 
 
 def test_a_proposal_that_would_make_draws_invalid_is_left_out():

@@ -297,3 +297,68 @@ def command_kind(**settings):
                "tests/test_config.py", "tests/test_docs.py", "-k", "command or hash or docs or config_key")
     assert done.returncode == 0, done.stdout[-3000:]
     assert done.stdout.count("[command") == 9, done.stdout[-3000:]  # every contract case (9), on the new kind
+
+
+def test_a_checker_kind_added_by_the_recipe_keeps_the_contract_and_moves_no_study_s_hash(copy):
+    assert "**A new kind of checker**" in RECIPES and "`CHECKER_KINDS` tuple" in RECIPES
+    # 1. tuner/config.py: a config class on _CheckerSettings, added to the CHECKER_KINDS tuple
+    edit(copy / "tuner/config.py", "\n\n#: every kind of checker", '''
+
+class NgramCheckerConfig(_CheckerSettings):
+    """The share of a claim's word n-grams the passages hold."""
+
+    kind: ClassVar[str] = "ngram"
+    written: ClassVar[str] = "ngram: N"
+    implementation: ClassVar[str] = "tuner.metrics.checkers._ngram:NgramChecker"
+    ngram: int = Field(ge=2, le=5, description="ngram: words per n-gram")
+''', before=True)
+    edit(copy / "tuner/config.py", "CHECKER_KINDS: tuple[type[_CheckerSettings], ...] = (LexicalCheckerConfig",
+         ", NgramCheckerConfig")
+    # 2. tuner/metrics/checkers/_ngram.py: a subclass of Checker
+    (copy / "tuner/metrics/checkers/_ngram.py").write_text(textwrap.dedent('''
+        """A checker that looks for the claim's word n-grams in the passages."""
+
+        import re
+
+        from tuner.metrics.checkers import Checker
+
+
+        def grams(text, n):
+            words = re.findall(r"\\w+", text.lower())
+            return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+        class NgramChecker(Checker):
+            def __init__(self, config):
+                self.config = config
+
+            @property
+            def name(self):
+                return self.config.identity
+
+            def supported(self, contexts, statements):
+                held = grams("\\n".join(contexts), self.config.ngram)
+                found = [grams(s, self.config.ngram) for s in statements]
+                return [len(g & held) / len(g) if g else 1.0 for g in found]
+    '''))
+    # 3. docs/configuration.md: its key under checker:; tests/test_checkers.py: its config in CONFIGS
+    edit(copy / "docs/configuration.md", "                          #   lexical: facts  # the share of its numbers "
+         "and names only\n", "                          #   ngram: 2        # the share of its word pairs\n")
+    edit(copy / "tests/test_checkers.py", '{"lexical": {"lexical": "words"}', ', "ngram": {"ngram": 2}')
+    check(copy, '''
+        import pytest
+        from pydantic import ValidationError
+        from tuner.config import ProjectConfig
+        from tuner.evaluation.judge.cut import setting_name
+
+        project = ProjectConfig.model_validate({"evaluation": {"checker": {"ngram": 3}}})
+        assert setting_name(project.evaluation) == "graded, sentences, checker ngram:3"
+        with pytest.raises(ValidationError, match="a checker names exactly one kind: lexical: words or facts or "
+                                                  "ngram: N"):
+            ProjectConfig.model_validate({"evaluation": {"checker": {"ngram": 2, "lexical": "words"}}})
+    ''')
+    # every contract case runs against the new kind; the pinned study hashes hold; the docs list it
+    done = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "tests/test_checkers.py",
+               "tests/test_config.py", "tests/test_docs.py", "-k", "ngram or contract or hash or docs or config_key")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert done.stdout.count("[ngram]") == 3, done.stdout[-3000:]  # every contract case (3), on the new kind

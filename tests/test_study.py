@@ -342,6 +342,27 @@ def test_a_configuration_stored_before_a_knob_existed_is_the_same_as_it_with_the
     assert not same_pipeline({**old, "reranker": "no-such-reranker"}, config)  # a value this version refuses
 
 
+def test_trials_recorded_before_a_system_trial_had_its_own_class_are_recognised():
+    """Until the user's system had a trial class (SystemTrial), every trial's record was tuner's whole pipeline with
+    a `system` mapping beside it: a pipeline study's held `system: {}`, a system study's the knobs' values beside
+    tuner's unused knobs. A resume must find both as repeats, and tell another system value from them."""
+    from tuner.config import SystemTrial
+    from tuner.study.optimize import same_pipeline
+
+    pipeline = PipelineConfig(top_k=4)
+    assert "system" not in pipeline.model_dump()
+    then = {**pipeline.model_dump(), "system": {}}  # a pipeline trial's record of then
+    assert same_pipeline(then, pipeline) and PipelineConfig.from_record(then) == pipeline
+    assert not same_pipeline({**then, "top_k": 5}, pipeline)
+    own = SystemTrial(system={"k": 4, "prompt": "plain"})
+    assert own.model_dump() == {"system": {"k": 4, "prompt": "plain"}}
+    then = {**PipelineConfig().model_dump(), "system": {"k": 4, "prompt": "plain"}}  # a system trial's of then
+    assert same_pipeline(then, own) and same_pipeline(own.model_dump(), own)
+    assert not same_pipeline({**then, "system": {"k": 5, "prompt": "plain"}}, own)
+    assert not same_pipeline(pipeline.model_dump(), own) and not same_pipeline(own.model_dump(), pipeline)
+    assert own.with_params({"k": 6}).knobs() == {"k": 6, "prompt": "plain"}
+
+
 def test_a_study_of_questions_that_cost_no_model_call_does_not_prune_unless_asked():
     """A retrieval target's questions cost about a millisecond, less than reporting them to the pruner: no pruning by
     default (on vaswani the test at 4-15 questions also stopped every stemmed trial of a study whose stemmed index

@@ -82,19 +82,21 @@ def test_system_knobs_and_settings_are_checked_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="no system: is configured"):
         ProjectConfig(pipeline={"system": {"k": 3}})
     system = PythonSystemConfig(python="a:b", version="1", knobs=KNOBS)
-    assert SearchSpace.of(SPACE, system).system is system
+    own = ProjectConfig(system=system.model_dump())
+    assert SearchSpace.of(SPACE, own).system == system and not SearchSpace.of(SPACE, own).pipeline_knobs
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"params": {"top_k": {"type": "int", "low": 1, "high": 3}}}))
     with pytest.raises(ConfigError, match="params.top_k: a knob of tuner's built-in pipeline, which system "
                                           "python:a:b does not run"):
-        load_space(tmp_path / "s.yaml", system)
+        load_space(tmp_path / "s.yaml", own)
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"params": {"k": {"type": "float", "low": 0.5, "high": 3}}}))
     with pytest.raises(ConfigError, match="params.k: 0.5 is not a value the system's k takes"):
-        load_space(tmp_path / "s.yaml", system)
+        load_space(tmp_path / "s.yaml", own)
     named = PythonSystemConfig(python="a:b", version="1", knobs={**KNOBS, "top_k": {"type": "int", "default": 5}})
-    space = SearchSpace.of({"params": {"top_k": {"type": "int", "low": 1, "high": 3}}}, named)  # declared: its own
+    space = SearchSpace.of({"params": {"top_k": {"type": "int", "low": 1, "high": 3}}},
+                           ProjectConfig(system=named.model_dump()))  # declared: its own
     assert space.params["top_k"].high == 3
     # the builtin pipeline's own spaces are as before
-    assert load_space(Path(__file__).parents[1] / "search_spaces" / "quick.yaml").system is None
+    assert load_space(Path(__file__).parents[1] / "search_spaces" / "quick.yaml").pipeline_knobs
 
 
 def write_config(folder: Path, system: dict, **project) -> None:
@@ -326,8 +328,8 @@ def test_proposals_over_a_system_s_knobs_extend_fix_and_leave_the_stages_to_the_
     from tuner.analysis.stages import attribute
 
     system = PythonSystemConfig(python="a:b", version="1", knobs={**KNOBS, "top_k": {"type": "int", "default": 100}})
-    space = SearchSpace.of({"params": {**SPACE["params"], "top_k": {"type": "int", "low": 90, "high": 100}}}, system)
     project = ProjectConfig(system=system.model_dump())
+    space = SearchSpace.of({"params": {**SPACE["params"], "top_k": {"type": "int", "low": 90, "high": 100}}}, project)
     view = SimpleNamespace(space=space, project=project, name="s", best=SimpleNamespace(
         params={"k": 4, "prompt": "plain", "top_k": 100}, pipeline={}, result=None, number=3))
     flat = KnobEffect("prompt", "all trials", 12, 0.01, (("plain", 0.5, 6), ("quote", 0.5, 6)), None)
@@ -341,7 +343,7 @@ def test_proposals_over_a_system_s_knobs_extend_fix_and_leave_the_stages_to_the_
     advice = [p.change for p in proposals if not p.in_space]
     assert advice == ["look at your system's generation: declare a knob of it under system.knobs and search it"]
     nxt = next_space(space, proposals, view.best.params, "s")
-    assert nxt.system is system and nxt.params["k"].high == 6
+    assert nxt.system == system and nxt.params["k"].high == 6
 
 
 def test_compare_gates_two_settings_of_a_system_as_it_gates_two_pipelines(tmp_path, own):
@@ -363,6 +365,15 @@ def test_compare_gates_two_settings_of_a_system_as_it_gates_two_pipelines(tmp_pa
     rerun = json.loads(again.stdout)
     assert again.returncode == 0 and rerun.pop("llm_calls_paid") == {"base": 0, "new": 0} and rerun == gate
     assert len(calls(own)) == asked
+
+
+def test_eval_asks_a_system_with_its_declared_knobs_where_the_config_sets_none(tmp_path, own):
+    """`tuner eval` asks with what a study's trial 0 asks with: every declared knob, at the config's value or its
+    default (it passed `{}` and the user's code raised KeyError). `--set` still sets tuner's own knobs alone."""
+    write_config(tmp_path, {"python": "own_system:answer", "path": str(TESTS)}, pipeline={"system": {"k": 3}})
+    result = tuner("eval", "--config", "sys.yaml", "--limit", "2", "--retrieval-only", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert calls(own) == [(q, json.dumps({"k": 3, "prompt": "plain"})) for q in ("q01", "q02")]
 
 
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):

@@ -8,6 +8,7 @@ Relative paths inside a file are resolved against the file's own folder.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -31,7 +32,7 @@ from pydantic import (
 
 from tuner.errors import ConfigError, first_line
 from tuner.files import refuse_special
-from tuner.legacy import FLAT_LLM_DEFAULTS, UNNAMED_BACKEND
+from tuner.legacy import FLAT_LLM_DEFAULTS, UNNAMED_BACKEND, pipeline_as_now
 from tuner.metrics import DEFAULT_METRICS, MetricName
 
 log = logging.getLogger(__name__)
@@ -314,9 +315,64 @@ class SystemKnob(_Strict):
         return float(value) if wanted is float else value
 
 
-class _SystemSettings(_Strict):
+class _Kinded(_Strict):
+    """A config typed by the one key that names its kind (`python:` or `http:` for a system, `lexical:` for a
+    checker): each kind a class with its own settings, listed in its family's tuple, naming the class that
+    implements it. A new kind is that class, its config class and a tuple entry."""
+
+    #: the key that names this kind and holds what it runs (a module:function, a URL, what it counts, ...)
+    kind: ClassVar[str]
+    #: how that key is written, for the one line that says a config names no kind
+    written: ClassVar[str]
+    #: the class that implements it, as module:Class (imported, and given this config, when a run uses it)
+    implementation: ClassVar[str]
+    #: what the family is called ("system"), for the lines that refuse a config naming no kind or another's setting
+    family: ClassVar[str]
+
+    @classmethod
+    def kinds(cls) -> tuple[type[_Kinded], ...]:
+        """Every kind of the family."""
+        raise NotImplementedError
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_kinds_settings(cls, data: Any) -> Any:
+        """Another kind's setting is refused in one line, naming the kind it belongs to."""
+        if isinstance(data, dict):
+            for key in data:
+                owner = next((other for other in cls.kinds() if key in other.model_fields), cls)
+                if key not in cls.model_fields and owner is not cls:
+                    raise ValueError(f"{key} is a setting of {owner.kind}: {cls.family}s only")
+        return data
+
+    @property
+    def entry(self) -> str:
+        """What runs, as written: `python:module:function`, the URL, `lexical:words`, ..."""
+        return str(getattr(self, self.kind))
+
+    def implemented(self) -> Any:
+        """The class its kind names, built from this config."""
+        module, _, name = self.implementation.partition(":")
+        return getattr(importlib.import_module(module), name)(self)
+
+
+def kinds_union(kinds: tuple[type[_Kinded], ...], family: str) -> Any:
+    """The union of a family's kinds, chosen by the one key that names a kind; naming none or two is one line."""
+    def kind_of(data: Any) -> str | None:
+        if not isinstance(data, dict):
+            return getattr(data, "kind", None)
+        named = [kind.kind for kind in kinds if kind.kind in data]
+        return named[0] if len(named) == 1 else None
+
+    return Annotated[Union[tuple(Annotated[c, Tag(c.kind)] for c in kinds)], Discriminator(
+        kind_of, custom_error_type=f"{family}_kind", custom_error_message=(
+            f"a {family} names exactly one kind: " + " or ".join(c.written for c in kinds)))]
+
+
+class _SystemSettings(_Kinded):
     """What every kind of system has. A kind's own settings live on its own class, the key that names the kind
-    (`python:`, `http:`) among them; `tuner/systems` builds the kind's `System` from it."""
+    (`python:`, `http:`) among them; `tuner/systems` builds the kind's `System` from it (`implementation`: a
+    `System` subclass under tuner/systems)."""
 
     version: str = Field(min_length=1, description="bump it when the system's code or data change: replies are "
                          "cached under the entry point or URL and this version, and a study refuses another")
@@ -325,28 +381,11 @@ class _SystemSettings(_Strict):
     timeout: float = Field(120.0, gt=0, description="seconds a reply may take")
     concurrency: int = Field(1, ge=1, le=64, description="questions asked at once (replies are recorded in "
                              "question order)")
-    #: the key that names this kind and holds its entry point (a module:function, a URL, ...)
-    kind: ClassVar[str]
-    #: how its entry point is written, for the one line that says a system names no kind
-    written: ClassVar[str]
-    #: the `System` subclass that asks it, as module:class under tuner/systems (imported when a run asks it)
-    implementation: ClassVar[str]
+    family: ClassVar[str] = "system"
 
-    @model_validator(mode="before")
     @classmethod
-    def _other_kinds_settings(cls, data: Any) -> Any:
-        """Another kind's setting is refused in one line, naming the kind it belongs to."""
-        if isinstance(data, dict):
-            for key in data:
-                owner = next((other for other in SYSTEM_KINDS if key in other.model_fields), cls)
-                if key not in cls.model_fields and owner is not cls:
-                    raise ValueError(f"{key} is a setting of {owner.kind}: systems only")
-        return data
-
-    @property
-    def entry(self) -> str:
-        """What answers: `python:module:function`, the URL, ..."""
-        return str(getattr(self, self.kind))
+    def kinds(cls) -> tuple[type[_Kinded], ...]:
+        return SYSTEM_KINDS
 
     @property
     def identity(self) -> str:
@@ -407,18 +446,8 @@ class HttpSystemConfig(_SystemSettings):
 SYSTEM_KINDS: tuple[type[_SystemSettings], ...] = (PythonSystemConfig, HttpSystemConfig)
 
 
-def _system_kind(data: Any) -> str | None:
-    if not isinstance(data, dict):
-        return getattr(data, "kind", None)
-    named = [kind.kind for kind in SYSTEM_KINDS if kind.kind in data]
-    return named[0] if len(named) == 1 else None
-
-
 #: the user's own system, typed by the one key that names its kind
-SystemConfig = Annotated[
-    Union[tuple(Annotated[c, Tag(c.kind)] for c in SYSTEM_KINDS)],
-    Discriminator(_system_kind, custom_error_type="system_kind", custom_error_message=(
-        "a system names exactly one kind: " + " or ".join(c.written for c in SYSTEM_KINDS)))]
+SystemConfig = kinds_union(SYSTEM_KINDS, "system")
 
 
 #: settings that decide how fast a model answers (or how long tuner waits for it), never what: not part of a study's
@@ -438,7 +467,6 @@ LLMConfig = Annotated[Union[tuple(Annotated[c, Tag(c.tag())] for c in LLM_BACKEN
                       Discriminator(_backend)]
 #: the tags the union puts in an error's key path: not keys the user wrote
 _TAGS = tuple(c.tag() for c in LLM_BACKENDS)
-_SYSTEM_TAGS = tuple(c.kind for c in SYSTEM_KINDS)
 
 
 #: the answer programs tuner ships (tuner/prompts/programs.py holds them); any other program is a saved .json file
@@ -494,6 +522,43 @@ class JudgeAlignment(_Strict):
         return f"alignment {self.digest}"
 
 
+class _CheckerSettings(_Kinded):
+    """What every kind of checker has: it reads whether passages support a claim, P(supported) per claim, where
+    graded verdicts of faithfulness and context recall are the judge's P(yes) otherwise (`evaluation.checker`). A
+    kind's own settings live on its own class, the key that names the kind among them; `tuner/metrics/checkers`
+    builds the kind's `Checker` from it (`implementation`)."""
+
+    family: ClassVar[str] = "checker"
+
+    @classmethod
+    def kinds(cls) -> tuple[type[_Kinded], ...]:
+        return CHECKER_KINDS
+
+    @property
+    def identity(self) -> str:
+        """What results and the judge's setting record it as: `lexical:words`."""
+        return f"{self.kind}:{self.entry}"
+
+    def __repr__(self) -> str:  # what a refused resume prints
+        return self.identity
+
+
+class LexicalCheckerConfig(_CheckerSettings):
+    """No model and no call: the share of a claim's words (or of its facts: numbers and names) the passages hold."""
+
+    kind: ClassVar[str] = "lexical"
+    written: ClassVar[str] = "lexical: words or facts"
+    implementation: ClassVar[str] = "tuner.metrics.checkers._lexical:LexicalChecker"
+    lexical: Literal["words", "facts"] = Field(description="lexical: what it looks for in the passages: the claim's "
+                                               "content words, or only its numbers and names")
+
+
+#: every kind of checker; the union below, its tags and the refusal of another kind's setting read it
+CHECKER_KINDS: tuple[type[_CheckerSettings], ...] = (LexicalCheckerConfig,)
+#: a checker, typed by the one key that names its kind
+CheckerConfig = kinds_union(CHECKER_KINDS, "checker")
+
+
 class EvaluationConfig(_Strict):
     metrics: list[MetricName] = Field(list(DEFAULT_METRICS), min_length=1)
     strictness: int = Field(3, ge=1, le=10, description="questions generated per answer for answer_relevancy")
@@ -532,6 +597,9 @@ class EvaluationConfig(_Strict):
     alignment: JudgeAlignment | None = Field(
         None, description="a judge alignment `tuner judge align` wrote (its file, read when the config is): the "
         "wording and labelled demonstrations every graded verdict is shown; recorded whole in a study")
+    checker: CheckerConfig | None = Field(
+        None, description="what reads graded verdicts of faithfulness and context recall in place of the judge's "
+        "P(yes): a checker, typed by the key that names its kind (lexical: words or facts); none = the judge")
 
     @model_validator(mode="after")
     def _sentences_are_graded(self) -> EvaluationConfig:
@@ -545,10 +613,14 @@ class EvaluationConfig(_Strict):
                 raise ValueError(f"verdict_prompt: {self.verdict_prompt} contradicts the alignment's wording "
                                  f"({self.alignment.prompt}); leave verdict_prompt out")
             self.verdict_prompt = self.alignment.prompt
-        graded_only = [f for f in ("alignment", "verdict_contexts", "verdict_prompt", "cut")
+        graded_only = [f for f in ("alignment", "verdict_contexts", "verdict_prompt", "cut", "checker")
                        if getattr(self, f) != type(self).model_fields[f].default]
         if self.verdicts != "graded" and graded_only:
             raise ValueError(f"{graded_only[0]} is a setting of graded verdicts (verdicts: graded)")
+        judges_own = [f for f in graded_only if f in ("alignment", "verdict_contexts", "verdict_prompt")]
+        if self.checker is not None and judges_own:
+            raise ValueError(f"{judges_own[0]} is a setting of the judge's own verdicts; checker "
+                             f"{self.checker.identity} reads the passages its own way")
         return self
 
 
@@ -599,14 +671,26 @@ class PipelineConfig(_Strict):
     reranker_model: str | None = Field(None, description="the reranker's model: a CrossEncoder for cross-encoder, a "
                                        "sentence-transformers embedder for embedding; none = "
                                        "rerankers.cross_encoder_model, or the trial's embedder")
-    # the user's own system (project `system:`): its knobs' values; none given = their declared defaults
-    system: dict[str, SystemScalar] = Field({}, description="the knobs of the project's own system (system.knobs), "
-                                            "by name; unset ones take their declared default")
 
     def knobs(self) -> dict[str, Any]:
-        """Every knob by name, as a search space names them: tuner's, and the system's (which win a shared name:
-        an own system does not run tuner's pipeline)."""
-        return {**self.model_dump(exclude={"system"}), **self.system}
+        """Every knob of tuner's by name, as a search space names them (a project's section holds more)."""
+        return self.model_dump(include=set(PipelineConfig.model_fields))
+
+    def with_params(self, params: Mapping[str, Any]) -> PipelineConfig:
+        """This pipeline with a trial's parameters applied, validated (e.g. min_docs <= max_docs)."""
+        try:
+            return PipelineConfig.model_validate({**self.knobs(), **params})
+        except ValidationError as exc:
+            raise ConfigError(f"trial parameters: {describe_validation_error(exc)}") from None
+
+    @classmethod
+    def from_record(cls, stored: Any) -> PipelineConfig | None:
+        """A trial's recorded pipeline (one from before a knob existed has its default); None when this version
+        no longer takes it."""
+        try:
+            return cls.model_validate(pipeline_as_now(stored))
+        except ValidationError:
+            return None
 
     @model_validator(mode="after")
     def _docs_range(self) -> PipelineConfig:
@@ -691,7 +775,6 @@ KNOBS: dict[str, Knob] = {
     "generator": Knob(carried="your application's generator model", model=True),
     "embedder": Knob(carried="the vectors you ingest and search with (this embedding model)", index="embedder.model",
                      model=True),
-    "system": Knob(carried="your own system's settings (they are its own: `tuner best -o` writes them)"),
     "reranker_model": Knob(lost="reranker model {value} (rerank with it in your application)",
                            active=lambda p, _: p.reranker_model is not None and p.reranker != "none", model=True),
 }
@@ -702,6 +785,45 @@ INDEX_KNOBS = {name: knob.index for name, knob in KNOBS.items() if knob.index}
 if set(INDEX_KNOBS) != set(IndexSettings.model_fields):  # an index knob is a field of the index it builds
     raise TypeError(f"IndexSettings fields {sorted(IndexSettings.model_fields)} are not the index knobs "
                     f"{sorted(INDEX_KNOBS)}")
+
+
+class SystemTrial(_Strict):
+    """One point of the search space of the user's own system: its knobs' values, every declared one spelled out
+    (a trial's draw replaces some). Dumped under `system`, as trials held them beside tuner's knobs before they
+    had a class of their own, so a study from then keeps its repeats."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    system: dict[str, SystemScalar] = {}
+
+    def knobs(self) -> dict[str, Any]:
+        return dict(self.system)
+
+    def with_params(self, params: Mapping[str, Any]) -> SystemTrial:
+        return SystemTrial(system={**self.system, **params})
+
+    @classmethod
+    def from_record(cls, stored: Any) -> SystemTrial | None:
+        try:
+            return cls(system=stored.get("system", {}))  # a trial of then: tuner's unused knobs beside it
+        except (AttributeError, ValidationError):
+            return None
+
+
+#: what a trial configures: tuner's pipeline, or the user's own system
+TrialConfig = Union[PipelineConfig, SystemTrial]
+
+
+class PipelineSection(PipelineConfig):
+    """The project's `pipeline:`: tuner's knobs, and the values of the user's own system's knobs (`best -o` writes
+    them here); a trial configures one or the other (`TrialConfig`)."""
+
+    system: dict[str, SystemScalar] = Field({}, description="the knobs of the project's own system (system.knobs), "
+                                            "by name; unset ones take their declared default")
+
+    def tuners(self) -> PipelineConfig:
+        """Tuner's knobs alone."""
+        return PipelineConfig.model_validate(self.knobs())
 
 
 def setting_at(config: BaseModel, path: str) -> Any:
@@ -731,7 +853,7 @@ class ProjectConfig(_Strict):
         "in the system message); passages-first puts them after the question and its passages, so trials that "
         "change only the program resume the passages' prefix (measured: the small models then wrote longer answers "
         "that cost more than the prefix saved; docs/performance.md)")
-    pipeline: PipelineConfig = PipelineConfig()
+    pipeline: PipelineSection = PipelineSection()
     system: SystemConfig | None = Field(None, description="your own RAG system, answering instead of tuner's "
                                         "pipeline; none = tuner's built-in pipeline")
 
@@ -758,11 +880,13 @@ class ProjectConfig(_Strict):
     def resolved(self, pipeline: PipelineConfig | None = None) -> PipelineConfig:
         """`pipeline` (default: the project's) with its index knobs set to the index it retrieves from, and its
         generator named (a space's generator choices then include the project's own by its name)."""
-        pipeline = pipeline or self.pipeline
+        pipeline = pipeline or self.pipeline.tuners()
         named = {"generator": pipeline.generator or str(getattr(self.generator, "path", None) or self.generator.model)}
-        if self.system is not None:  # every declared knob spelled out: a trial's draw replaces some of them
-            named["system"] = self.system_values(pipeline.system)
         return pipeline.model_copy(update={**self.index_settings(pipeline).model_dump(), **named})
+
+    def system_trial(self) -> SystemTrial:
+        """The project's own system at its `pipeline.system` values, every declared knob spelled out."""
+        return SystemTrial(system=self.system_values(self.pipeline.system))
 
     def system_values(self, given: Mapping[str, Any]) -> dict[str, SystemScalar]:
         """The system's knobs at `given`'s values and their defaults elsewhere; ConfigError for a bad one."""
@@ -811,7 +935,7 @@ def with_overrides(pipeline: PipelineConfig, assignments: list[str]) -> Pipeline
         except yaml.YAMLError:
             raise ConfigError(f"--set {assignment!r}: the value is not a YAML scalar") from None
     try:
-        return PipelineConfig.model_validate(values)
+        return type(pipeline).model_validate(values)
     except ValidationError as exc:
         raise ConfigError(f"--set: {describe_validation_error(exc)}") from None
 
@@ -867,6 +991,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return raw
 
 
+#: a kinded config's tags, by the key that holds it
+_KIND_TAGS = {"system": tuple(c.kind for c in SYSTEM_KINDS), "checker": tuple(c.kind for c in CHECKER_KINDS)}
+
+
 def describe_validation_error(exc: ValidationError) -> str:
     """The first problem as 'key.path: what was expected (got X)', plus a count of the rest."""
     errors = exc.errors()
@@ -875,7 +1003,7 @@ def describe_validation_error(exc: ValidationError) -> str:
     # a whole-model check names its own key ("top_k: expected a number"); the rest get the key path here
     loc = first["loc"]
     where = ".".join(str(part) for n, part in enumerate(loc) if part not in _TAGS and not (
-        n and loc[n - 1] == "system" and part in _SYSTEM_TAGS)) or (
+        n and part in _KIND_TAGS.get(loc[n - 1], ()))) or (
         "" if first["type"] == "value_error" else "(top level)")
     if first["type"] == "extra_forbidden":
         message = "unknown key"

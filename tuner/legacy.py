@@ -21,7 +21,7 @@ UNNAMED_BACKEND = "llama-cpp"
 #: before them resumes with these, and its project hash leaves them out)
 EVALUATION_AS_BEFORE: Mapping[str, Any] = {"verdicts": "sampled", "statements": "judge", "verdict_contexts": "joined",
                                             "verdict_prompt": "support", "cut": None,
-                                            "alignment": None}
+                                            "alignment": None, "checker": None}
 
 
 #: a system's dump as study identities hashed it before systems were typed by kind: every kind's key, at its
@@ -63,6 +63,14 @@ def hashed_project(dumped: dict[str, Any], speed_only: tuple[str, ...]) -> dict[
         flat = {**FLAT_SYSTEM_DEFAULTS, **dumped["system"]}
         dumped["system"] = {key: value for key, value in flat.items() if key not in speed_only}
     return dumped
+
+
+def pipeline_as_now(stored: Any) -> Any:
+    """A trial's recorded pipeline without the `system` mapping every trial held beside tuner's knobs before the
+    user's system had a trial class of its own (`config.SystemTrial`)."""
+    if isinstance(stored, Mapping) and "system" in stored:
+        return {key: value for key, value in stored.items() if key != "system"}
+    return stored
 
 
 def recorded_project(project: Mapping[str, Any]) -> dict[str, Any]:

@@ -95,8 +95,8 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
     whole_file = folder.root / WHOLE_SPACE_FILE
     resumed = Path(spec.search_space) == folder.root / SPACE_FILE and whole_file.is_file()
     meta = folder.read_meta()
-    system = spec.project.system if spec.project is not None else meta.config.system if meta else None
-    whole = load_space(whole_file if resumed else spec.search_space, system)
+    project = spec.project if spec.project is not None else meta.config if meta else None
+    whole = load_space(whole_file if resumed else spec.search_space, project)
     models = whole.models_first() if rounds > 1 else None
     if models is not None:  # Greedy-M: round 1 searches the models alone
         # rewritten until round 1's study exists: a space refused before its first trial may be mended

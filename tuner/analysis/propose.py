@@ -106,7 +106,7 @@ def propose(view: StudyView, effects: list[KnobEffect], shares: StageShares | No
         value = best.params.get(name)
         importance = effect.importance if effect else None
         if param.numeric and value is not None:
-            extended = _extend(name, param, value, own=space.system is not None)
+            extended = _extend(name, param, value, own=not space.pipeline_knobs)
             if extended is not None:
                 offer(Proposal("extend", name, f"{name}: {param.describe()} → {extended.describe()}",
                                f"the best {name} sits on the edge of its range: the optimum may lie beyond",
@@ -141,8 +141,8 @@ def _diagnosis(view: StudyView, shares: StageShares) -> list[Proposal]:
     out = []
     for stage, proposals_for in STAGE_PROPOSALS.items():
         if (share := shares.share(stage)) >= STAGE_SHARE:
-            out += proposals_for(view, shares, share) if view.space.system is None else [_own_stage(stage, share,
-                                                                                                    shares)]
+            out += proposals_for(view, shares, share) if view.space.pipeline_knobs else [_own_stage(stage, share,
+                                                                                                     shares)]
     return out
 
 
@@ -154,7 +154,7 @@ def _own_stage(stage: str, share: float, shares: StageShares) -> Proposal:
 
 
 def _best_pipeline(view: StudyView) -> PipelineConfig:
-    return PipelineConfig.model_validate(view.best.pipeline) if view.best.pipeline else PipelineConfig()
+    return PipelineConfig.from_record(view.best.pipeline) or PipelineConfig()
 
 
 def _selection(view: StudyView, shares: StageShares, selection: float) -> list[Proposal]:
@@ -297,13 +297,13 @@ def _runnable(view: StudyView, proposals: list[Proposal]) -> list[Proposal]:
     """The proposals with those that would let a trial draw an invalid pipeline (min_docs above max_docs, autocut
     beside a confidence threshold) turned into advice, the least important first: the space the tool writes
     runs every draw from the study's base pipeline."""
-    own = view.project.system is not None  # the system's knobs: every draw its own to check
-    base = view.project.resolved() if own else view.project.pipeline
     proposals = list(proposals)
+    checked = view.space.pipeline_knobs  # a system's knobs: every draw its own to check
     while True:
         changes = [p for p in proposals if p.in_space]
         space = _space(view.space, changes, view.best.params) if changes else None
-        clash = space.first_clash(base, None if own else view.project.index_settings) if space is not None else None
+        clash = space.first_clash(view.project.pipeline.tuners(), view.project.index_settings) \
+            if space is not None and checked else None
         involved = [p for p in changes if clash is not None and p.knob in clash.knobs]
         if not involved:
             break

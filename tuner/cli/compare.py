@@ -69,6 +69,7 @@ def _compared(base: Path, new: Path, metrics: list[str], judged: list[str], marg
     """BASE and NEW evaluated on the same questions and gated: (verdict, BASE's result, NEW's, questions)."""
     from tuner.analysis.regression_gate import gate
     from tuner.cli.evaluate import open_split, run_evaluation
+    from tuner.evaluation.answerers import answerer_kind
     from tuner.evaluation.judge.cut import cut_of
     from tuner.evaluation.records import unscorable
 
@@ -80,7 +81,8 @@ def _compared(base: Path, new: Path, metrics: list[str], judged: list[str], marg
         if lacking:  # a ConfigError exits 2: never the regression code 1
             raise ConfigError(f"--metric: {'; '.join(lacking)}: it cannot be compared on this set (choose another "
                               f"--metric or --dataset)")
-        results.append((workspace.dataset, run_evaluation(workspace, project.pipeline, judged, no_cache=False,
+        config = answerer_kind(project).base(project)
+        results.append((workspace.dataset, run_evaluation(workspace, config, judged, no_cache=False,
                                                           answer=bool(judged), label=f"{label}: ")))
     (data, before), (other, after) = results
     if [q.id for q in data.questions] != [q.id for q in other.questions]:

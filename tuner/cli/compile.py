@@ -66,7 +66,7 @@ def compile_command(
         project = project if config else view.project
         recorded = view.split
         best = view.best
-        pipeline = PipelineConfig.model_validate(dict(best.pipeline)) if best else None
+        pipeline = PipelineConfig.from_record(best.pipeline) if best else None
         out = out or folder.root / "programs"
         cache = folder.cache_in_use(view.meta)
     from tuner.evaluation.answerers import answerer_kind

@@ -13,7 +13,7 @@ from rich.table import Table
 from tuner.cli._app import app
 from tuner.cli._display import index_progress, print_notes, print_rag_tables, print_retrieval_table, write_out
 from tuner.cli._options import ConfigOption, DatasetOption, LimitOption, metric_list
-from tuner.config import PipelineConfig, load_config, with_overrides
+from tuner.config import TrialConfig, load_config, with_overrides
 from tuner.errors import ConfigError
 from tuner.ui import console, err_console, note, progress
 
@@ -40,6 +40,7 @@ def eval_command(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write results JSON here")] = None,
 ) -> None:
     """Score one pipeline configuration over every question: retrieval, answers and RAGAS metrics."""
+    from tuner.evaluation.answerers import answerer_kind
     from tuner.evaluation.records import eval_json
 
     project = load_config(config)
@@ -48,14 +49,16 @@ def eval_command(
     workspace = open_split(project, dataset, limit, split)
     data = workspace.dataset
     part = "" if split == "all" else f" ({split} part)"
-    answers = escape(f"system {project.system.identity}" if project.system else
+    kind = answerer_kind(project)
+    answers = escape(kind.what(project, versioned=True) if workspace.index is None else
                      f"{len(workspace.index.chunks)} chunks")
     console.print(f"[bold]{escape(data.name)}[/] ({data.format}): {len(data.documents)} documents, "
                   f"{answers}, {len(data.questions)} questions{part}", markup=True)
     print_notes(data)
 
     started = time.perf_counter()
-    evaluated = run_evaluation(workspace, pipeline_config, metric_list(metrics), no_cache, answer=not retrieval_only)
+    evaluated = run_evaluation(workspace, kind.base(project), metric_list(metrics), no_cache,
+                               answer=not retrieval_only)
     elapsed = time.perf_counter() - started
 
     chunks = len(workspace.index.chunks) if workspace.index is not None else 0
@@ -88,7 +91,7 @@ def open_split(project, dataset: Optional[Path], limit: Optional[int], split: st
     return workspace
 
 
-def run_evaluation(workspace, pipeline_config: PipelineConfig, requested: Optional[list[str]], no_cache: bool,
+def run_evaluation(workspace, config: TrialConfig, requested: Optional[list[str]], no_cache: bool,
                    answer: bool = True, label: str = ""):
     """The configuration scored question by question on `requested` metrics (None: the config's); `answer=False`:
     retrieval alone (no model loads)."""
@@ -98,7 +101,7 @@ def run_evaluation(workspace, pipeline_config: PipelineConfig, requested: Option
     if answer:
         for metric, why in runner.metrics_for(requested)[1].items():
             note(f"skipping {metric}: {why}")
-        if slower := held_back(workspace.config, pipeline_config.generator):
+        if slower := held_back(workspace.config, config):
             note(slower)
         runner.require_endpoints()
     questions = workspace.dataset.questions
@@ -108,7 +111,7 @@ def run_evaluation(workspace, pipeline_config: PipelineConfig, requested: Option
         def on_progress(index: int, question_id: str, stage: str) -> None:
             bar.update(task, completed=index + (stage == "done"), description=f"{label}{question_id}: {stage}")
 
-        return runner.evaluate(pipeline_config, metrics=requested, on_progress=on_progress, answer=answer)
+        return runner.evaluate(config, metrics=requested, on_progress=on_progress, answer=answer)
 
 
 @app.command("index")

@@ -25,7 +25,7 @@ def spaces_show(space: Annotated[str, typer.Argument(help="YAML file, or a name 
 
     path = resolve_space(space)
     project = load_config(config)
-    loaded = load_space(path, project.system)
+    loaded = load_space(path, project)
     loaded.check_for(project, str(path), baseline={})
     table = Table(title=str(path), caption=loaded.description.strip() or None)
     for column in ("knob", "type", "values", "when"):

@@ -476,7 +476,10 @@ def export_command(
     if chosen is None or not chosen.pipeline:
         raise ConfigError(f"study {study} has no complete best trial yet" if trial is None else
                           f"study {study} has no trial {trial} that ran (see `tuner trials --study {study}`)")
-    exported = weaviate_export(PipelineConfig.model_validate(dict(chosen.pipeline)), view.project, collection)
+    pipeline = PipelineConfig.from_record(chosen.pipeline)
+    if pipeline is None:
+        raise ConfigError(f"study {study} trial {chosen.number}'s pipeline is none this version of tuner runs")
+    exported = weaviate_export(pipeline, view.project, collection)
     values = ", ".join(f"{t}={v:.4f}" for t, v in zip(view.targets, chosen.values or ()))
     console.print(f"{study} trial {chosen.number} ({values or 'no value'}) as a Weaviate hybrid query:",
                   highlight=False, soft_wrap=True)

@@ -1,28 +1,23 @@
-"""What answers a question before it is judged, behind one small contract: tuner's built-in pipeline and answer
-program (`PipelineAnswerer`), or the user's own system (`SystemAnswerer`). A run (`RagRunner`) holds one and judges
-whatever `Response` it gives the same way; a new way of answering is a subclass here and a branch in
-`answerer_kind`."""
+"""The kinds of what answers: tuner's built-in pipeline and answer program (`PipelineAnswerer`, here) and the user's
+own system (`systems/answerer.py` `SystemAnswerer`), behind the contract in `evaluation/answerer.py`; `answerer_kind`
+says which one a project tunes. A new way of answering is a subclass of `Answerer` and a branch in `answerer_kind`."""
 
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
-from tuner.cache import KeyValue
-from tuner.config import LLMConfig, PipelineConfig, ProjectConfig
+from tuner.config import PipelineConfig, ProjectConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
-from tuner.errors import ConfigError, TunerError, described
-from tuner.evaluation.records import Passage, RetrievalTrace
-from tuner.evaluation.retrieval_eval import passage, trace, trace_ids
-from tuner.metrics import REGISTRY
+from tuner.errors import TunerError, described
+from tuner.evaluation.answerer import Answerer, Response, RunParts, Step, Width
+from tuner.evaluation.retrieval_eval import passage, trace
 from tuner.models.llms import CachedLLM, estimate_tokens
 from tuner.models.provider import Models
-from tuner.systems import AskedSystem, BadReply, System, make_system
+from tuner.systems.answerer import SystemAnswerer
 
 if TYPE_CHECKING:  # the model stack (DSPy, the pipeline) loads when tuner's pipeline answers, not to refuse a command
     import dspy
@@ -31,102 +26,6 @@ if TYPE_CHECKING:  # the model stack (DSPy, the pipeline) loads when tuner's pip
     from tuner.prompts.programs import RAGAnswer
 
 log = logging.getLogger(__name__)
-
-#: called with the stage a question's work moves on to
-Step = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Response:
-    """What answered one question, before it is judged."""
-
-    answer: str
-    contexts: list[str]
-    selected: tuple[Passage, ...]
-    retrieval: RetrievalTrace
-    #: a gold document was among the contexts (or the data names none): a refusal there is a miss
-    gold_reached: bool
-    generation_error: str | None = None
-    #: the user's system failed on this question (the call raised, timed out or returned no reply)
-    failed: str | None = None
-    searched: tuple[str, ...] = ()
-    query_fell_back: bool = False
-    context_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class Width:
-    """How many calls one part of a run takes at once, and what it is (for the note when it holds the rest back)."""
-
-    calls: int
-    named: str
-    in_process: bool = False
-
-    @classmethod
-    def of_model(cls, config: LLMConfig) -> Width:
-        """llama.cpp in process answers one call at a time; an endpoint as many as its `concurrency`."""
-        return cls(getattr(config, "concurrency", 1), config.model, config.backend == "llama-cpp")
-
-
-class Answerer(ABC):
-    """One way of answering: it prepares for a configuration's questions, answers each, says which models produced
-    the answers (they identify the scores), how many questions it takes at once, and whether it can be reached."""
-
-    #: the commands that build or change tuner's own pipeline and make no sense for this answerer, each with why
-    refused: ClassVar[Mapping[str, str]] = {}
-    #: the judge may be at work while it retrieves (tuner's LLM reranker): it holds questions back even when no
-    #: judged metric is scored
-    judge_retrieves: ClassVar[bool] = True
-
-    @classmethod
-    def refusal(cls, project: ProjectConfig, command: str) -> None:
-        """ConfigError in one line when `command` (index, compile, export) has nothing to work on here."""
-        if command in cls.refused:
-            raise ConfigError(cls.refused[command].format(what=cls.what(project)))
-
-    @staticmethod
-    @abstractmethod
-    def what(project: ProjectConfig) -> str:
-        """What answers, in words (status lines, reports)."""
-
-    @staticmethod
-    @abstractmethod
-    def widths(project: ProjectConfig, generator: str | None) -> dict[str, Width]:
-        """Calls each part that answers takes at once, by role (the judge's beside them is the run's)."""
-
-    def prepare(self, config: PipelineConfig, questions: Sequence[Question], answer: bool) -> None:
-        """Work done once for a configuration's questions before the first is answered (`answer=False`: they are
-        retrieved only)."""
-
-    @abstractmethod
-    def respond(self, question: Question, config: PipelineConfig, step: Step, answer: bool) -> Response:
-        """`question` answered under `config` (`answer=False`: retrieved only)."""
-
-    @abstractmethod
-    def writes_answers(self, answer: bool) -> bool:
-        """Whether its responses hold an answer to read (for a refusal) when `answer` is asked for."""
-
-    @abstractmethod
-    def models(self, config: PipelineConfig, answered: bool) -> dict[str, str]:
-        """What produced a configuration's answers, by role."""
-
-    @abstractmethod
-    def unreachable(self, answer: bool) -> str | None:
-        """Why it cannot answer at all (an endpoint down), checked before the first question (`answer=False`: it
-        retrieves only); None when it can."""
-
-    def check_ids(self, question: Question, config: PipelineConfig, target: str) -> None:
-        """Before the first trial of a study with an id target: ConfigError when its contexts name no document."""
-
-    @staticmethod
-    def prepared(project: ProjectConfig) -> object | None:
-        """What is made once for a project and handed to every run of it (a study checks it before any trial)."""
-        return None
-
-    @staticmethod
-    def cannot_score(project: ProjectConfig, metric: str) -> str | None:
-        """Why `metric` cannot be scored on what this answerer gives, in words; None when it can."""
-        return None
 
 
 class PipelineAnswerer(Answerer):
@@ -143,13 +42,24 @@ class PipelineAnswerer(Answerer):
         self._programs: dict[str, RAGAnswer] = {}
         self._lms: dict[str | None, dspy.LM] = {}
 
+    trial = PipelineConfig
+
+    @classmethod
+    def for_run(cls, parts: RunParts) -> PipelineAnswerer:
+        return cls(parts.project, parts.pipeline, parts.models, parts.meter, parts.program_files)
+
     @staticmethod
-    def what(project: ProjectConfig) -> str:
+    def what(project: ProjectConfig, versioned: bool = False) -> str:
         return "tuner's built-in pipeline"
 
     @staticmethod
-    def widths(project: ProjectConfig, generator: str | None) -> dict[str, Width]:
-        return {"generator": Width.of_model(project.generator_named(generator))}
+    def base(project: ProjectConfig) -> PipelineConfig:
+        """Its index knobs spelled out (the project's chunking and stemmer), its generator named."""
+        return project.resolved()
+
+    @staticmethod
+    def widths(project: ProjectConfig, config: PipelineConfig | None) -> dict[str, Width]:
+        return {"generator": Width.of_model(project.generator_named(config and config.generator))}
 
     def generator_for(self, config: PipelineConfig | None = None) -> CachedLLM:
         """The model `config` answers and rewrites queries with (None: the project's generator), loaded on first
@@ -191,6 +101,9 @@ class PipelineAnswerer(Answerer):
 
     def writes_answers(self, answer: bool) -> bool:
         return answer
+
+    def judge_retrieves(self, config: PipelineConfig) -> bool:
+        return config.reranker == "llm"
 
     def models(self, config: PipelineConfig, answered: bool) -> dict[str, str]:
         from tuner.prompts.programs import program_id
@@ -254,91 +167,6 @@ class PipelineAnswerer(Answerer):
             return None  # an in-process model is not loaded to check it
         down = self.generator_for().unreachable()
         return down and f"{down} (the generator)"
-
-
-class SystemAnswerer(Answerer):
-    """The user's own system (`system:`): it retrieves and answers; each reply checked, cached and counted
-    (`systems.AskedSystem`). A reply it could not give fails that question alone, said in one line."""
-
-    refused: ClassVar[Mapping[str, str]] = {
-        "index": "tuner index builds tuner's own index; {what} retrieves for itself",
-        "compile": "tuner compile compiles tuner's own answer program; {what} answers with its own prompt: make the "
-                   "prompt a knob of it (system.knobs) and search it",
-        "export": "this study tuned {what}, not tuner's pipeline: its knobs are its own settings, with nothing to "
-                  "export to Weaviate (`tuner best --study NAME -o best.yaml` writes their best values under "
-                  "pipeline.system)",
-    }
-    judge_retrieves: ClassVar[bool] = False
-
-    def __init__(self, project: ProjectConfig, cache: KeyValue | None, meter: CostMeter, made: System | None = None):
-        """`made`: the system as `prepared` made it (a study's); None: made now."""
-        own = project.system
-        self.system = AskedSystem(own, made or SystemAnswerer.prepared(project), cache, meter)
-        self.meter = meter
-
-    @staticmethod
-    def prepared(project: ProjectConfig) -> System:
-        """The system, its entry point imported (or its token read) now: a bad one is one line before any trial."""
-        return make_system(project.system)
-
-    @staticmethod
-    def cannot_score(project: ProjectConfig, metric: str) -> str | None:
-        if not project.system.answers and metric in REGISTRY and REGISTRY[metric].answer_metric:
-            return (f"system {project.system.entry} returns contexts only (answers: false), and {metric} judges an "
-                    f"answer; choose a retrieval target")
-        return None
-
-    @staticmethod
-    def what(project: ProjectConfig) -> str:
-        return f"system {project.system.entry}"
-
-    @staticmethod
-    def widths(project: ProjectConfig, generator: str | None) -> dict[str, Width]:
-        return {"system": Width(project.system.concurrency, project.system.entry)}
-
-    def writes_answers(self, answer: bool) -> bool:
-        return answer and self.system.config.answers
-
-    def models(self, config: PipelineConfig, answered: bool) -> dict[str, str]:
-        return {"system": self.system.name}
-
-    def respond(self, question: Question, config: PipelineConfig, step: Step, answer: bool) -> Response:
-        step("system")
-        gold = question.relevant_ids
-        with self.meter.stage(question.id, "system"):
-            try:
-                reply = self.system.reply(question.id, question.text, config.system)
-            except BadReply as exc:
-                log.warning(f"question {question.id}: {exc}")
-                return Response("", [], (), RetrievalTrace(gold_ids=tuple(sorted(gold)), traced=False), not gold,
-                                failed=str(exc))
-        ids = [c.id for c in reply.contexts]
-        contexts = [c.text for c in reply.contexts]
-        return Response(
-            answer=reply.answer or "",
-            contexts=contexts,
-            selected=tuple(Passage(chunk_id=c.id or f"#{n}", doc_id=c.id or "", score=0.0, confidence=None, hop=0,
-                                   text=c.text) for n, c in enumerate(reply.contexts, 1)),
-            retrieval=trace_ids(ids, gold),
-            gold_reached=not gold or bool(set(ids) & set(gold)),
-            context_tokens=sum(map(estimate_tokens, contexts)),
-        )
-
-    def unreachable(self, answer: bool) -> str | None:
-        return self.system.unreachable()
-
-    def check_ids(self, question: Question, config: PipelineConfig, target: str) -> None:
-        """Asked with the baseline's knobs (the reply is cached, so trial 0 pays nothing more)."""
-        entry = self.system.config.entry
-        try:
-            reply = self.system.reply(question.id, question.text, config.system)
-        except BadReply as exc:
-            raise ConfigError(f"system {entry}, asked question {question.id} before the first trial: {exc}") from None
-        if not reply.contexts or any(c.id is None for c in reply.contexts):
-            raise ConfigError(f"--target {target}: the contexts system {entry} returned for question {question.id} "
-                              f"carry no document id, so id metrics cannot be computed; return each context as "
-                              f"{{\"text\": ..., \"id\": DOCUMENT_ID}} with the ids the qrels name, or choose a judged "
-                              f"target")
 
 
 def answerer_kind(project: ProjectConfig) -> type[Answerer]:

@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from tuner.cache import open_store
-from tuner.config import PipelineConfig, ProjectConfig
+from tuner.cache import KeyValue, open_store
+from tuner.config import ProjectConfig, TrialConfig
 from tuner.cost import CostMeter
 from tuner.data import Question
 from tuner.errors import ConfigError, Outage
-from tuner.evaluation.answerers import Answerer, PipelineAnswerer, SystemAnswerer, Width, answerer_kind
+from tuner.evaluation.answerer import Answerer, RunParts, Width
+from tuner.evaluation.answerers import PipelineAnswerer, answerer_kind
 from tuner.evaluation.in_order import in_order
 from tuner.evaluation.judge.cut import judge_cut, setting_name
 from tuner.evaluation.ragas_judge import Outcome, RagasScorer
@@ -49,7 +50,10 @@ class RagRunner:
         answerer kind's `prepared` made for this project already (a study's)."""
         self.workspace = workspace
         self.meter = CostMeter()
-        self.cache = open_store(workspace.cache, "llm_calls") if use_cache else None
+        def store(name: str) -> KeyValue | None:
+            return open_store(workspace.cache, name) if use_cache else None
+
+        self.cache = store("llm_calls")
         provider = workspace.models if models is None else ModelProvider(workspace.config, models)
         self.models = provider.metered(self.cache, self.meter)
         self.pipeline = workspace.pipeline_with(self.models)
@@ -58,11 +62,8 @@ class RagRunner:
         project = workspace.config
         #: what answers each question: tuner's pipeline, or the user's system (imported now: a bad entry point is
         #: one line before any trial)
-        self.answerer: Answerer = (
-            PipelineAnswerer(project, self.pipeline, self.models, self.meter, program_files or {})
-            if answerer_kind(project) is PipelineAnswerer else
-            SystemAnswerer(project, open_store(workspace.cache, "system_calls") if use_cache else None, self.meter,
-                           prepared))
+        self.answerer: Answerer = answerer_kind(project).for_run(RunParts(
+            project, self.meter, self.pipeline, self.models, store, program_files or {}, prepared))
 
     @property
     def built_in(self) -> PipelineAnswerer:
@@ -115,13 +116,13 @@ class RagRunner:
                                                            config.judge_tokens)
         return scorer
 
-    def in_flight(self, config: PipelineConfig, judged: bool = True) -> int:
+    def in_flight(self, config: TrialConfig, judged: bool = True) -> int:
         """Questions evaluated at once: as many as both models allow (an endpoint's `concurrency`; llama.cpp in
         process answers one call at a time, and models handed in by a caller are not known to take more). The
         user's system answers as many as its `concurrency` says; with no judged metric, the judge holds nothing
         back."""
-        widths = concurrency(self.workspace.config, config.generator)
-        if not judged and not self.answerer.judge_retrieves:
+        widths = concurrency(self.workspace.config, config)
+        if not judged and not self.answerer.judge_retrieves(config):
             widths.pop("judge")
         if self.models.provider.given is not None:  # models handed in are not known to take more than one
             widths = {role: 1 if role in ("generator", "judge") else calls for role, calls in widths.items()}
@@ -140,7 +141,7 @@ class RagRunner:
                     skipped[metric] = "needs reference answers; this dataset has none"
         return [m for m in requested if m not in skipped], skipped
 
-    def evaluate(self, config: PipelineConfig, questions: Sequence[Question] | None = None,
+    def evaluate(self, config: TrialConfig, questions: Sequence[Question] | None = None,
                  metrics: Sequence[str] | None = None, on_progress: ProgressHook | None = None,
                  on_question: Callable[[int, QuestionResult], None] | None = None,
                  answer: bool = True) -> EvalResult:
@@ -163,22 +164,24 @@ class RagRunner:
         return self.summarise(per_question, scored, skipped, config, time.perf_counter() - started, answer)
 
     def summarise(self, per_question: Sequence[QuestionResult], scored: Sequence[str], skipped: dict[str, str],
-                  config: PipelineConfig, seconds: float, answered: bool = True) -> EvalResult:
+                  config: TrialConfig, seconds: float, answered: bool = True) -> EvalResult:
         """The evaluation so far (a pruned trial summarises the questions it reached). Its models are the ones
         this configuration used: they identify what produced the scores."""
         cost = self.meter.total()
         cost.seconds = seconds
         models = self.answerer.models(config, answered)
         cut = None
-        if scored or config.reranker == "llm":
+        if scored or self.answerer.judge_retrieves(config):
             models["judge"] = self.judge.name
             if self.judge.why_read_off_text:  # graded verdicts that are the judge's sampled yes/no: reports say so
                 models["verdicts"] = f"sampled yes/no (1 or 0): the judge {self.judge.why_read_off_text}"
             evaluation = self.workspace.config.evaluation
+            if evaluation.checker is not None:  # the supported claims are the checker's verdicts, not the judge's
+                models["checker"] = evaluation.checker.identity
             cut = judge_cut(evaluation, self.judge.name, setting_name(evaluation, self.judge.why_read_off_text)).value
         return EvalResult.summarise(per_question, scored, skipped, cost, self.meter.by_stage(), models, cut)
 
-    def _one(self, index: int, question: Question, config: PipelineConfig, answer: bool, metrics: list[str],
+    def _one(self, index: int, question: Question, config: TrialConfig, answer: bool, metrics: list[str],
              on_progress: ProgressHook | None) -> QuestionResult:
         def step(stage: str) -> None:
             if on_progress:
@@ -222,20 +225,20 @@ class RagRunner:
             context_tokens=response.context_tokens,
         )
 
-def widths(project: ProjectConfig, generator: str | None = None) -> dict[str, Width]:
+def widths(project: ProjectConfig, config: TrialConfig | None = None) -> dict[str, Width]:
     """Calls each part of a run takes at once, by role (`generator`: the generator knob's value, None: the
     project's): what answers, and the judge."""
-    return {**answerer_kind(project).widths(project, generator), "judge": Width.of_model(project.judge_llm)}
+    return {**answerer_kind(project).widths(project, config), "judge": Width.of_model(project.judge_llm)}
 
 
-def concurrency(project: ProjectConfig, generator: str | None = None) -> dict[str, int]:
-    return {role: width.calls for role, width in widths(project, generator).items()}
+def concurrency(project: ProjectConfig, config: TrialConfig | None = None) -> dict[str, int]:
+    return {role: width.calls for role, width in widths(project, config).items()}
 
 
-def held_back(project: ProjectConfig, generator: str | None = None) -> str | None:
+def held_back(project: ProjectConfig, config: TrialConfig | None = None) -> str | None:
     """A note when one part's `concurrency` is held back by the other's: questions go no faster than the slower
     takes calls (an in-process llama.cpp judge answers one at a time)."""
-    (slow, fewer), (fast, more) = sorted(widths(project, generator).items(), key=lambda item: item[1].calls)
+    (slow, fewer), (fast, more) = sorted(widths(project, config).items(), key=lambda item: item[1].calls)
     if fewer.calls == more.calls:
         return None
     how = "in process, one call at a time" if fewer.in_process else f"concurrency {fewer.calls}"

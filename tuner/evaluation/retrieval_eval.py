@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from tuner.evaluation.records import Passage, RetrievalTrace
 from tuner.evaluation.retrieval_metrics import first_rank, question_metrics
 from tuner.pipeline.candidate import Candidate
-from tuner.pipeline.run import RetrievalResult
+
+if TYPE_CHECKING:  # a type only: reading a study's records loads no retrieval stack
+    from tuner.pipeline.run import RetrievalResult
 
 
 def trace(result: RetrievalResult, gold: Iterable[str], top_k: int) -> RetrievalTrace:

@@ -6,10 +6,11 @@ log-probabilities. One token instead of a reason is cheaper, and a probability i
 Context recall is the same with the reference's sentences as the statements, and context precision RAGAS's average
 precision over P(the passage is useful) per passage.
 
-The contexts come first in a verdict's prompt, so a question's faithfulness and recall verdicts share one prefix
-that the in-process model computes once (`reuse_prefix`); an endpoint caches such prefixes itself. Precision
-judges each passage alone (RAGAS's definition: a passage is not useful because another one is), after the
-question and reference its calls share.
+A statement's P(supported) comes from a checker (`metrics/checkers`): the judge's own P(yes) (`JudgeVerdicts`,
+below), or the kind `evaluation.checker` names. The contexts come first in a verdict's prompt, so a question's
+faithfulness and recall verdicts share one prefix that the in-process model computes once (`reuse_prefix`); an
+endpoint caches such prefixes itself. Precision judges each passage alone (RAGAS's definition: a passage is not
+useful because another one is), after the question and reference its calls share.
 
 Statements are the judge's (RAGAS's statement prompt) or the answer's sentences (no call; MiniCheck found claim
 decomposition unnecessary): `evaluation.statements`. An endpoint that gives no log-probabilities answers with its
@@ -38,6 +39,7 @@ from ragas.metrics.collections.faithfulness.util import NLIStatementOutput, Stat
 from ragas.metrics.result import MetricResult
 
 from tuner.metrics._errors import JudgeOutputError
+from tuner.metrics.checkers import Checker, make_checker
 from tuner.text import sentences
 
 log = logging.getLogger(__name__)
@@ -110,6 +112,26 @@ def supported(llm: Any, contexts: Sequence[str], statements: Sequence[str], sett
     return [max(column) for column in zip(*verdicts)]
 
 
+class JudgeVerdicts(Checker):
+    """The judge's own P(yes) per statement under the verdict settings: what `evaluation.checker: none` means."""
+
+    def __init__(self, llm: Any, settings: Any):
+        self.llm = llm
+        self.settings = settings
+
+    @property
+    def name(self) -> str:
+        return self.llm.name
+
+    def supported(self, contexts: Sequence[str], statements: Sequence[str]) -> list[float]:
+        return supported(self.llm, contexts, statements, self.settings)
+
+
+def checker_for(llm: Any, settings: Any) -> Checker:
+    """What reads the graded verdicts of faithfulness and context recall: `settings.checker`, else the judge."""
+    return make_checker(settings.checker) if settings.checker is not None else JudgeVerdicts(llm, settings)
+
+
 class GradedFaithfulness(Faithfulness):
     def __init__(self, judge: Any, settings: Any, cut: float = 0.5):
         """`judge`: the RAGAS-facing judge (its `llm` is tuner's LLM; its `replies` are what compile reads);
@@ -118,13 +140,14 @@ class GradedFaithfulness(Faithfulness):
         super().__init__(llm=judge)
         self.settings = settings
         self.cut = cut
+        self.checker = checker_for(judge.llm, settings)
 
     async def ascore(self, user_input: str, response: str, retrieved_contexts: list[str]) -> MetricResult:
         statements = answer_sentences(response) if self.settings.statements == "sentences" else \
             await self._create_statements(user_input, response)
         if not statements:
             return MetricResult(value=float("nan"))
-        graded = list(zip(statements, supported(self.llm.llm, retrieved_contexts, statements, self.settings)))
+        graded = list(zip(statements, self.checker.supported(retrieved_contexts, statements)))
         # the verdicts as RAGAS's reply holds them, for compile's feedback on unsupported statements
         self.llm.replies.append(NLIStatementOutput(statements=[
             StatementFaithfulnessAnswer(statement=s, reason=f"P(supported) = {p:.2f}", verdict=int(p >= self.cut))
@@ -139,9 +162,10 @@ class GradedContextRecall(ContextRecall):
     def __init__(self, judge: Any, settings: Any):
         super().__init__(llm=judge)
         self.settings = settings
+        self.checker = checker_for(judge.llm, settings)
 
     async def ascore(self, user_input: str, retrieved_contexts: list[str], reference: str) -> MetricResult:
-        return mean(supported(self.llm.llm, retrieved_contexts, answer_sentences(reference), self.settings))
+        return mean(self.checker.supported(retrieved_contexts, answer_sentences(reference)))
 
 
 class GradedContextPrecision(ContextPrecision):

@@ -15,6 +15,7 @@ from typing import Any
 
 from tuner.cache import redact
 from tuner.errors import ConfigError, TunerError
+from tuner.evaluation.answerers import answerer_kind
 from tuner.metrics import COST_METRICS
 from tuner.study.results import StudyView, TrialRecord
 
@@ -122,9 +123,8 @@ class MlflowTracker:
             tags={"mlflow.parentRunId": parent, STUDY_TAG: view.name, ROLE_TAG: "trial", TRIAL_TAG: str(trial.number),
                   "tuner.state": trial.state, "tuner.baseline": str(trial.baseline)})
         run_id = run.info.run_id
-        # an own system's trial: its knobs alone (tuner's pipeline settings did nothing)
-        pipeline = trial.file.pipeline.get("system") if view.project.system else trial.file.pipeline
-        for name, value in {**pipeline, **trial.params}.items():
+        recorded = answerer_kind(view.project).recorded(trial.file.pipeline)
+        for name, value in {**(recorded.knobs() if recorded else trial.file.pipeline), **trial.params}.items():
             self.client.log_param(run_id, name, value)
         for name, value in metrics_of(result, trial.values, view.targets).items():
             self.client.log_metric(run_id, name, value, step=trial.number)

@@ -78,8 +78,11 @@ def estimate_study(project: ProjectConfig, settings: StudySettings, trials: int,
     metrics = settings.metrics_needed()
     sampled = search[:SAMPLED]
     step = f"measuring the baseline on {len(sampled)} search question(s)"
-    result = runner.evaluate(project.resolved(), sampled, metrics=metrics, answer=bool(metrics), on_progress=(
-        lambda index, _, stage: on_progress(step, index + (stage == "done"), len(sampled))) if on_progress else None)
+    def shown(index: int, _: str, stage: str) -> None:
+        on_progress(step, index + (stage == "done"), len(sampled))
+
+    result = runner.evaluate(runner.answerer.base(project), sampled, metrics=metrics, answer=bool(metrics),
+                             on_progress=shown if on_progress else None)
     spent = Cost()  # every stage of every sampled question, the judge's included: the study pays them too
     for question in result.questions:
         for cost in question.cost.values():

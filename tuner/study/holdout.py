@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tuner.config import PipelineConfig
 from tuner.data.split import Split
 from tuner.errors import ConfigError
 from tuner.evaluation.records import TrialFile
@@ -28,7 +27,9 @@ def score_held_out(runner: RagRunner, folder: StudyFolder, split: Split, trial: 
     questions = split.holdout(runner.workspace.dataset.questions)
     if not questions:
         raise ConfigError(f"study {folder.name} holds out no question of this dataset: nothing to score")
-    config = PipelineConfig.model_validate(dict(trial.pipeline))
+    config = runner.answerer.recorded(trial.pipeline)
+    if config is None:
+        raise ConfigError(f"trial {trial.number}'s configuration is none this version of tuner runs")
     result = runner.evaluate(config, questions, metrics=list(metrics), on_progress=on_progress, answer=bool(metrics))
     record = TrialFile(trial.number, dict(trial.params), config.model_dump(), False, result)
     folder.write_trial(record, held_out=True)

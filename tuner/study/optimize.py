@@ -25,10 +25,9 @@ import optuna
 # renames the key, recovered trials lose their guards (read as feasible). Pinned: optuna==5.0.0
 from optuna.study._constrained_optimization import _CONSTRAINTS_KEY as CONSTRAINTS_KEY
 from optuna.trial import TrialState
-from pydantic import ValidationError
 
 from tuner.cache import redact, stable_hash
-from tuner.config import SPEED_ONLY, PipelineConfig, ProjectConfig
+from tuner.config import SPEED_ONLY, ProjectConfig, TrialConfig
 from tuner.cost import Cost
 from tuner.data import Question
 from tuner.data.split import Split
@@ -51,7 +50,7 @@ from tuner.study.attrs import (
 )
 from tuner.study.meta import StudyMeta
 from tuner.study.running import running, unwinding
-from tuner.study.space import SearchSpace, pipeline_for
+from tuner.study.space import SearchSpace
 from tuner.study.storage import HEARTBEAT, META_ATTR, StudyFolder, make_storage, stored_meta
 from tuner.systems import Rejected
 
@@ -213,7 +212,7 @@ class UnscoredTrial(TunerError):
 
 
 class Objective:
-    def __init__(self, runner: RagRunner, space: SearchSpace, base: PipelineConfig, settings: StudySettings,
+    def __init__(self, runner: RagRunner, space: SearchSpace, base: TrialConfig, settings: StudySettings,
                  folder: StudyFolder, questions: list[Question], hook: StudyHook | None = None):
         self.runner = runner
         self.space = space
@@ -255,7 +254,7 @@ class Objective:
 
     def _trial(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         params = self.space.suggest(trial)
-        config = pipeline_for(self.base, params)
+        config = self.base.with_params(params)
         # what this trial runs, visible at once to workers sharing the study: they never run it beside it
         trial.set_user_attr(PIPELINE, config.model_dump())
         trial.set_user_attr(PROJECT, self.project)
@@ -310,7 +309,7 @@ class Objective:
             raise UnscoredTrial(f"trial {trial.number}: {reason}")
         return values[0] if len(values) == 1 else tuple(values)
 
-    def _record(self, trial: optuna.Trial, config: PipelineConfig, result: EvalResult, pruned: bool) -> None:
+    def _record(self, trial: optuna.Trial, config: TrialConfig, result: EvalResult, pruned: bool) -> None:
         """The trial file is the result's one record; Optuna gets the constraint violations its samplers read."""
         min_scored = self.runner.workspace.config.evaluation.min_scored
         for name, violation in guards(result, self.settings, min_scored).items():
@@ -410,16 +409,14 @@ def counted(study: optuna.Study) -> int:
     return sum(DUPLICATE not in t.user_attrs for t in study.get_trials(deepcopy=False, states=DONE))
 
 
-def same_pipeline(stored: Any, config: PipelineConfig, dumped: dict[str, Any] | None = None) -> bool:
+def same_pipeline(stored: Any, config: TrialConfig, dumped: dict[str, Any] | None = None) -> bool:
     """`dumped`: config.model_dump(), when the caller compares many. A record with today's knobs compares as is;
-    only one from before a knob existed is validated (which gives it the knob's default)."""
+    only one from before a knob existed (or in an older shape) is read as a record (which gives it the knob's
+    default; one with a value this version no longer takes is not this configuration)."""
     dumped = dumped if dumped is not None else config.model_dump()
     if isinstance(stored, dict) and stored.keys() == dumped.keys():
         return same_values(stored, dumped)
-    try:
-        return PipelineConfig.model_validate(stored) == config
-    except ValidationError:  # a knob value this version no longer takes: not this configuration
-        return False
+    return type(config).from_record(stored) == config
 
 
 def same_values(a: Any, b: Any) -> bool:
@@ -433,7 +430,7 @@ def same_values(a: Any, b: Any) -> bool:
     return a == b
 
 
-def tried_before(study: optuna.Study, config: PipelineConfig, project: str, number: int) -> int | None:
+def tried_before(study: optuna.Study, config: TrialConfig, project: str, number: int) -> int | None:
     """The duplicate-trial protocol. Guarantees: a configuration runs once per project identity, whichever worker
     draws it; a RUNNING trial is owned by the worker that created it (the only one that writes its attributes),
     until its heartbeat lapses and Optuna fails it, or a journal study's next start fails it (one process owns a
@@ -531,7 +528,7 @@ def refuse_changes(name: str, meta: StudyMeta, settings: StudySettings, space: S
                           f"study began); {again}")
 
 
-def enqueue_baseline(study: optuna.Study, space: SearchSpace, base: PipelineConfig) -> None:
+def enqueue_baseline(study: optuna.Study, space: SearchSpace, base: TrialConfig) -> None:
     """Trial 0 is the project's own pipeline (a later round's: the previous best), so every study has its
     reference point."""
     study.enqueue_trial(space.drawn_from(base.knobs()), user_attrs={BASELINE: True}, skip_if_exists=True)

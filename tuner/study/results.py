@@ -134,9 +134,9 @@ def read_study(folder: StudyFolder) -> StudyView:
     meta = folder.read_meta() or StudyMeta(())
     space = None
     if meta.space:
-        space = SearchSpace.of(meta.space, meta.config.system)
+        space = SearchSpace.of(meta.space, meta.config)
     elif meta.search_space and Path(meta.search_space).is_file():
-        space = load_space(meta.search_space, meta.config.system)
+        space = load_space(meta.search_space, meta.config)
     return StudyView(folder, meta.targets, meta.constraints, space, meta.search_space, meta.config,
                      tuple(trial_records(study, folder)), meta, folder.labels())
 

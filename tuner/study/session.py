@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from tuner.cache import is_database
 from tuner.compile.saved import Sidecar, compiled_programs, read_sidecar
-from tuner.config import INDEX_KNOBS, JudgeAlignment, PipelineConfig, ProjectConfig, SystemConfig, setting_at
+from tuner.config import CHECKER_KINDS, INDEX_KNOBS, JudgeAlignment, ProjectConfig, TrialConfig, setting_at
 from tuner.data import Dataset, Question, load_dataset
 from tuner.data.split import Split
 from tuner.errors import ConfigError
@@ -44,7 +44,7 @@ from tuner.study.optimize import (
     recover_interrupted,
     run_study,
 )
-from tuner.study.space import SearchSpace, load_space, pipeline_for, resolve_space
+from tuner.study.space import SearchSpace, load_space, resolve_space
 from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class Session:
             project = meta.config if meta else ProjectConfig()
         if meta:  # before the space, which names the knobs of the system the study tunes
             refuse_other_system(folder.name, meta.config, project)
-        space = recorded_space(spec.search_space, meta, project.system).with_programs(programs)
+        space = recorded_space(spec.search_space, meta, project).with_programs(programs)
         dataset = project.dataset
         if meta and spec.project is not None:  # resumed with --config: what the command leaves out is the study's
             recorded = meta.config.dataset
@@ -189,15 +189,14 @@ class Session:
         return counted(self.study)
 
     @property
-    def base(self) -> PipelineConfig:
-        """What a knob outside the space, or one whose `when:` fails, takes: the project's pipeline (its index
-        knobs spelled out: the project's chunking and stemmer)."""
-        return self.project.resolved()
+    def base(self) -> TrialConfig:
+        """What a knob outside the space, or one whose `when:` fails, takes: the project's own configuration."""
+        return answerer_kind(self.project).base(self.project)
 
     @property
-    def baseline(self) -> PipelineConfig:
+    def baseline(self) -> TrialConfig:
         """Trial 0: the base, or in a later round the previous round's best (whose knobs are all in the space)."""
-        return pipeline_for(self.base, dict(self.spec.baseline))
+        return self.base.with_params(self.spec.baseline)
 
     def notes(self) -> list[str]:
         """What the user should know before the trials: the data's notes, a baseline the space cannot draw, compiled
@@ -284,34 +283,30 @@ INDEX_SETTINGS = (*INDEX_KNOBS.values(), "chunking", "embedder.backend", "embedd
                   "backend.candidates", "backend.bm25", "graph")
 #: how every trial of a study was judged: a resume judging otherwise would rank scores of two scales together
 JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.statements", "evaluation.verdict_contexts",
-                  "evaluation.verdict_prompt", "evaluation.alignment")
+                  "evaluation.verdict_prompt", "evaluation.alignment", "evaluation.checker")
 
 
 def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConfig) -> None:
     """A study's trials are answers of one system, code and data as its version says: a resume under another would
     rank two systems' scores together (and its cached replies would not be the new version's)."""
     def said(config: ProjectConfig) -> str:
-        return f"system {config.system.identity}" if config.system else "tuner's built-in pipeline"
+        return answerer_kind(config).what(config, versioned=True)
 
     again = "resume with the study's own config, or choose another --study"
     if said(recorded) != said(project):
         raise ConfigError(f"study {name} tuned {said(recorded)}, not {said(project)}: its trials are that system's "
                           f"answers; {again}")
-    if project.system is not None and recorded.system.knobs != project.system.knobs:
-        def knobs(config: ProjectConfig) -> str:
-            return ", ".join(f"{n} ({k.type}, default {k.default!r})" for n, k in config.system.knobs.items())
-
-        raise ConfigError(f"study {name} declared the knobs {knobs(recorded) or 'none'}, not {knobs(project) or 'none'}"
-                          f": a knob the space leaves out runs at its default in every trial; {again}")
+    if why := answerer_kind(project).changed(recorded, project):
+        raise ConfigError(f"study {name} {why}; {again}")
 
 
-def recorded_space(path: Path | str, meta: StudyMeta | None, system: SystemConfig | None) -> SearchSpace:
-    """The space a study searches (over `system`'s knobs, or tuner's): its file, or, where the file is not on this
+def recorded_space(path: Path | str, meta: StudyMeta | None, project: ProjectConfig) -> SearchSpace:
+    """The space a study searches (over the knobs of what `project` tunes): its file, or, where the file is not on this
     machine (a worker elsewhere, a round space written beside another machine's folder), the copy its study.json
     records."""
     if meta is not None and meta.space is not None and not Path(path).is_file():
-        return SearchSpace.of(meta.space, system)
-    return load_space(path, system)
+        return SearchSpace.of(meta.space, project)
+    return load_space(path, project)
 
 
 def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], project: ProjectConfig) -> None:
@@ -342,7 +337,7 @@ def refuse_other_measures(name: str, meta: StudyMeta, data: Mapping[str, Any], p
 
 def _leaves(value: Any, path: str) -> list[str]:
     """The dotted paths of every setting at or under `path` (a section names each of its keys)."""
-    if isinstance(value, BaseModel) and not isinstance(value, JudgeAlignment):  # an alignment is one setting
+    if isinstance(value, BaseModel) and not isinstance(value, (JudgeAlignment, *CHECKER_KINDS)):  # each one setting
         return [leaf for key in type(value).model_fields for leaf in _leaves(getattr(value, key), f"{path}.{key}")]
     return [path]
 

@@ -28,11 +28,13 @@ from tuner.config import (
     ProjectConfig,
     SystemConfig,
     SystemKnob,
+    TrialConfig,
     _Strict,
     describe_validation_error,
     read_yaml,
 )
 from tuner.errors import ConfigError
+from tuner.evaluation.answerers import answerer_kind
 from tuner.models.check import check_embedder, check_fit
 
 Scalar = int | float | str | bool | None
@@ -148,8 +150,8 @@ class Clash:
 
 
 class SearchSpace(_Strict):
-    """Validated against tuner's pipeline knobs, or, given the project's own system (`SearchSpace.of(data,
-    system)`), against the knobs that system declares: a space names the knobs of what the study tunes."""
+    """Validated against the knobs of what the project tunes (`SearchSpace.of(data, project)`): tuner's pipeline,
+    or the knobs the project's own system declares."""
 
     description: str = ""
     params: dict[str, Param] = Field(min_length=1)
@@ -157,21 +159,27 @@ class SearchSpace(_Strict):
     _system: SystemConfig | None = PrivateAttr(None)
 
     @classmethod
-    def of(cls, data: Any, system: SystemConfig | None = None) -> SearchSpace:
-        """A space validated for `system` (None: tuner's pipeline); pydantic's ValidationError when it is none."""
-        return cls.model_validate(data, context={"system": system})
+    def of(cls, data: Any, project: ProjectConfig | None = None) -> SearchSpace:
+        """A space validated for `project` (None: tuner's pipeline); pydantic's ValidationError when it is none."""
+        return cls.model_validate(data, context={"system": project and project.system})
 
     def derived(self, data: Any) -> SearchSpace:
         """Another space over the same knobs (a round's, one with compiled programs)."""
-        return SearchSpace.of(data, self._system)
+        return SearchSpace.model_validate(data, context={"system": self._system})
 
     @property
     def system(self) -> SystemConfig | None:
         return self._system
 
+    @property
+    def pipeline_knobs(self) -> bool:
+        """Whether it searches tuner's own knobs, whose ranges, cross-knob rules and facts tuner knows (a system's
+        knobs are its own to check)."""
+        return self._system is None
+
     def facts(self, name: str) -> Knob:
         """What tuner knows about a knob the space names; a system's own knob is only the system's setting."""
-        return SYSTEM_KNOB if self._system is not None else KNOBS[name]
+        return KNOBS[name] if self.pipeline_knobs else SYSTEM_KNOB
 
     @model_validator(mode="after")
     def _every_value_is_one_the_knob_takes(self, info: ValidationInfo) -> SearchSpace:
@@ -229,7 +237,7 @@ class SearchSpace(_Strict):
                         continue
                     tried.add(key)
                     try:
-                        pipeline = pipeline_for(base, chosen)
+                        pipeline = base.with_params(chosen)
                         if project_check is not None:
                             project_check(pipeline)
                     except ConfigError as exc:
@@ -250,13 +258,11 @@ class SearchSpace(_Strict):
         """What `tuner optimize` checks before any trial, and `tuner spaces show` too: every draw makes a pipeline
         the project can run, and trial 0 (the project's pipeline with `baseline`'s knobs; None: no trial 0 to run)
         is among the choices."""
-        if project.system is not None:  # the system's knobs: whatever they do is the system's to check
-            self.check_runnable(project.resolved(), where)
-        else:
-            self.check_runnable(project.pipeline, where, project.index_settings)
+        if self.pipeline_knobs:  # a system's knobs: whatever they do is the system's to check
+            self.check_runnable(project.pipeline.tuners(), where, project.index_settings)
             self.check_models(project, where)
         if baseline is not None:
-            self.check_baseline(pipeline_for(project.resolved(), dict(baseline)), where)
+            self.check_baseline(answerer_kind(project).base(project).with_params(baseline), where)
 
     def check_models(self, project: ProjectConfig, where: str) -> None:
         """Every model a model knob can choose runs here (installed, a real GGUF file, an endpoint's model
@@ -276,7 +282,7 @@ class SearchSpace(_Strict):
             message = str(exc)
             raise ConfigError(message if message.startswith(where) else f"{where}: {message}") from None
 
-    def check_baseline(self, baseline: PipelineConfig, where: str) -> None:
+    def check_baseline(self, baseline: TrialConfig, where: str) -> None:
         """Trial 0 runs the baseline through Optuna, which records a number outside a range but not a choice
         outside a categorical knob's choices."""
         drawn = self.drawn_from(baseline.knobs())
@@ -411,22 +417,11 @@ def resolve_space(name: str) -> Path:
     raise ConfigError(f"search space {name!r}: no file {name} or search_spaces/{name}.yaml")
 
 
-def load_space(path: Path | str, system: SystemConfig | None = None) -> SearchSpace:
-    """The space in a YAML file, over tuner's pipeline knobs or `system`'s own."""
+def load_space(path: Path | str, project: ProjectConfig | None = None) -> SearchSpace:
+    """The space in a YAML file, over the knobs of what `project` tunes (None: tuner's pipeline)."""
     path = Path(path)
     raw = read_yaml(path)
     try:
-        return SearchSpace.of(raw, system)
+        return SearchSpace.of(raw, project)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc)}") from None
-
-
-def pipeline_for(base: PipelineConfig, params: dict[str, Any]) -> PipelineConfig:
-    """The base pipeline with a trial's parameters applied, validated (e.g. min_docs <= max_docs). A parameter
-    the base's `system` holds (every declared knob of the user's system) is that system's."""
-    own = {name: value for name, value in params.items() if name in base.system}
-    tuners = {name: value for name, value in params.items() if name not in own}
-    try:
-        return PipelineConfig.model_validate({**base.model_dump(), **tuners, "system": {**base.system, **own}})
-    except ValidationError as exc:
-        raise ConfigError(f"trial parameters: {describe_validation_error(exc)}") from None

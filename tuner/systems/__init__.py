@@ -5,7 +5,6 @@ over HTTP. `AskedSystem` is what a run talks to: every reply checked, cached and
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,8 +19,7 @@ __all__ = ["AskedSystem", "BadReply", "Context", "Rejected", "Reply", "System", 
 def make_system(config: SystemConfig) -> System:
     """The system `config` names (the `System` its kind's config class names), its entry point imported (or its
     URL's token read) now: a bad one is one line before any trial."""
-    module, _, name = config.implementation.partition(":")
-    return getattr(importlib.import_module(module), name)(config)
+    return config.implemented()
 
 
 class AskedSystem:

@@ -31,7 +31,7 @@ MIDDLE = 0.5
 def setting_name(evaluation, read_off_text: str = "") -> str:
     """How faithfulness was judged, in the words of the config: "sampled", "graded", "graded, sentences", then
     ", each passage" and ", nli" where the graded verdict reads passages alone or asks the NLI question, ", aligned"
-    where it is shown an alignment's demonstrations; a graded
+    where it is shown an alignment's demonstrations, ", checker KIND:ENTRY" where a checker reads it; a graded
     setting whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
     name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
     if evaluation.verdicts == "graded":
@@ -39,6 +39,8 @@ def setting_name(evaluation, read_off_text: str = "") -> str:
             (", nli" if evaluation.verdict_prompt == "nli" else "")
     if evaluation.verdicts == "graded" and evaluation.alignment is not None:
         name += ", aligned"
+    if evaluation.verdicts == "graded" and evaluation.checker is not None:
+        name += f", checker {evaluation.checker.identity}"
     if read_off_text and evaluation.verdicts == "graded":
         name += f" (as sampled yes/no: the judge {read_off_text})"
     return name
