@@ -66,8 +66,11 @@ def cache(out: Path, name: str, model: str) -> Path:
     return out / f"cache-{name}-{model}"
 
 
-#: the graded settings compared on people's labels (RAGAS's sampled verdicts cost several calls a claim)
-LABEL_SETTINGS = [s for s in VERDICT_SETTINGS if s.get("statements") == "sentences"]
+#: the graded settings compared on people's labels (RAGAS's sampled verdicts cost several calls a claim), and the
+#: checkers that need no model (the judge's model only counts the tokens a claim's prompt would take)
+LABEL_SETTINGS = [s for s in VERDICT_SETTINGS if s.get("statements") == "sentences"] + [
+    {"verdicts": "graded", "statements": "sentences", "checker": {"lexical": counted}}
+    for counted in ("words", "facts")]
 
 
 def logit(p: float) -> float:
