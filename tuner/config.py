@@ -26,6 +26,7 @@ from pydantic import (
     Tag,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -856,6 +857,12 @@ class ProjectConfig(_Strict):
     pipeline: PipelineSection = PipelineSection()
     system: SystemConfig | None = Field(None, description="your own RAG system, answering instead of tuner's "
                                         "pipeline; none = tuner's built-in pipeline")
+
+    @field_validator("pipeline", mode="before")
+    @classmethod
+    def _a_pipeline_is_a_section(cls, value: Any) -> Any:
+        """A `PipelineConfig` given in code (tuner's knobs alone) is the section with no system values."""
+        return value.knobs() if isinstance(value, PipelineConfig) and not isinstance(value, PipelineSection) else value
 
     @model_validator(mode="after")
     def _system_knobs_declared(self) -> ProjectConfig:
