@@ -376,6 +376,20 @@ def test_eval_asks_a_system_with_its_declared_knobs_where_the_config_sets_none(t
     assert calls(own) == [(q, json.dumps({"k": 3, "prompt": "plain"})) for q in ("q01", "q02")]
 
 
+def test_compare_on_a_metric_neither_run_could_score_fails_instead_of_passing(tmp_path, own):
+    """Contexts without ids give no recall@5: a gate on no data must not say "no regression" and exit 0."""
+    for name, k in (("base", 1), ("new", 4)):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({
+            "system": {"python": "own_system:answer", "path": str(TESTS), "version": "1",
+                       "knobs": {**KNOBS, "ids": {"type": "bool", "default": False}}},
+            "pipeline": {"system": {"k": k}}, "dataset": {"path": str(DEMO)}}))
+    result = tuner("compare", "base.yaml", "new.yaml", "--metric", "recall@5", "--limit", "3", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == ("no data: recall@5 scored on no question of both runs: the gate "
+                                                      "cannot pass on no data (exit 1)")
+    assert "no regression" not in result.stdout
+
+
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):
     with SystemServer(own_answer) as gone:  # a port where nothing listens any more
         url = gone.url

@@ -48,6 +48,11 @@ class Gate:
     def failed(self) -> tuple[Comparison, ...]:
         return tuple(c for c in self.comparisons if self.regressed(c))
 
+    @property
+    def unmeasured(self) -> tuple[Comparison, ...]:
+        """Metrics scored on no question of both runs: the gate cannot pass on no data."""
+        return tuple(c for c in self.comparisons if c.mean_difference is None and self.corrected(c) is None)
+
     def reading(self, comparison: Comparison) -> str:
         """One word on a metric: what the gate makes of it."""
         if self.regressed(comparison):
@@ -62,6 +67,7 @@ class Gate:
     def to_json(self, base: str, new: str, questions: int) -> dict[str, Any]:
         return {
             "base": base, "new": new, "questions": questions, "margin": self.margin, "regression": bool(self.failed),
+            "no_data": [c.metric for c in self.unmeasured],
             "metrics": [{"metric": c.metric, "base": c.reference_mean, "new": c.candidate_mean,
                          "difference": c.mean_difference, "ci95": list(c.ci) if c.ci else None, "wilcoxon_p": c.p,
                          "questions": c.n, "unpaired": c.unpaired, "verdict": c.verdict,

@@ -38,7 +38,7 @@ def compare_command(
 ) -> None:
     """Evaluate BASE and NEW on the same questions (through the shared cache) and compare them question by question:
     the paired difference, its bootstrap 95 % CI and the Wilcoxon p per metric. Exit 1 when NEW is worse beyond
-    --margin with the CI excluding zero, else 0."""
+    --margin with the CI excluding zero, or when a metric was scored on no question of both runs; else 0."""
     from tuner.evaluation.labels import read as read_labels
     from tuner.metrics import SCORED_METRICS, TARGETS
 
@@ -61,6 +61,10 @@ def compare_command(
     if verdict.failed:
         err_console.print(f"[red]regression:[/] {', '.join(c.metric for c in verdict.failed)} worse beyond the margin "
                           f"{verdict.margin:g}, the CI excluding zero (exit 1)", markup=True, highlight=False)
+        raise typer.Exit(ERROR)
+    if verdict.unmeasured:
+        err_console.print(f"[red]no data:[/] {', '.join(c.metric for c in verdict.unmeasured)} scored on no question "
+                          f"of both runs: the gate cannot pass on no data (exit 1)", markup=True, highlight=False)
         raise typer.Exit(ERROR)
 
 
@@ -115,5 +119,5 @@ def show(verdict, base: Path, new: Path, questions: int, labels=None) -> None:
         console.print(verdict.corrections.sentence(f"NEW ({new})", f"BASE ({base})"), highlight=False, soft_wrap=True)
     elif labels:
         console.print(none_matched(len(labels)), highlight=False, soft_wrap=True)
-    if not verdict.failed:
+    if not verdict.failed and not verdict.unmeasured:
         console.print(f"no regression beyond the margin {verdict.margin:g} (exit 0)", highlight=False)
