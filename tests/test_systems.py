@@ -19,6 +19,7 @@ from tuner.errors import ConfigError
 from tuner.evaluation.retrieval_metrics import ndcg_at
 from tuner.study.attrs import DUPLICATE
 from tuner.study.space import SearchSpace, load_space
+from tuner.systems.answerer import SystemAnswerer
 
 TESTS = Path(__file__).parent
 DEMO = Path(__file__).parents[1] / "tuner" / "data" / "demo"
@@ -388,6 +389,57 @@ def test_compare_on_a_metric_neither_run_could_score_fails_instead_of_passing(tm
     assert result.stderr.strip().splitlines()[-1] == ("no data: recall@5 scored on no question of both runs: the gate "
                                                       "cannot pass on no data (exit 1)")
     assert "no regression" not in result.stdout
+
+
+@pytest.mark.parametrize("thread_safe", [False, True])
+def test_a_python_system_is_asked_one_question_at_a_time_unless_it_says_it_is_thread_safe(thread_safe):
+    """concurrency: 4 on a function with shared state: each question must get its own retrieval. Only a system that
+    declares `thread_safe: true` is called from several threads at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tuner.cost import CostMeter
+    from tuner.systems import AskedSystem, make_system
+
+    config = PythonSystemConfig(python="shared_state_system:answer", path=TESTS, version="1", concurrency=4,
+                                thread_safe=thread_safe)
+    asked = AskedSystem(config, make_system(config), None, CostMeter())
+    shared = sys.modules["shared_state_system"]  # the module the system imported
+    shared.in_call["most"] = 0
+    with ThreadPoolExecutor(4) as pool:
+        replies = list(pool.map(lambda n: asked.reply(f"q{n}", f"question {n}", {}), range(8)))
+    mixed = [r.answer for n, r in enumerate(replies) if r.answer != f"about question {n}"]
+    assert (shared.in_call["most"] > 1) == thread_safe
+    if not thread_safe:
+        assert mixed == []  # tuner serialised the calls
+    assert config.at_once == (4 if thread_safe else 1)
+    notes = SystemAnswerer.notes(ProjectConfig(system=config.model_dump()))
+    assert notes == ([] if thread_safe else [
+        "system python:shared_state_system:answer is asked one question at a time, whatever its concurrency (4) "
+        "says: it does not say it is thread-safe (set system.thread_safe: true if calls share no state)"])
+
+
+def test_an_adapter_builds_once_per_knob_values_when_questions_are_asked_at_once():
+    """Eight questions at once with the same knobs build the chain once (it was built by every asker that found it
+    missing, and the eviction could race)."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tuner.systems.adapters import _built
+
+    builds, lock = [], threading.Lock()
+
+    def build(params):
+        with lock:
+            builds.append(dict(params))
+        time.sleep(0.05)  # a chain or an index takes a while to make
+        return object()
+
+    get = _built(build)
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(lambda n: get({"k": n % 2}), range(16)))
+    assert sorted(b["k"] for b in builds) == [0, 1]
+    assert len({id(m) for m in made}) == 2
 
 
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):

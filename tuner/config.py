@@ -389,6 +389,11 @@ class _SystemSettings(_Kinded):
         return SYSTEM_KINDS
 
     @property
+    def at_once(self) -> int:
+        """Questions it is asked at once: its `concurrency` (a kind that cannot take them so says less)."""
+        return self.concurrency
+
+    @property
     def identity(self) -> str:
         """What its replies are cached and its studies recorded under."""
         return f"{self.entry} version {self.version}"
@@ -422,6 +427,13 @@ class PythonSystemConfig(_SystemSettings):
                         description="module:function, imported from `path` (the config file's folder)")
     path: Path | None = Field(None, description="python: the folder its module is imported from; unset: the "
                               "config file's folder")
+    thread_safe: bool = Field(False, description="python: the function may be called from several threads at "
+                              "once (no state shared between calls); false: it is asked one question at a time, "
+                              "whatever concurrency says")
+
+    @property
+    def at_once(self) -> int:
+        return self.concurrency if self.thread_safe else 1
 
     @property
     def entry(self) -> str:
@@ -453,7 +465,7 @@ SystemConfig = kinds_union(SYSTEM_KINDS, "system")
 
 #: settings that decide how fast a model answers (or how long tuner waits for it), never what: not part of a study's
 #: identity (a study resumed with more in flight, or a shorter timeout, is the same study)
-SPEED_ONLY = ("concurrency", "timeout", "prefix_memory")
+SPEED_ONLY = ("concurrency", "timeout", "prefix_memory", "thread_safe")
 #: every LLM backend's config class; the union below, its tags and the backend refusal all read this
 LLM_BACKENDS: tuple[type[_LLMSettings], ...] = (LlamaCppConfig, EndpointConfig)
 

@@ -154,6 +154,11 @@ class Answerer(ABC):
         return None
 
     @staticmethod
+    def notes(project: ProjectConfig) -> list[str]:
+        """What the user should know of how it answers before the trials, in words."""
+        return []
+
+    @staticmethod
     def cannot_score(project: ProjectConfig, metric: str) -> str | None:
         """Why `metric` cannot be scored on what this answerer gives, in words; None when it can."""
         return None

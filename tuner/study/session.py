@@ -215,6 +215,8 @@ class Session:
         slower = held_back(self.project)
         if slower and not self.finished:
             notes.append(slower)
+        if not self.finished:
+            notes += answerer_kind(self.project).notes(self.project)
         judge = self.project.judge_llm
         own = [v for v in (self.space.params["generator"].values() if "generator" in self.space.params else [])
                if self.project.generator_named(v) == judge]

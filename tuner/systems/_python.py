@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import sys
@@ -20,6 +21,9 @@ class PythonSystem(System):
         self.name = config.entry
         self.timeout = config.timeout
         self.function = load_entry(config.python, config.path)
+        # a function that does not say it is thread-safe is called by one thread at a time: a system with shared
+        # state (a retriever's last query, a chain's memory) asked from several would mix their questions up
+        self.one_at_a_time = contextlib.nullcontext() if config.thread_safe else threading.Lock()
 
     def ask(self, question: Mapping[str, str], params: Mapping[str, Any]) -> Any:
         # the call runs in a thread of its own so a hung one can be given up on after `timeout` (Python cannot stop
@@ -28,7 +32,8 @@ class PythonSystem(System):
 
         def call() -> None:
             try:
-                outcome["reply"] = self.function(dict(question), dict(params))
+                with self.one_at_a_time:
+                    outcome["reply"] = self.function(dict(question), dict(params))
             except BaseException as exc:  # noqa: B036 - handed to the asking thread, which decides
                 outcome["error"] = exc
 

@@ -18,6 +18,7 @@ with `answers: false` and a retrieval target.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,16 +31,19 @@ Params = Mapping[str, Any]
 
 
 def _built(build: Callable[[dict[str, Any]], Any]) -> Callable[[Params], Any]:
-    """`build(params)`, kept for the last `KEEP` distinct knob values (an index or a chain is costly to make)."""
+    """`build(params)`, kept for the last `KEEP` distinct knob values (an index or a chain is costly to make); built
+    once per knob values when questions are asked at once (a second asker waits for the first build)."""
     made: dict[str, Any] = {}
+    building = threading.Lock()
 
     def get(params: Params) -> Any:
         key = json.dumps(dict(params), sort_keys=True, default=str)
-        if key not in made:
-            made[key] = build(dict(params))
-            while len(made) > KEEP:
-                made.pop(next(iter(made)))
-        return made[key]
+        with building:
+            if key not in made:
+                made[key] = build(dict(params))
+                while len(made) > KEEP:
+                    made.pop(next(iter(made)))
+            return made[key]
 
     return get
 

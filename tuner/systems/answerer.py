@@ -78,7 +78,15 @@ class SystemAnswerer(Answerer):
 
     @staticmethod
     def widths(project: ProjectConfig, config: SystemTrial | None) -> dict[str, Width]:
-        return {"system": Width(project.system.concurrency, project.system.entry)}
+        return {"system": Width(project.system.at_once, project.system.entry)}
+
+    @staticmethod
+    def notes(project: ProjectConfig) -> list[str]:
+        own = project.system
+        if own.at_once < own.concurrency:
+            return [f"system {own.entry} is asked one question at a time, whatever its concurrency ({own.concurrency}) "
+                    f"says: it does not say it is thread-safe (set system.thread_safe: true if calls share no state)"]
+        return []
 
     def writes_answers(self, answer: bool) -> bool:
         return answer and self.system.config.answers
