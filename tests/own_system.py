@@ -5,7 +5,7 @@ first sentence. Its own call log (one JSON line per reply it gave) is what tests
 Settings come from the environment, as a deployed service's would: OWN_SYSTEM_CORPUS (a corpus.jsonl),
 OWN_SYSTEM_GGUF (optional), OWN_SYSTEM_CALLS (the call log, optional), OWN_SYSTEM_DELAY (seconds a reply takes).
 Knobs: `k` (contexts returned), `prompt` ("plain" or "quote": how the model is asked), `ids` (false: contexts as
-bare text).
+bare text; "nodes": ids that name no document; "first": only the first context's id names its document).
 """
 
 from __future__ import annotations
@@ -61,8 +61,14 @@ def answer(question: dict, params: dict) -> dict:
         text, usage = out["choices"][0]["message"]["content"], out["usage"]
     else:
         text, usage = (hits[0]["text"].split(". ")[0] + "." if hits else ""), {}
-    reply = {"answer": text, "contexts": [{"text": d["text"], "id": d["_id"]} if params.get("ids", True)
-                                          else d["text"] for d in hits],
+    ids = params.get("ids", True)  # "nodes": a framework's own node ids, as LlamaIndex gives without `id_`; "first":
+    # the first context's document id, the rest node ids
+
+    def named(n: int, d: dict) -> str:
+        return d["_id"] if ids is True or (ids == "first" and n == 0) else f"node-{d['_id'][::-1]}"
+
+    reply = {"answer": text, "contexts": [{"text": d["text"], "id": named(n, d)} if ids else d["text"]
+                                          for n, d in enumerate(hits)],
              "usage": {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if k in usage}}
     if os.environ.get("OWN_SYSTEM_CALLS"):
         with _lock, open(os.environ["OWN_SYSTEM_CALLS"], "a") as log:

@@ -222,6 +222,29 @@ def test_an_id_target_reads_the_system_s_context_ids_and_is_refused_when_it_has_
     assert not without.study.trials or without.study.trials[0].state.name == "WAITING"
 
 
+def test_context_ids_that_name_no_document_are_said_before_the_first_trial(tmp_path, fake_embedder, own, caplog):
+    """A framework's own node ids (LlamaIndex documents built without `id_`) would give every id metric 0 in every
+    trial of a study that "completes": refused before trial 0, the system asked once. Some foreign ids: a warning."""
+    nodes = python_project(tmp_path, knobs={**KNOBS, "ids": {"type": "str", "default": "nodes"}})
+    session = open_session(tmp_path, fake_embedder, SPACE, targets=("ndcg@10",), limit=6, project=nodes, name="nodes")
+    with pytest.raises(ConfigError) as caught:
+        session.run(1)
+    said = str(caught.value)
+    assert said.startswith("--target ndcg@10: 2 of the 2 context ids system python:own_system:answer returned for "
+                           "question q0")
+    assert "('node-" in said and "name no document of the dataset (its ids look like " in said
+    assert said.endswith("so every id metric would be 0; return each context's source document id (a LangChain "
+                         "Document's metadata key, a LlamaIndex node's ref_doc_id), or choose a judged target")
+    assert len(calls(own)) == 1  # asked once, with the baseline's knobs
+    assert not session.study.trials or session.study.trials[0].state.name == "WAITING"
+    first = python_project(tmp_path, knobs={**KNOBS, "ids": {"type": "str", "default": "first"}})
+    session = open_session(tmp_path, fake_embedder, SPACE, targets=("ndcg@10",), limit=6, project=first, name="first")
+    with caplog.at_level("WARNING"):
+        assert session.run(1) == 1
+    assert any("1 of the 2 context ids system python:own_system:answer returned for question" in r.message and
+               "they count as never relevant" in r.message for r in caplog.records)
+
+
 def test_a_study_refuses_to_resume_under_another_version(tmp_path, fake_embedder, own):
     open_session(tmp_path, fake_embedder, SPACE, limit=3, project=python_project(tmp_path)).run(1)
     with pytest.raises(ConfigError, match="study s tuned system python:own_system:answer version 1, not system "

@@ -145,8 +145,9 @@ class Answerer(ABC):
         and names the result's judge even when no judged metric is scored."""
         return False
 
-    def check_ids(self, question: Question, config: TrialConfig, target: str) -> None:
-        """Before the first trial of a study with an id target: ConfigError when its contexts name no document."""
+    def check_ids(self, question: Question, config: TrialConfig, target: str, documents: frozenset[str]) -> None:
+        """Before the first trial of a study with an id target: ConfigError when its contexts name no document of
+        `documents` (the corpus's ids and the qrels'), a warning when some name none."""
 
     @staticmethod
     def prepared(project: ProjectConfig) -> object | None:

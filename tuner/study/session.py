@@ -276,7 +276,9 @@ class Session:
         with the baseline's knobs before the first trial."""
         id_targets = [t for t in self.spec.settings.targets if t in RETRIEVAL_METRICS]
         if id_targets and not self.finished and self.search_questions:
-            self.runner().answerer.check_ids(self.search_questions[0], self.baseline, id_targets[0])
+            documents = frozenset(d.id for d in self.dataset.documents).union(
+                *(q.relevant_ids for q in self.dataset.questions))
+            self.runner().answerer.check_ids(self.search_questions[0], self.baseline, id_targets[0], documents)
 
 
 #: project settings every trial of a study retrieved with: a resume with others would compare other indexes. The

@@ -119,7 +119,7 @@ class SystemAnswerer(Answerer):
     def unreachable(self, answer: bool) -> str | None:
         return self.system.unreachable()
 
-    def check_ids(self, question: Question, config: SystemTrial, target: str) -> None:
+    def check_ids(self, question: Question, config: SystemTrial, target: str, documents: frozenset[str]) -> None:
         """Asked with the baseline's knobs (the reply is cached, so trial 0 pays nothing more)."""
         entry = self.system.config.entry
         try:
@@ -131,3 +131,16 @@ class SystemAnswerer(Answerer):
                               f"carry no document id, so id metrics cannot be computed; return each context as "
                               f"{{\"text\": ..., \"id\": DOCUMENT_ID}} with the ids the qrels name, or choose a judged "
                               f"target")
+        ids = [c.id for c in reply.contexts]
+        foreign = [i for i in ids if i not in documents]
+        if not foreign:
+            return
+        shown = ", ".join(repr(i) for i in foreign[:3]) + (", …" if len(foreign) > 3 else "")
+        like = ", ".join(repr(i) for i in sorted(question.relevant_ids or documents)[:2])
+        said = (f"{len(foreign)} of the {len(ids)} context ids system {entry} returned for question {question.id} "
+                f"({shown}) name no document of the dataset (its ids look like {like})")
+        if len(foreign) == len(ids):
+            raise ConfigError(f"--target {target}: {said}, so every id metric would be 0; return each context's "
+                              f"source document id (a LangChain Document's metadata key, a LlamaIndex node's "
+                              f"ref_doc_id), or choose a judged target")
+        log.warning(f"{said}: they count as never relevant; return each context's source document id")
