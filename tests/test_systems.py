@@ -139,12 +139,49 @@ def own_answer(question, params):
 MODES = ("not json", "no answer", "text context", "500")
 
 
+#: a reply of a shape tuner cannot read, as each is said
+SHAPES = {
+    "not json": "the reply is not JSON ('<html>Bad Gateway</html>')",
+    "no answer": "the reply lacks 'answer' (it has 'contexts', 'usage'); a system that retrieves only is configured "
+                 "with answers: false",
+    "text context": "context 1 of the reply is int, not text (a context is text, or an object with text and id)",
+}
+
+
+@pytest.mark.parametrize("mode", SHAPES)
+def test_a_reply_of_a_shape_tuner_cannot_read_is_one_line_before_the_first_trial(tmp_path, own, mode):
+    """The wrong shape, as `tuner optimize` prints it: the system asked once (the first search question, the
+    baseline's knobs), no trial run, exit 2 — not every question of every trial paid for and failed."""
+    with SystemServer(own_answer, mode) as server:
+        write_config(tmp_path, {"http": server.url})
+        result = tuner(*OPTIMIZE, "--target", "faithfulness", "--trials", "2", cwd=tmp_path)
+        asked = len(server.bodies)
+    assert result.returncode == 2, result.stderr
+    assert one_line_error(result, started=True) == (
+        f"error: system {server.url}, asked question q01 before the first trial: {SHAPES[mode]}")
+    assert asked == 1
+
+
+def test_a_trial_whose_replies_change_shape_stops_at_its_first_question(tmp_path, fake_embedder, own):
+    """Trial 0 reads the baseline's replies; a later trial's knobs make the system answer in another shape: that
+    trial stops at its first question (one reply paid for), fails naming it, and the study goes on."""
+    with SystemServer(own_answer) as server:
+        project = ProjectConfig(cache_dir=tmp_path / "cache", system={"http": server.url, "version": "1",
+                                                                      "knobs": KNOBS})
+        session = open_session(tmp_path, fake_embedder, SPACE, targets=("ndcg@10",), limit=6, project=project,
+                               baseline={"k": 2, "prompt": "plain"})
+        assert session.run(1) == 1
+        before = len(server.bodies)
+        server.mode = "no answer"
+        session.run(2)
+        asked = len(server.bodies) - before
+    ran = [t for t in session.study.trials[1:] if DUPLICATE not in t.user_attrs]
+    assert [t.state.name for t in ran] == ["FAIL"] and asked == 1  # one reply paid for, not six
+    assert ran[0].user_attrs["error"] == (f"question q01: {SHAPES['no answer']}; a reply of this shape cannot be "
+                                          f"scored, so the trial stops at its first question")
+
+
 @pytest.mark.parametrize("mode, said", [
-    ("not json", "question q01: the reply is not JSON ('<html>Bad Gateway</html>')"),
-    ("no answer", "question q01: the reply lacks 'answer' (it has 'contexts', 'usage'); a system that retrieves "
-                  "only is configured with answers: false"),
-    ("text context", "question q01: context 1 of the reply is int, not text (a context is text, or an object with "
-                     "text and id)"),
     ("500", "question q01: the system answered HTTP 500 (4 tries): KeyError: 'embedding'"),
     ("slow", "question q01: the system did not reply within 0.3 s (4 tries; raise system.timeout for a slow "
              "system)"),

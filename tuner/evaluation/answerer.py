@@ -145,9 +145,11 @@ class Answerer(ABC):
         and names the result's judge even when no judged metric is scored."""
         return False
 
-    def check_ids(self, question: Question, config: TrialConfig, target: str, documents: frozenset[str]) -> None:
-        """Before the first trial of a study with an id target: ConfigError when its contexts name no document of
-        `documents` (the corpus's ids and the qrels'), a warning when some name none."""
+    def check_first(self, question: Question, config: TrialConfig, id_targets: Sequence[str],
+                    documents: frozenset[str]) -> None:
+        """Before the first trial: ConfigError in one line when its answer to `question` cannot serve the study (a
+        reply of a shape it cannot read; for an id target, contexts that name no document of `documents`, the
+        corpus's ids and the qrels'), a warning when some of them name none."""
 
     @staticmethod
     def prepared(project: ProjectConfig) -> object | None:

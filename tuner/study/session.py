@@ -262,7 +262,7 @@ class Session:
             return 0  # nothing to run: load no model
         answer = bool(self.spec.settings.metrics_needed())
         self.runner().require_endpoints(answer)  # a hung endpoint is told now, not after minutes of silence
-        self.check_ids()
+        self.check_first_reply()
         if not answer and self.generator_knobs():
             # a retrieval study meets the generator only when a trial draws such a value: check it now, not hours in
             self.runner().require_generator(f"the space's {', '.join(self.generator_knobs())} write with it")
@@ -271,14 +271,16 @@ class Session:
         return run_study(self.study, objective, trials, timeout)
 
 
-    def check_ids(self) -> None:
-        """An id target needs what answers to name each context's document: checked on the first search question
-        with the baseline's knobs before the first trial."""
+    def check_first_reply(self) -> None:
+        """What answers is asked the first search question with the baseline's knobs before the first trial: a reply
+        that cannot serve the study (its shape; for an id target, contexts that name no document) is one line now,
+        not a failure in every trial."""
+        if self.finished or not self.search_questions:
+            return
         id_targets = [t for t in self.spec.settings.targets if t in RETRIEVAL_METRICS]
-        if id_targets and not self.finished and self.search_questions:
-            documents = frozenset(d.id for d in self.dataset.documents).union(
-                *(q.relevant_ids for q in self.dataset.questions))
-            self.runner().answerer.check_ids(self.search_questions[0], self.baseline, id_targets[0], documents)
+        documents = frozenset(d.id for d in self.dataset.documents).union(
+            *(q.relevant_ids for q in self.dataset.questions))
+        self.runner().answerer.check_first(self.search_questions[0], self.baseline, id_targets, documents)
 
 
 #: project settings every trial of a study retrieved with: a resume with others would compare other indexes. The

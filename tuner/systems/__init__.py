@@ -11,9 +11,10 @@ from typing import Any
 from tuner.cache import KeyValue, paid_once
 from tuner.config import SystemConfig
 from tuner.cost import CostMeter
-from tuner.systems._base import BadReply, Context, Rejected, Reply, System, Unreachable
+from tuner.systems._base import BadReply, BadShape, Context, Rejected, Reply, System, Unreachable
 
-__all__ = ["AskedSystem", "BadReply", "Context", "Rejected", "Reply", "System", "Unreachable", "make_system"]
+__all__ = ["AskedSystem", "BadReply", "BadShape", "Context", "Rejected", "Reply", "System", "Unreachable",
+           "make_system"]
 
 
 def make_system(config: SystemConfig) -> System:

@@ -25,6 +25,11 @@ class BadReply(TunerError):
     the call raised or timed out: that question fails, the trial goes on."""
 
 
+class BadShape(BadReply):
+    """The reply is not of a shape tuner reads (not a JSON object, a field missing or of another type): unlike a
+    call that raised or timed out, every reply of the system is likely to fail the same way."""
+
+
 class Rejected(TunerError):
     """The system refused the trial's knobs (HTTP 400/422, or a Python system raising `Rejected`): no question of
     this configuration can be answered, so the trial fails and the study goes on.
@@ -57,27 +62,27 @@ class Reply:
 
     @classmethod
     def parse(cls, data: Any, answers: bool = True) -> Reply:
-        """A reply checked field by field; BadReply says what is wrong with it in one line."""
+        """A reply checked field by field; BadShape says what is wrong with it in one line."""
         if not isinstance(data, Mapping):
-            raise BadReply(f"the reply is {type(data).__name__}, not a JSON object with answer and contexts")
+            raise BadShape(f"the reply is {type(data).__name__}, not a JSON object with answer and contexts")
         if "contexts" not in data:
-            raise BadReply(f"the reply lacks 'contexts' (it has {', '.join(map(repr, data)) or 'no key'})")
+            raise BadShape(f"the reply lacks 'contexts' (it has {', '.join(map(repr, data)) or 'no key'})")
         answer = data.get("answer")
         if answers and answer is None and "answer" in data:
-            raise BadReply("the reply's answer is null, not text; a system that retrieves only is configured with "
+            raise BadShape("the reply's answer is null, not text; a system that retrieves only is configured with "
                            "answers: false")
         if answers and answer is None:
-            raise BadReply(f"the reply lacks 'answer' (it has {', '.join(map(repr, data))}); a system that "
+            raise BadShape(f"the reply lacks 'answer' (it has {', '.join(map(repr, data))}); a system that "
                            f"retrieves only is configured with answers: false")
         if answer is not None and not isinstance(answer, str):
-            raise BadReply(f"the reply's answer is {type(answer).__name__}, not text")
+            raise BadShape(f"the reply's answer is {type(answer).__name__}, not text")
         if not isinstance(data["contexts"], list):
-            raise BadReply(f"the reply's contexts are {type(data['contexts']).__name__}, not a list")
+            raise BadShape(f"the reply's contexts are {type(data['contexts']).__name__}, not a list")
         contexts = []
         for number, item in enumerate(data["contexts"], 1):
             text, doc = (item.get("text"), item.get("id")) if isinstance(item, Mapping) else (item, None)
             if not isinstance(text, str):
-                raise BadReply(f"context {number} of the reply is {type(text).__name__}, not text" +
+                raise BadShape(f"context {number} of the reply is {type(text).__name__}, not text" +
                                (" (a context is text, or an object with text and id)" if not
                                 isinstance(item, Mapping) else ""))
             contexts.append(Context(text, None if doc is None else str(doc)))

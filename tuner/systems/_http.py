@@ -23,7 +23,7 @@ from tuner.config import HttpSystemConfig
 from tuner.env import secret
 from tuner.errors import first_line
 from tuner.models.llms._openai import MOST_RETRY_AFTER, RETRIES, retry_after
-from tuner.systems._base import BadReply, Rejected, System, Unreachable
+from tuner.systems._base import BadReply, BadShape, Rejected, System, Unreachable
 
 #: the first backoff; each retry waits twice the one before
 BACKOFF = 0.5
@@ -85,7 +85,7 @@ class HttpSystem(System):
                     return json.loads(data)
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     shown = data[:80].decode("utf-8", "replace")
-                    raise BadReply(f"the reply is not JSON ({first_line(shown)!r})") from None
+                    raise BadShape(f"the reply is not JSON ({first_line(shown)!r})") from None
             except urllib.error.HTTPError as exc:
                 status, said = exc.code, _said(exc)
                 if status in (400, 422):

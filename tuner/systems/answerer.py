@@ -4,7 +4,7 @@ asked through `AskedSystem` with a trial's knob values, each reply checked, cach
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from tuner.cache import KeyValue
@@ -17,7 +17,7 @@ from tuner.evaluation.records import Passage, RetrievalTrace
 from tuner.evaluation.retrieval_eval import trace_ids
 from tuner.metrics import REGISTRY
 from tuner.models.llms import estimate_tokens
-from tuner.systems import AskedSystem, BadReply, System, make_system
+from tuner.systems import AskedSystem, BadReply, BadShape, Rejected, System, make_system
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,11 @@ class SystemAnswerer(Answerer):
         own = project.system
         self.system = AskedSystem(own, made or SystemAnswerer.prepared(project), cache, meter)
         self.meter = meter
+        #: a reply of this evaluation was read: a bad shape after it is that question's alone
+        self.read_one = False
+
+    def prepare(self, config: SystemTrial, questions: Sequence[Question], answer: bool) -> None:
+        self.read_one = False
 
     @staticmethod
     def prepared(project: ProjectConfig) -> System:
@@ -100,10 +105,18 @@ class SystemAnswerer(Answerer):
         with self.meter.stage(question.id, "system"):
             try:
                 reply = self.system.reply(question.id, question.text, config.system)
+            except BadShape as exc:
+                if not self.read_one:  # every reply of this shape would fail: pay for no more of them
+                    raise Rejected(f"question {question.id}: {exc}; a reply of this shape cannot be scored, so the "
+                                   f"trial stops at its first question") from None
+                log.warning(f"question {question.id}: {exc}")
+                return Response("", [], (), RetrievalTrace(gold_ids=tuple(sorted(gold)), traced=False), not gold,
+                                failed=str(exc))
             except BadReply as exc:
                 log.warning(f"question {question.id}: {exc}")
                 return Response("", [], (), RetrievalTrace(gold_ids=tuple(sorted(gold)), traced=False), not gold,
                                 failed=str(exc))
+        self.read_one = True
         ids = [c.id for c in reply.contexts]
         contexts = [c.text for c in reply.contexts]
         return Response(
@@ -119,13 +132,21 @@ class SystemAnswerer(Answerer):
     def unreachable(self, answer: bool) -> str | None:
         return self.system.unreachable()
 
-    def check_ids(self, question: Question, config: SystemTrial, target: str, documents: frozenset[str]) -> None:
-        """Asked with the baseline's knobs (the reply is cached, so trial 0 pays nothing more)."""
+    def check_first(self, question: Question, config: SystemTrial, id_targets: Sequence[str],
+                    documents: frozenset[str]) -> None:
+        """Asked with the baseline's knobs (the reply is cached, so trial 0 pays nothing more). A call that raised
+        or timed out is that question's failure in trial 0, unless an id target needs its ids now."""
         entry = self.system.config.entry
         try:
             reply = self.system.reply(question.id, question.text, config.system)
         except BadReply as exc:
-            raise ConfigError(f"system {entry}, asked question {question.id} before the first trial: {exc}") from None
+            if isinstance(exc, BadShape) or id_targets:
+                raise ConfigError(f"system {entry}, asked question {question.id} before the first trial: {exc}"
+                                  ) from None
+            return
+        if not id_targets:
+            return
+        target = id_targets[0]
         if not reply.contexts or any(c.id is None for c in reply.contexts):
             raise ConfigError(f"--target {target}: the contexts system {entry} returned for question {question.id} "
                               f"carry no document id, so id metrics cannot be computed; return each context as "
