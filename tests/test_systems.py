@@ -502,6 +502,42 @@ def test_an_adapter_builds_once_per_knob_values_when_questions_are_asked_at_once
     assert len({id(m) for m in made}) == 2
 
 
+@pytest.mark.parametrize("chain", ["lcel", "created", "qa"])
+def test_langchain_chains_as_its_docs_write_them_answer_with_their_retrievers_documents(chain):
+    """The tutorial's string chain, `create_retrieval_chain` ({"input": …}) and `RetrievalQA` ({"query": …}, no
+    documents in its output): each asked as it takes a question, its contexts the documents its retriever returned,
+    with their source ids. (The tutorial's chain failed every question: `the reply lacks 'contexts'`.)"""
+    sys.path.insert(0, str(TESTS))
+    import langchain_tutorial
+
+    system = getattr(langchain_tutorial, chain)
+    reply = system({"id": "q01", "text": "What is the capital of Velmora?"}, {"k": 3, "prompt": "short"})
+    assert reply["answer"] == "The capital is Port Ardent."
+    ids = [c["id"] for c in reply["contexts"]]
+    assert len(ids) == 3 and "port-ardent" in ids
+    assert all(c["text"] for c in reply["contexts"])
+    assert len(system({"id": "q01", "text": "What is the capital of Velmora?"}, {"k": 1, "prompt": "short"})
+               ["contexts"]) == 1  # the knob reaches the retriever
+
+
+def test_the_langchain_tutorial_chain_is_tuned_unchanged_over_two_of_its_knobs(tmp_path, own):
+    """End to end: `tuner optimize` on the tutorial's chain as `langchain_system` wraps it, 2 trials over k and the
+    prompt, an id target read from its Documents' sources."""
+    (tmp_path / "sys.yaml").write_text(yaml.safe_dump({
+        "system": {"python": "langchain_tutorial:lcel", "path": str(TESTS), "version": "1",
+                   "knobs": {"k": {"type": "int", "default": 2}, "prompt": {"type": "str", "default": "short"}}},
+        "dataset": {"path": str(DEMO)}}))
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {
+        "k": {"type": "int", "low": 1, "high": 4},
+        "prompt": {"type": "categorical", "choices": ["short", "careful"]}}}))
+    result = tuner(*optimize(4), "--target", "ndcg@10", "--trials", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
+    assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
+    assert all(q["contexts"] for t in trials for q in t["per_question"])
+    assert {t["params"]["k"] for t in trials} != {None} and trials[0]["retrieval"]["mean_k"] == 2.0  # the defaults
+
+
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):
     with SystemServer(own_answer) as gone:  # a port where nothing listens any more
         url = gone.url

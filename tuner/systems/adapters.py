@@ -6,6 +6,7 @@ to an HTTP service. Each maps the trial's knobs to the framework's own settings:
     answer = langchain_system(lambda params: make_chain(retriever_k=params["k"]))   # built once per knob values
     # or a runnable whose configurable fields (`configurable_fields`) are named as the knobs:
     answer = langchain_system(chain)            # invoked with config={"configurable": params}
+    # the chain as written: a string out, its retrievers' documents read through LangChain's callbacks
 
     answer = llamaindex_system(lambda params: index.as_query_engine(similarity_top_k=params["k"]))
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tuner.systems._base import Rejected
@@ -48,49 +49,97 @@ def _built(build: Callable[[dict[str, Any]], Any]) -> Callable[[Params], Any]:
     return get
 
 
-def langchain_system(runnable_or_build: Any) -> Callable[[dict, dict], dict]:
-    """A tuner system from a LangChain runnable (a retriever, an LCEL chain): either the runnable itself, invoked
-    with the trial's knobs as its configurable fields, or a function of the knobs that builds it. What it returns
-    becomes the reply: a list of Documents (contexts only); a dict with `answer` and `context` (Documents), as
-    `create_retrieval_chain` returns; or a dict with `answer` and `contexts`."""
+def langchain_system(runnable_or_build: Any, input_key: str | None = None,
+                     id_key: str | None = None) -> Callable[[dict, dict], dict]:
+    """A tuner system from a LangChain runnable as it is written: a retriever, an LCEL chain that returns a string,
+    `create_retrieval_chain`, `RetrievalQA`, an agent with a retriever tool. Either the runnable itself, invoked with
+    the trial's knobs as its configurable fields, or a function of the knobs that builds it (built once per knob
+    values).
+
+    The question goes in as the chain takes it: a string, or a dict under the chain's one input key (read from its
+    input schema; `input_key` where it has several). The answer is its output (a string, a message, or a dict's
+    `answer`, `result` or `output`); the contexts are the documents the output carries (`context`,
+    `source_documents`), else every document a retriever inside the call returned, seen through LangChain's
+    callbacks as tracing integrations see them. A context's id is its Document's `id`, else the metadata key
+    `id_key`, else metadata's id, doc_id or source."""
     from langchain_core.runnables import Runnable
 
     if isinstance(runnable_or_build, Runnable):
         runnable = runnable_or_build
 
-        def invoke(question: str, params: Params) -> Any:
-            return runnable.invoke(question, config={"configurable": dict(params)})
+        def made(params: Params) -> tuple[Runnable, dict[str, Any]]:
+            return runnable, {"configurable": dict(params)}
     else:
         built = _built(runnable_or_build)
 
-        def invoke(question: str, params: Params) -> Any:
-            return built(params).invoke(question)
+        def made(params: Params) -> tuple[Runnable, dict[str, Any]]:
+            return built(params), {}
 
     def system(question: dict, params: dict) -> dict:
-        return langchain_reply(invoke(question["text"], params))
+        chain, config = made(params)
+        seen = _retrieved()
+        output = chain.invoke(_chain_input(chain, question["text"], input_key), config={**config, "callbacks": [seen]})
+        return langchain_reply(output, seen.documents, id_key)
 
     return system
 
 
-def langchain_reply(output: Any) -> dict[str, Any]:
-    """A LangChain runnable's output as a tuner reply."""
-    if isinstance(output, list):
-        return {"contexts": [_document(d) for d in output]}
+def _chain_input(chain: Any, question: str, input_key: str | None) -> Any:
+    """The question as `chain` takes it: under `input_key`, else a string or a dict under its one input key."""
+    if input_key is not None:
+        return {input_key: question}
+    schema = chain.get_input_jsonschema()
+    keys = list(schema.get("properties", {})) if schema.get("type", "object") == "object" else []
+    if not keys:
+        return question
+    if len(keys) == 1:
+        return {keys[0]: question}
+    required = [k for k in keys if k in schema.get("required", ())]
+    if len(required) == 1:
+        return {required[0]: question}
+    raise ValueError(f"the chain takes {', '.join(keys)}: say which holds the question with "
+                     f"langchain_system(..., input_key=NAME)")
+
+
+def _retrieved() -> Any:
+    """A callback handler that keeps every document a retriever returned during one call."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class Retrieved(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.documents: list[Any] = []
+
+        def on_retriever_end(self, documents: Any, **kwargs: Any) -> None:
+            self.documents.extend(documents)
+
+    return Retrieved()
+
+
+def langchain_reply(output: Any, retrieved: Sequence[Any] = (), id_key: str | None = None) -> dict[str, Any]:
+    """A LangChain runnable's output as a tuner reply: `retrieved` are the documents its retrievers returned."""
+    def contexts(docs: Any) -> Any:
+        return [_document(d, id_key) for d in docs] if isinstance(docs, list) else docs
+
+    if isinstance(output, list) and all(hasattr(d, "page_content") for d in output):
+        return {"contexts": contexts(output)}  # a retriever: contexts only
     if isinstance(output, Mapping):
-        answer = output.get("answer", output.get("result"))
-        answer = getattr(answer, "content", answer)  # a chat model's message
-        docs = output.get("context", output.get("source_documents", output.get("contexts")))
-        contexts = [_document(d) for d in docs] if isinstance(docs, list) else docs
-        return {"answer": answer, "contexts": contexts}
-    return {"answer": getattr(output, "content", output)}  # no contexts: the reply check names what is missing
+        answer = next((output[k] for k in ("answer", "result", "output") if k in output), None)
+        if answer is None and output.get("messages"):  # an agent's state: its last message answers
+            answer = output["messages"][-1]
+        docs = next((output[k] for k in ("context", "source_documents", "contexts") if k in output), None)
+        return {"answer": getattr(answer, "content", answer),
+                "contexts": contexts(docs if isinstance(docs, list) else list(retrieved))}
+    return {"answer": getattr(output, "content", output), "contexts": contexts(list(retrieved))}
 
 
-def _document(doc: Any) -> Any:
-    """A LangChain Document as a context (its id, else metadata's id/doc_id/source); anything else as given."""
+def _document(doc: Any, id_key: str | None = None) -> Any:
+    """A LangChain Document as a context (its id, else metadata's `id_key`, id, doc_id or source); anything else as
+    given."""
     if not hasattr(doc, "page_content"):
         return doc
     meta = getattr(doc, "metadata", None) or {}
-    doc_id = getattr(doc, "id", None) or meta.get("id") or meta.get("doc_id") or meta.get("source")
+    doc_id = meta.get(id_key) if id_key else (getattr(doc, "id", None) or meta.get("id") or meta.get("doc_id")
+                                              or meta.get("source"))
     return {"text": doc.page_content, "id": None if doc_id is None else str(doc_id)}
 
 
