@@ -215,88 +215,57 @@ def test_a_system_kind_added_by_the_recipe_keeps_the_contract_and_moves_no_study
     # 1. tuner/config.py: a config class on _SystemSettings, added to the SYSTEM_KINDS tuple
     edit(copy / "tuner/config.py", "\n\n#: every kind of the user's own system", '''
 
-class CommandSystemConfig(_SystemSettings):
-    """A command run once per question: the request as JSON on its stdin, the reply as JSON on its stdout."""
+class ShellSystemConfig(_SystemSettings):
+    """A shell line run once per question: the request as JSON on its stdin, the reply as JSON on its stdout."""
 
-    kind: ClassVar[str] = "command"
-    written: ClassVar[str] = "command: PROGRAM ARGS"
-    implementation: ClassVar[str] = "tuner.systems._command:CommandSystem"
-    command: str = Field(min_length=1, description="the program and its arguments")
+    kind: ClassVar[str] = "shell"
+    written: ClassVar[str] = "shell: LINE"
+    implementation: ClassVar[str] = "tuner.systems._shell:ShellSystem"
+    shell: str = Field(min_length=1, description="shell: the line /bin/sh runs")
+    path: Path | None = None
 ''', before=True)
     edit(copy / "tuner/config.py", "SYSTEM_KINDS: tuple[type[_SystemSettings], ...] = (PythonSystemConfig, "
-         "HttpSystemConfig", ", CommandSystemConfig")
-    # 2. tuner/systems/_command.py: a subclass of System
-    (copy / "tuner/systems/_command.py").write_text(textwrap.dedent('''
-        """A system that is a command: JSON in on stdin, JSON out on stdout; exit 3 refuses the knobs."""
+         "HttpSystemConfig, CommandSystemConfig", ", ShellSystemConfig")
+    # 2. tuner/systems/_shell.py: a subclass of System (here, of the command kind's)
+    (copy / "tuner/systems/_shell.py").write_text(textwrap.dedent('''
+        """A system that is a shell line: the command kind's protocol, run by /bin/sh."""
 
-        import json
-        import shlex
-        import subprocess
-
-        from tuner.errors import first_line
-        from tuner.systems._base import BadReply, Rejected, System
+        from tuner.systems._command import CommandSystem
 
 
-        class CommandSystem(System):
+        class ShellSystem(CommandSystem):
             def __init__(self, config):
-                self.name, self.command, self.timeout = config.entry, shlex.split(config.command), config.timeout
-
-            def ask(self, question, params):
-                request = json.dumps({"question": dict(question), "params": dict(params)})
-                try:
-                    done = subprocess.run(self.command, input=request, capture_output=True, text=True,
-                                          timeout=self.timeout)
-                except subprocess.TimeoutExpired:
-                    raise BadReply(f"the system did not reply within {self.timeout:g} s") from None
-                if done.returncode == 3:
-                    raise Rejected(first_line(done.stderr))
-                if done.returncode:
-                    raise BadReply(f"the system exited {done.returncode}: {first_line(done.stderr)}")
-                try:
-                    return json.loads(done.stdout)
-                except json.JSONDecodeError:
-                    raise BadReply(f"the reply is not JSON ({first_line(done.stdout)!r})") from None
+                super().__init__(config, ["/bin/sh", "-c", config.shell])
     '''))
     # 3. docs/configuration.md: its key in the full example; tests/test_system_contract.py: its entry in KINDS
-    edit(copy / "docs/configuration.md", "\n  version: \"1\"            # bump it", "\n  command: null           # "
-         "or a command run per question: JSON in on stdin, out on stdout", before=True)
+    edit(copy / "docs/configuration.md", "\n  version: \"1\"            # bump it", "\n  shell: null             # "
+         "or a line /bin/sh runs per question: JSON in on stdin, out on stdout", before=True)
     edit(copy / "tests/test_system_contract.py", "\n\n#: every kind of system", '''
 
 
 @contextlib.contextmanager
-def command_kind(**settings):
-    from tuner.config import CommandSystemConfig
+def shell_kind(**settings):
+    from tuner.config import ShellSystemConfig
 
-    script = "import json, sys; import contract_system as s; from tuner.systems import Rejected\\n" \\
-             "try:\\n    r = json.load(sys.stdin); print(json.dumps(s.answer(r['question'], r['params'])))\\n" \\
-             "except Rejected as e:\\n    print(e, file=sys.stderr); sys.exit(3)\\n" \\
-             "except Exception as e:\\n    print(f'{type(e).__name__}: {e}', file=sys.stderr); sys.exit(1)"
-    import os
-    import shlex
-    import sys
-
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
-    yield CommandSystemConfig(command=shlex.join([sys.executable, "-c", script]), version="1", knobs=KNOBS,
-                              **settings)
-''', before=True)
-    edit(copy / "tests/test_system_contract.py", '"python": python_kind, "http": http_kind',
-         ', "command": command_kind')
+    yield ShellSystemConfig(shell=f"{sys.executable} contract_command.py", path=TESTS, version="1", knobs=KNOBS,
+                            **settings)''', before=True)
+    edit(copy / "tests/test_system_contract.py", '"command": command_kind', ', "shell": shell_kind')
     check(copy, '''
         import pytest
         from pydantic import ValidationError
         from tuner.config import ProjectConfig
 
-        project = ProjectConfig.model_validate({"system": {"command": "python reply.py", "version": "1"}})
+        project = ProjectConfig.model_validate({"system": {"shell": "python reply.py", "version": "1"}})
         assert project.system.entry == "python reply.py"
         with pytest.raises(ValidationError, match="a system names exactly one kind: python: module:function or "
-                                                  "http: URL or command: PROGRAM ARGS"):
-            ProjectConfig.model_validate({"system": {"command": "x", "http": "http://127.0.0.1:1/", "version": "1"}})
+                                                  "http: URL or command: .PROGRAM, ARG, ....* or shell: LINE"):
+            ProjectConfig.model_validate({"system": {"shell": "x", "http": "http://127.0.0.1:1/", "version": "1"}})
     ''')
     # every contract case runs against the new kind; the pinned study hashes hold; the docs list it
     done = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "tests/test_system_contract.py",
-               "tests/test_config.py", "tests/test_docs.py", "-k", "command or hash or docs or config_key")
+               "tests/test_config.py", "tests/test_docs.py", "-k", "shell or hash or docs or config_key")
     assert done.returncode == 0, done.stdout[-3000:]
-    assert done.stdout.count("[command") == 9, done.stdout[-3000:]  # every contract case (9), on the new kind
+    assert done.stdout.count("[shell") == 9, done.stdout[-3000:]  # every contract case (9), on the new kind
 
 
 def test_a_checker_kind_added_by_the_recipe_keeps_the_contract_and_moves_no_study_s_hash(copy):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ import pytest
 
 from tests.helpers import free_port
 from tuner.cache import SqliteStore
-from tuner.config import HttpSystemConfig, PythonSystemConfig, SystemConfig
+from tuner.config import CommandSystemConfig, HttpSystemConfig, PythonSystemConfig, SystemConfig
 from tuner.cost import BudgetSpent, CostMeter
 from tuner.systems import AskedSystem, BadReply, Rejected, make_system
 
@@ -53,9 +54,16 @@ def http_kind(**settings) -> Iterator[SystemConfig]:
         thread.join(10)
 
 
+@contextlib.contextmanager
+def command_kind(**settings) -> Iterator[SystemConfig]:
+    """The same function as a program: tests/contract_command.py, run per question."""
+    yield CommandSystemConfig(command=[sys.executable, "contract_command.py"], path=TESTS, version="1", knobs=KNOBS,
+                              **settings)
+
+
 #: every kind of system, as a way to serve the scripted system as that kind
 KINDS: dict[str, Callable[..., contextlib.AbstractContextManager[SystemConfig]]] = {
-    "python": python_kind, "http": http_kind}
+    "python": python_kind, "http": http_kind, "command": command_kind}
 
 
 @pytest.fixture(params=sorted(KINDS))

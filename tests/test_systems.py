@@ -538,6 +538,21 @@ def test_the_langchain_tutorial_chain_is_tuned_unchanged_over_two_of_its_knobs(t
     assert {t["params"]["k"] for t in trials} != {None} and trials[0]["retrieval"]["mean_k"] == 2.0  # the defaults
 
 
+def test_a_program_in_any_language_is_tuned_as_a_command_system(tmp_path, own):
+    """`command: [python, own_command.py]`: one process per question, JSON in and out, 2 trials over two knobs; a
+    program that is not there is one line before any trial."""
+    write_config(tmp_path, {"command": [sys.executable, "own_command.py"], "path": str(TESTS)})
+    result = tuner(*optimize(3), "--target", "ndcg@10", "--trials", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
+    assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
+    assert {c[0] for c in calls(own)} == {"q01", "q02", "q03"}
+    write_config(tmp_path, {"command": "no-such-program --serve"})
+    missing = tuner(*optimize(3), "--target", "ndcg@10", "--trials", "1", "--study", "m", cwd=tmp_path)
+    assert one_line_error(missing) == (f"error: system command:no-such-program --serve: no program 'no-such-program' "
+                                       f"on PATH or in {tmp_path}")
+
+
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):
     with SystemServer(own_answer) as gone:  # a port where nothing listens any more
         url = gone.url

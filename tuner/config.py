@@ -11,6 +11,7 @@ import hashlib
 import importlib
 import json
 import logging
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -455,8 +456,35 @@ class HttpSystemConfig(_SystemSettings):
     api_key_env: str | None = Field(None, description="http: NAME of the env var holding a bearer token")
 
 
+class CommandSystemConfig(_SystemSettings):
+    """A program run once per question, in any language: the request as JSON on its stdin, the reply as JSON on its
+    stdout, exit 3 when it refuses the knobs (as promptfoo's exec: provider runs one)."""
+
+    kind: ClassVar[str] = "command"
+    written: ClassVar[str] = "command: [PROGRAM, ARG, ...]"
+    implementation: ClassVar[str] = "tuner.systems._command:CommandSystem"
+    command: list[str] = Field(min_length=1, description="command: the program and its arguments, run per question "
+                               "(a string is split as a shell splits it)")
+    path: Path | None = Field(None, description="the folder it is imported from (python:) or runs in (command:); "
+                              "unset: the config file's folder")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return shlex.split(value) if isinstance(value, str) else value
+
+    @property
+    def entry(self) -> str:
+        return f"command:{shlex.join(self.command)}"
+
+    def located(self, base: Path) -> CommandSystemConfig:
+        if self.path is not None and self.path.is_absolute():
+            return self
+        return self.model_copy(update={"path": base / (self.path or ".")})
+
+
 #: every kind of the user's own system; the union below, its tags and the refusal of another kind's setting read it
-SYSTEM_KINDS: tuple[type[_SystemSettings], ...] = (PythonSystemConfig, HttpSystemConfig)
+SYSTEM_KINDS: tuple[type[_SystemSettings], ...] = (PythonSystemConfig, HttpSystemConfig, CommandSystemConfig)
 
 
 #: the user's own system, typed by the one key that names its kind
