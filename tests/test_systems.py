@@ -553,6 +553,99 @@ def test_a_program_in_any_language_is_tuned_as_a_command_system(tmp_path, own):
                                        f"on PATH or in {tmp_path}")
 
 
+class ChatService:
+    """A team's existing service, not shaped for tuner: POST /chat {"message", "top_k", "style"} with an X-Api-Key
+    header, answering {"reply", "sources": [{"content", "doc"}]} (own_system underneath). Records each request."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        from tests.fakes import send
+
+        self.requests: list[tuple[dict, dict]] = []
+        service = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # the stdlib's name
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                service.requests.append((body, dict(self.headers)))
+                if self.headers.get("X-Api-Key") != "s3cret":
+                    send(self, 401, b'{"error": "no key"}', "application/json")
+                    return
+                own = own_answer({"id": "?", "text": body["message"]}, {"k": body["top_k"], "prompt": body["style"]})
+                out = {"reply": own["answer"], "sources": [{"content": c["text"], "doc": c["id"]}
+                                                           for c in own["contexts"]]}
+                send(self, 200, json.dumps(out).encode(), "application/json")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/chat"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+
+
+#: how tuner talks to ChatService: its request, its header (the key from the environment) and where its reply is
+CHAT = {"request": {"message": "{question}", "top_k": "{k}", "style": "{prompt}"},
+        "headers": {"X-Api-Key": "${CHAT_KEY}"},
+        "response": {"answer": "reply", "contexts": "sources", "text": "content", "id": "doc"}}
+
+
+def test_an_existing_http_service_is_tuned_through_a_request_template_and_response_paths(tmp_path, own,
+                                                                                          monkeypatch):
+    """The service as it is: no shim. 2 trials over k and the prompt, its contexts and ids read from its own
+    fields; the key travels in the header and is written nowhere tuner writes."""
+    monkeypatch.setenv("CHAT_KEY", "s3cret")
+    with ChatService() as service:
+        write_config(tmp_path, {"http": service.url, **CHAT})
+        result = tuner(*optimize(3), "--target", "ndcg@10", "--trials", "2", cwd=tmp_path)
+        sent = list(service.requests)
+    assert result.returncode == 0, result.stderr
+    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
+    assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
+    first, headers = sent[0]
+    assert first == {"message": first["message"], "top_k": 2, "style": "plain"}  # a knob's number stays a number
+    assert headers["X-Api-Key"] == "s3cret"
+    written = [p for folder in ("studies", "reports") for p in (tmp_path / folder).rglob("*") if p.is_file()]
+    assert written and not [p for p in written if b"s3cret" in p.read_bytes()]
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"request": {"message": "{questoin}"}},
+     "system: request: {questoin} names no knob and is not {question} or {question_id} (knobs: k, prompt)"),
+    ({"response": {"contexts": "sources"}},
+     "system: response: give the answer's path (response.answer), or answers: false for a service that returns "
+     "contexts only"),
+    ({"method": "GET", "request": {"q": {"text": "{question}"}}},
+     "system: request: a GET sends its fields as the query string, so its request is one flat mapping"),
+])
+def test_a_bad_template_or_path_is_one_line(tmp_path, change, said):
+    write_config(tmp_path, {"http": "http://127.0.0.1:9/chat", **CHAT, **change})
+    result = tuner(*OPTIMIZE, "--target", "ndcg@10", "--trials", "1", cwd=tmp_path)
+    assert one_line_error(result).endswith(said)
+
+
+def test_a_reply_without_a_path_s_field_says_which_step_is_missing(monkeypatch):
+    from tuner.config import HttpSystemConfig
+    from tuner.systems import BadShape
+    from tuner.systems._http import _read
+
+    paths = HttpSystemConfig(http="http://x/", version="1", knobs=KNOBS, **CHAT).response
+    with pytest.raises(BadShape) as caught:
+        _read({"reply": "yes", "docs": []}, paths)
+    assert str(caught.value) == ("the reply has no 'sources' (system.response.contexts; at 'sources' it has 'reply', "
+                                 "'docs')")
+    assert _read({"reply": "yes", "sources": [{"content": "t", "doc": 7}]}, paths) == {
+        "answer": "yes", "contexts": [{"text": "t", "id": 7}]}
+
+
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):
     with SystemServer(own_answer) as gone:  # a port where nothing listens any more
         url = gone.url

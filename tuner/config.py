@@ -11,6 +11,7 @@ import hashlib
 import importlib
 import json
 import logging
+import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -446,6 +447,31 @@ class PythonSystemConfig(_SystemSettings):
         return self.model_copy(update={"path": base / (self.path or ".")})
 
 
+#: a placeholder in an HTTP system's request template
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _placeholders(template: Any) -> list[str]:
+    """Every placeholder name in a request template (its strings, nested anywhere)."""
+    if isinstance(template, str):
+        return PLACEHOLDER.findall(template)
+    if isinstance(template, dict):
+        return [n for key, value in template.items() for n in _placeholders(key) + _placeholders(value)]
+    if isinstance(template, list):
+        return [n for value in template for n in _placeholders(value)]
+    return []
+
+
+class HttpResponsePaths(_Strict):
+    """Where a service's reply holds what tuner reads: dotted paths (`data.reply`, `sources`, `meta.doc`), a number
+    an index into a list (`choices.0.text`)."""
+
+    answer: str | None = Field(None, description="the answer's path; none: the service returns contexts only")
+    contexts: str = Field(description="the path of the list of contexts")
+    text: str | None = Field(None, description="a context's text, within each context; none: the context is text")
+    id: str | None = Field(None, description="a context's document id, within each context")
+
+
 class HttpSystemConfig(_SystemSettings):
     """An HTTP endpoint speaking tuner's JSON."""
 
@@ -454,6 +480,31 @@ class HttpSystemConfig(_SystemSettings):
     implementation: ClassVar[str] = "tuner.systems._http:HttpSystem"
     http: HttpUrl = Field(description="URL tuner POSTs each question to (JSON)")
     api_key_env: str | None = Field(None, description="http: NAME of the env var holding a bearer token")
+    method: Literal["POST", "PUT", "GET"] = Field("POST", description="http: how a question is sent (GET: the "
+                                                  "request's fields as the query string)")
+    request: Any = Field(None, description="http: the body as the service takes it, any JSON with placeholders: "
+                         "\"{question}\", \"{question_id}\" and each knob's \"{name}\" (a whole string becomes the "
+                         "value, inside text its words); none = tuner's JSON")
+    headers: dict[str, str] = Field({}, description="http: headers sent with each question; ${NAME} is read from "
+                                    "the environment when sent, never stored")
+    response: HttpResponsePaths | None = Field(None, description="http: where the reply holds the answer and the "
+                                               "contexts (dotted paths); none = tuner's JSON")
+
+    @model_validator(mode="after")
+    def _placeholders_known(self) -> HttpSystemConfig:
+        known = {"question", "question_id", *self.knobs}
+        for name in _placeholders(self.request):
+            if name not in known:
+                raise ValueError(f"request: {{{name}}} names no knob and is not {{question}} or {{question_id}} "
+                                 f"(knobs: {', '.join(self.knobs) or 'none declared'})")
+        if self.response is not None and self.response.answer is None and self.answers:
+            raise ValueError("response: give the answer's path (response.answer), or answers: false for a service "
+                             "that returns contexts only")
+        if self.method == "GET" and self.request is not None and not (
+                isinstance(self.request, dict) and all(not isinstance(v, (dict, list)) for v in self.request.values())):
+            raise ValueError("request: a GET sends its fields as the query string, so its request is one flat "
+                             "mapping")
+        return self
 
 
 class CommandSystemConfig(_SystemSettings):

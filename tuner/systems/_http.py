@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from tuner.config import HttpSystemConfig
+from tuner.config import PLACEHOLDER, HttpResponsePaths, HttpSystemConfig
 from tuner.env import secret
 from tuner.errors import first_line
 from tuner.models.llms._openai import MOST_RETRY_AFTER, RETRIES, retry_after
@@ -63,29 +65,44 @@ class HttpSystem(System):
         self.url = self.name = config.http
         self.timeout = config.timeout
         self.api_key_env = config.api_key_env
+        self.config = config
         self._headers()  # an unset variable is named now, not at the first question
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if not self.api_key_env:
-            return headers
-        return {**headers, "Authorization": f"Bearer {secret(self.api_key_env, 'system.api_key_env')}"}
+        if self.api_key_env:
+            headers["Authorization"] = f"Bearer {secret(self.api_key_env, 'system.api_key_env')}"
+        for name, value in self.config.headers.items():  # read when sent: a secret is never kept
+            headers[name] = _ENV.sub(lambda m: secret(m.group(1), f"system.headers.{name}"), value)
+        return headers
+
+    def _request(self, question: Mapping[str, str], params: Mapping[str, Any]) -> tuple[str, bytes | None]:
+        """The URL and body a question is sent with: tuner's JSON, or the service's own shape (`request`)."""
+        if self.config.request is None:
+            return self.url, json.dumps({"question": dict(question), "params": dict(params)}).encode()
+        values = {"question": question["text"], "question_id": question["id"], **params}
+        filled = _fill(self.config.request, values)
+        if self.config.method == "GET":
+            query = urllib.parse.urlencode({k: v if isinstance(v, str) else json.dumps(v) for k, v in filled.items()})
+            return f"{self.url}{'&' if '?' in self.url else '?'}{query}", None
+        return self.url, json.dumps(filled).encode()
 
     def ask(self, question: Mapping[str, str], params: Mapping[str, Any]) -> Any:
-        body = json.dumps({"question": dict(question), "params": dict(params)}).encode()
+        url, body = self._request(question, params)
         wait, tries = BACKOFF, RETRIES + 1
         for attempt in range(1, tries + 1):
             last = attempt == tries
-            request = urllib.request.Request(self.url, body, self._headers(), method="POST")
+            request = urllib.request.Request(url, body, self._headers(), method=self.config.method)
             try:
                 deadline = time.monotonic() + self.timeout
                 with _opener.open(request, timeout=self.timeout) as response:
                     data = read_within(response, deadline, self.timeout)
                 try:
-                    return json.loads(data)
+                    reply = json.loads(data)
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     shown = data[:80].decode("utf-8", "replace")
                     raise BadShape(f"the reply is not JSON ({first_line(shown)!r})") from None
+                return reply if self.config.response is None else _read(reply, self.config.response)
             except urllib.error.HTTPError as exc:
                 status, said = exc.code, _said(exc)
                 if status in (400, 422):
@@ -130,6 +147,51 @@ class HttpSystem(System):
 
         why = no_route(self.url)
         return f"cannot reach the system at {self.url} ({why}): is it running?" if why else None
+
+
+#: an environment variable named in a header's value
+_ENV = re.compile(r"\$\{(\w+)\}")
+
+
+def _fill(template: Any, values: Mapping[str, Any]) -> Any:
+    """The template with its placeholders filled: a string that is one placeholder becomes the value itself (a
+    knob's number stays a number), one inside text its words."""
+    if isinstance(template, str):
+        whole = PLACEHOLDER.fullmatch(template)
+        if whole:
+            return values[whole.group(1)]
+        return PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+    if isinstance(template, dict):
+        return {_fill(key, values): _fill(value, values) for key, value in template.items()}
+    if isinstance(template, list):
+        return [_fill(value, values) for value in template]
+    return template
+
+
+def _at(data: Any, path: str, what: str) -> Any:
+    """The value at a dotted path; BadShape naming the step that is not there (and what is)."""
+    node = data
+    for step in path.split("."):
+        if isinstance(node, Mapping) and step in node:
+            node = node[step]
+        elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
+            node = node[int(step)]
+        else:
+            has = (f"it has {', '.join(map(repr, node))}" if isinstance(node, Mapping) else
+                   f"it is {type(node).__name__}" + (f" of {len(node)}" if isinstance(node, list) else ""))
+            raise BadShape(f"the reply has no {path!r} (system.response.{what}; at {step!r} {has})")
+    return node
+
+
+def _read(reply: Any, paths: HttpResponsePaths) -> dict[str, Any]:
+    """A service's own reply as tuner's: the answer and the contexts where `paths` say they are."""
+    contexts = _at(reply, paths.contexts, "contexts")
+    if not isinstance(contexts, list):
+        raise BadShape(f"the reply's {paths.contexts!r} is {type(contexts).__name__}, not a list (system.response."
+                       f"contexts)")
+    read = [{"text": _at(c, paths.text, "text") if paths.text else c,
+             "id": _at(c, paths.id, "id") if paths.id else None} for c in contexts]
+    return {"contexts": read, **({"answer": _at(reply, paths.answer, "answer")} if paths.answer else {})}
 
 
 def _said(error: urllib.error.HTTPError) -> str:
