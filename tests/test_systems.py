@@ -646,6 +646,35 @@ def test_a_reply_without_a_path_s_field_says_which_step_is_missing(monkeypatch):
         "answer": "yes", "contexts": [{"text": "t", "id": 7}]}
 
 
+def test_system_check_shows_what_tuner_read_and_what_to_change(tmp_path, own):
+    """`tuner system check` as printed: one question asked with the defaults, each context's id and whether the
+    dataset names it, and the fix for what a study could not score."""
+    write_config(tmp_path, {"python": "own_system:answer", "path": str(TESTS)})
+    ready = tuner("system", "check", "--config", "sys.yaml", cwd=tmp_path)
+    assert ready.returncode == 0, ready.stderr
+    lines = ready.stdout.splitlines()
+    assert lines[0] == "system python:own_system:answer version 1, asked q01 ('What is the capital of Velmora?') " \
+                       "with k=2, prompt='plain'"
+    assert lines[1].startswith("answer: ") and lines[-1] == "ready: an answer, contexts and document ids a study " \
+                                                           "can score"
+    rows = [line for line in lines if line.startswith("│ ")]
+    assert len(rows) == 2 and "│ velmora " in "".join(rows) and len(calls(own)) == 1
+    write_config(tmp_path, {"python": "own_system:answer", "path": str(TESTS),
+                            "knobs": {**KNOBS, "ids": {"type": "str", "default": "nodes"}}})
+    nodes = tuner("system", "check", "--config", "sys.yaml", "--question", "q02", cwd=tmp_path)
+    assert nodes.returncode == 0 and nodes.stdout.splitlines()[-1].startswith(
+        "unknown: 2 id(s) name no document of the dataset (e.g. 'node-")
+    with SystemServer(own_answer, "no answer") as server:
+        write_config(tmp_path, {"http": server.url})
+        bad = tuner("system", "check", "--config", "sys.yaml", cwd=tmp_path)
+    assert bad.returncode == 2 and one_line_error(bad) == (
+        f"error: system {server.url}, asked question q01: {SHAPES['no answer']}")
+    (tmp_path / "plain.yaml").write_text("{}\n")
+    none = tuner("system", "check", "--config", "plain.yaml", cwd=tmp_path)
+    assert one_line_error(none) == ("error: tuner system check asks your own system: this config has no system: "
+                                    "(tuner's built-in pipeline is checked by tuner eval)")
+
+
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):
     with SystemServer(own_answer) as gone:  # a port where nothing listens any more
         url = gone.url

@@ -13,7 +13,7 @@ import traceback
 import tuner  # noqa: F401  (sets offline environment defaults first)
 from tuner.cli._app import app
 # each module registers its commands, in the order `tuner --help` lists them
-from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, cache, models  # noqa: F401
+from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, system, cache, models  # noqa: F401
 # isort: on
 from tuner.cli._display import show_library_messages
 from tuner.cli._interrupt import announced, exit_code, leave, stop_promptly
