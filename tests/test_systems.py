@@ -675,6 +675,31 @@ def test_system_check_shows_what_tuner_read_and_what_to_change(tmp_path, own):
                                     "(tuner's built-in pipeline is checked by tuner eval)")
 
 
+def test_a_haystack_pipeline_as_its_docs_write_it_is_tuned_over_two_knobs(tmp_path, own):
+    """Haystack: the question reaches the retriever's query and the prompt builder's question by their names, k the
+    retriever's top_k, the prompt a builder of the pipeline; the answer builder's answer and documents read, their
+    sources as ids. Then `tuner optimize`, 2 trials over both knobs."""
+    sys.path.insert(0, str(TESTS))
+    import haystack_pipeline
+
+    reply = haystack_pipeline.built({"id": "q01", "text": "What is the capital of Velmora?"}, {"k": 3,
+                                                                                               "prompt": "careful"})
+    assert reply["answer"] == "The capital is Port Ardent."
+    assert len(reply["contexts"]) == 3 and "port-ardent" in [c["id"] for c in reply["contexts"]]
+    with pytest.raises(ValueError, match="knob prompt reaches no component: map it with knobs="):
+        haystack_pipeline.fixed({"id": "q01", "text": "?"}, {"k": 2, "prompt": "short"})
+    write_config(tmp_path, {"python": "haystack_pipeline:built", "path": str(TESTS),
+                            "knobs": {"k": {"type": "int", "default": 2}, "prompt": {"type": "str",
+                                                                                     "default": "short"}}})
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {
+        "k": {"type": "int", "low": 1, "high": 4},
+        "prompt": {"type": "categorical", "choices": ["short", "careful"]}}}))
+    result = tuner(*optimize(3), "--target", "ndcg@10", "--trials", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
+    assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
+
+
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):
     with SystemServer(own_answer) as gone:  # a port where nothing listens any more
         url = gone.url

@@ -16,6 +16,7 @@ OFFLINE_DEFAULTS = {
     "TOKENIZERS_PARALLELISM": "false",
     "TRANSFORMERS_VERBOSITY": "error",  # no weight-loading progress bars in our output
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "HAYSTACK_TELEMETRY_ENABLED": "False",  # a Haystack pipeline a user tunes would report its runs
 }
 
 

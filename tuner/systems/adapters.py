@@ -143,6 +143,72 @@ def _document(doc: Any, id_key: str | None = None) -> Any:
     return {"text": doc.page_content, "id": None if doc_id is None else str(doc_id)}
 
 
+#: the open pipeline inputs a Haystack pipeline takes the question by, unless told (`question_to`)
+QUESTION_INPUTS = ("query", "question", "text")
+
+
+def haystack_system(pipeline_or_build: Any, knobs: Mapping[str, str] | None = None,
+                    question_to: Sequence[str] | None = None, documents_from: str | None = None,
+                    id_key: str | None = None) -> Callable[[dict, dict], dict]:
+    """A tuner system from a Haystack pipeline as it is written (haystack-ai), or a function of the knobs that builds
+    one (built once per knob values). The question goes to every open input named query, question or text
+    (`question_to=["retriever.query", "prompt_builder.question"]` says where); a knob to a component's run parameter
+    (`knobs={"k": "retriever.top_k"}`). The answer is an AnswerBuilder's answer, else a generator's first reply; the
+    contexts are the AnswerBuilder's documents, else the documents `documents_from` (a component) output, else those
+    of the last component that outputs documents. A context's id is its Document's metadata `id_key`, else its id,
+    doc_id or source, else the Document's own id (a hash of its content, unless you set it)."""
+    from haystack import Pipeline
+
+    if isinstance(pipeline_or_build, Pipeline):
+        def made(params: Params) -> Any:
+            unmapped = [name for name in params if name not in (knobs or {})]
+            if unmapped:
+                raise ValueError(f"knob {unmapped[0]} reaches no component: map it with knobs={{{unmapped[0]!r}: "
+                                 f"'component.input'}}, or build the pipeline from the knobs")
+            return pipeline_or_build
+    else:
+        made = _built(pipeline_or_build)
+
+    def system(question: dict, params: dict) -> dict:
+        pipeline = made(params)
+        targets = list(question_to or (f"{component}.{name}" for component, inputs in pipeline.inputs().items()
+                                       for name in inputs if name in QUESTION_INPUTS))
+        if not targets:
+            raise ValueError("the pipeline has no open input named query, question or text: say where the question "
+                             "goes with haystack_system(..., question_to=['component.input'])")
+        data: dict[str, dict[str, Any]] = {}
+        for target, value in [*((t, question["text"]) for t in targets),
+                              *((target, params[name]) for name, target in (knobs or {}).items())]:
+            component, _, name = target.partition(".")
+            data.setdefault(component, {})[name] = value
+        outputs = pipeline.run(data, include_outputs_from=set(pipeline.graph.nodes))
+        return haystack_reply(outputs, documents_from, id_key)
+
+    return system
+
+
+def haystack_reply(outputs: Mapping[str, Any], documents_from: str | None = None,
+                   id_key: str | None = None) -> dict[str, Any]:
+    """A Haystack pipeline's outputs (every component's) as a tuner reply."""
+    answers = [a for out in outputs.values() for a in out.get("answers") or () if hasattr(a, "data")]
+    replies = [r for out in outputs.values() for r in out.get("replies") or ()]
+    if documents_from is not None:
+        documents = (outputs.get(documents_from) or {}).get("documents")
+    elif answers and answers[0].documents:
+        documents = answers[0].documents
+    else:
+        documents = next((out["documents"] for out in reversed(list(outputs.values())) if "documents" in out), None)
+    answer = answers[0].data if answers else (getattr(replies[0], "text", replies[0]) if replies else None)
+    return {**({"answer": answer} if answer is not None else {}),
+            "contexts": [_haystack_document(d, id_key) for d in documents or []]}
+
+
+def _haystack_document(doc: Any, id_key: str | None) -> dict[str, Any]:
+    meta = getattr(doc, "meta", None) or {}
+    doc_id = meta.get(id_key) if id_key else (meta.get("id") or meta.get("doc_id") or meta.get("source") or doc.id)
+    return {"text": doc.content or "", "id": None if doc_id is None else str(doc_id)}
+
+
 def llamaindex_system(build: Callable[[dict[str, Any]], Any]) -> Callable[[dict, dict], dict]:
     """A tuner system from LlamaIndex: `build(params)` makes a query engine (answer and source nodes) or a
     retriever (contexts only) for the trial's knobs, e.g. `index.as_query_engine(similarity_top_k=params["k"])`."""
