@@ -700,6 +700,28 @@ def test_a_haystack_pipeline_as_its_docs_write_it_is_tuned_over_two_knobs(tmp_pa
     assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
 
 
+def test_a_dspy_program_as_its_tutorial_writes_it_is_tuned_over_two_knobs(tmp_path, own):
+    """DSPy: the question goes in as forward's argument, the contexts are the passages the program handed its
+    ChainOfThought (seen through DSPy's callbacks: the prediction holds only the answer), ids by the program's own
+    corpus. Then `tuner optimize`, 2 trials over k and the signature."""
+    sys.path.insert(0, str(TESTS))
+    import dspy_program
+
+    reply = dspy_program.answer({"id": "q01", "text": "What is the capital of Velmora?"}, {"k": 2, "prompt": "plain"})
+    assert reply["answer"] == "The capital is Port Ardent."
+    assert [c["id"] for c in reply["contexts"]] == ["port-ardent", "velmora"]
+    write_config(tmp_path, {"python": "dspy_program:answer", "path": str(TESTS),
+                            "knobs": {"k": {"type": "int", "default": 2}, "prompt": {"type": "str",
+                                                                                     "default": "plain"}}})
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {
+        "k": {"type": "int", "low": 1, "high": 4},
+        "prompt": {"type": "categorical", "choices": ["plain", "cited"]}}}))
+    result = tuner(*optimize(3), "--target", "ndcg@10", "--trials", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
+    assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
+
+
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):
     with SystemServer(own_answer) as gone:  # a port where nothing listens any more
         url = gone.url

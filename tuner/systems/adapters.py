@@ -18,6 +18,7 @@ with `answers: false` and a retrieval target.
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -207,6 +208,67 @@ def _haystack_document(doc: Any, id_key: str | None) -> dict[str, Any]:
     meta = getattr(doc, "meta", None) or {}
     doc_id = meta.get(id_key) if id_key else (meta.get("id") or meta.get("doc_id") or meta.get("source") or doc.id)
     return {"text": doc.content or "", "id": None if doc_id is None else str(doc_id)}
+
+
+#: the input and output fields a DSPy program passes its passages in
+PASSAGE_FIELDS = ("context", "contexts", "passages")
+
+
+def dspy_system(program_or_build: Any, id_of: Callable[[str], str | None] | None = None,
+                input_field: str | None = None) -> Callable[[dict, dict], dict]:
+    """A tuner system from a DSPy program as it is written (a `dspy.Module`, with the LM the user configured), or a
+    function of the knobs that builds one (built once per knob values). The question goes in as its `forward`'s first
+    argument (`input_field` to name another); the answer is the prediction's `answer`; the contexts are the passages
+    the program handed a module (its `context`, `contexts` or `passages` input, seen through DSPy's callbacks), else
+    the prediction's own. A passage is text, or a dict with text/long_text and id/pid; `id_of(text)` names the
+    document of a passage that is text alone."""
+    import dspy
+    from dspy.utils.callback import BaseCallback
+
+    class Passed(BaseCallback):
+        """Keeps the first passages a module of the program was handed."""
+
+        def __init__(self) -> None:
+            self.passages: list[Any] | None = None
+
+        def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+            given = inputs.get("kwargs") or {}
+            found = next((given[f] for f in PASSAGE_FIELDS if isinstance(given.get(f), list)), None)
+            if self.passages is None and found is not None:
+                self.passages = found
+
+    if isinstance(program_or_build, dspy.Module):
+        def made(params: Params) -> Any:
+            if params:
+                raise ValueError(f"knob {next(iter(params))} reaches no part of the program: build the program from "
+                                 f"the knobs (dspy_system(lambda params: RAG(k=params['k'])))")
+            return program_or_build
+    else:
+        made = _built(program_or_build)
+
+    def system(question: dict, params: dict) -> dict:
+        program = made(params)
+        # the class's forward: DSPy warns when an instance's forward is touched outside a call
+        name = input_field or list(inspect.signature(type(program).forward).parameters)[1]
+        passed = Passed()
+        with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), passed]):
+            prediction = program(**{name: question["text"]})
+        own = next((prediction.get(f) for f in PASSAGE_FIELDS if isinstance(prediction.get(f), list)), None)
+        passages = passed.passages if passed.passages is not None else own or []
+        return {"answer": prediction.get("answer"), "contexts": [_passage(p, id_of) for p in passages]}
+
+    return system
+
+
+def _passage(passage: Any, id_of: Callable[[str], str | None] | None) -> dict[str, Any]:
+    if isinstance(passage, Mapping):
+        text = passage.get("text") or passage.get("long_text") or ""
+        doc_id = passage.get("id", passage.get("pid"))
+    else:
+        text, doc_id = str(passage), None
+    if doc_id is None and id_of is not None:
+        doc_id = id_of(text)
+    return {"text": text, "id": None if doc_id is None else str(doc_id)}
 
 
 def llamaindex_system(build: Callable[[dict[str, Any]], Any]) -> Callable[[dict, dict], dict]:
