@@ -123,3 +123,36 @@ def test_the_llamaindex_adapter_maps_k_to_similarity_top_k():
     system = llamaindex_system(lambda params: index.as_retriever(similarity_top_k=params["k"]))
     reply = Reply.parse(system({"id": "q", "text": "passage"}, {"k": 3}), answers=False)
     assert len(reply.contexts) == 3 and all(c.id.startswith("d") for c in reply.contexts)
+
+
+def test_the_llamaindex_adapter_asks_a_chat_engine_each_question_alone_and_reads_ids_by_a_metadata_key():
+    """A chat engine as LlamaIndex's docs build one: its answer and source nodes read, its memory reset before each
+    question (a study asks each alone); a query engine's contexts named by a metadata key."""
+    pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install "
+                                                   "'rag-tuner[llamaindex]')")
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+
+    from tuner.systems import Reply
+    from tuner.systems.adapters import llamaindex_system
+
+    index = VectorStoreIndex.from_documents(
+        [Document(text=f"Passage {n} about bridges.", id_=f"d{n}", metadata={"source": f"s{n}"}) for n in range(6)],
+        embed_model=MockEmbedding(embed_dim=8))
+    engines = []
+
+    def chat_engine(params):
+        engines.append(index.as_chat_engine(chat_mode="context", llm=MockLLM(max_tokens=8),
+                                            similarity_top_k=params["k"]))
+        return engines[-1]
+
+    chat = llamaindex_system(chat_engine)
+    for text in ("bridges?", "which bridge?"):
+        reply = Reply.parse(chat({"id": "q", "text": text}, {"k": 2}))
+        assert reply.answer and [c.id[0] for c in reply.contexts] == ["d", "d"]
+    assert len(engines) == 1 and len(engines[0].chat_history) == 2  # one question and its answer: the last alone
+    query = llamaindex_system(lambda p: index.as_query_engine(llm=MockLLM(max_tokens=8), similarity_top_k=p["k"]),
+                              id_key="source")
+    reply = Reply.parse(query({"id": "q", "text": "bridges?"}, {"k": 3}))
+    assert len(reply.contexts) == 3 and all(c.id.startswith("s") for c in reply.contexts)

@@ -271,27 +271,35 @@ def _passage(passage: Any, id_of: Callable[[str], str | None] | None) -> dict[st
     return {"text": text, "id": None if doc_id is None else str(doc_id)}
 
 
-def llamaindex_system(build: Callable[[dict[str, Any]], Any]) -> Callable[[dict, dict], dict]:
-    """A tuner system from LlamaIndex: `build(params)` makes a query engine (answer and source nodes) or a
-    retriever (contexts only) for the trial's knobs, e.g. `index.as_query_engine(similarity_top_k=params["k"])`."""
+def llamaindex_system(build: Callable[[dict[str, Any]], Any],
+                      id_key: str | None = None) -> Callable[[dict, dict], dict]:
+    """A tuner system from LlamaIndex: `build(params)` makes a query engine, a chat engine (answer and source nodes)
+    or a retriever (contexts only) for the trial's knobs, e.g. `index.as_query_engine(similarity_top_k=params["k"])`.
+    A chat engine's memory is reset before each question: each is asked alone, as a study asks it. A context's id is
+    its node's metadata `id_key`, else metadata's id or doc_id, else the node's `ref_doc_id` (its Document's `id_`,
+    random unless you set it)."""
     built = _built(build)
 
     def system(question: dict, params: dict) -> dict:
         engine = built(params)
-        if hasattr(engine, "query"):
-            response = engine.query(question["text"])
+        if hasattr(engine, "query") or hasattr(engine, "chat"):
+            if hasattr(engine, "query"):
+                response = engine.query(question["text"])
+            else:
+                engine.reset()
+                response = engine.chat(question["text"])
             return {"answer": str(getattr(response, "response", response) or ""),
-                    "contexts": [_node(n) for n in getattr(response, "source_nodes", [])]}
-        return {"contexts": [_node(n) for n in engine.retrieve(question["text"])]}
+                    "contexts": [_node(n, id_key) for n in getattr(response, "source_nodes", [])]}
+        return {"contexts": [_node(n, id_key) for n in engine.retrieve(question["text"])]}
 
     return system
 
 
-def _node(scored: Any) -> dict[str, Any]:
+def _node(scored: Any, id_key: str | None = None) -> dict[str, Any]:
     """A LlamaIndex node (with or without its score) as a context: its document's id where it has one."""
     node = getattr(scored, "node", scored)
     meta = getattr(node, "metadata", None) or {}
-    doc_id = meta.get("id") or meta.get("doc_id") or getattr(node, "ref_doc_id", None)
+    doc_id = meta.get(id_key) if id_key else (meta.get("id") or meta.get("doc_id") or getattr(node, "ref_doc_id", None))
     return {"text": node.get_content(), "id": None if doc_id is None else str(doc_id)}
 
 
