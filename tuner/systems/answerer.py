@@ -139,6 +139,8 @@ class SystemAnswerer(Answerer):
         entry = self.system.config.entry
         try:
             reply = self.system.reply(question.id, question.text, config.system)
+        except Rejected:  # the baseline's knobs are refused: trial 0 fails for them, and the study goes on
+            return
         except BadReply as exc:
             if isinstance(exc, BadShape) or id_targets:
                 raise ConfigError(f"system {entry}, asked question {question.id} before the first trial: {exc}"
