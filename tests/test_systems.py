@@ -502,6 +502,21 @@ def test_an_adapter_builds_once_per_knob_values_when_questions_are_asked_at_once
     assert len({id(m) for m in made}) == 2
 
 
+def two_trials(tmp_path, system: dict, prompts: tuple[str, str]) -> list[dict]:
+    """`tuner optimize` on `system` (a framework's code as written) for 2 trials over k and a prompt knob, with an id
+    target read from its contexts; the trial files, each with a positive nDCG@10."""
+    write_config(tmp_path, {**system, "path": str(TESTS), "knobs": {"k": {"type": "int", "default": 2},
+                                                                     "prompt": {"type": "str", "default": prompts[0]}}})
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {
+        "k": {"type": "int", "low": 1, "high": 4}, "prompt": {"type": "categorical", "choices": list(prompts)}}}))
+    result = tuner(*optimize(3), "--target", "ndcg@10", "--trials", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
+    assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
+    assert all(q["contexts"] for t in trials for q in t["per_question"])
+    return trials
+
+
 @pytest.mark.parametrize("chain", ["lcel", "created", "qa"])
 def test_langchain_chains_as_its_docs_write_them_answer_with_their_retrievers_documents(chain):
     """The tutorial's string chain, `create_retrieval_chain` ({"input": …}) and `RetrievalQA` ({"query": …}, no
@@ -523,18 +538,7 @@ def test_langchain_chains_as_its_docs_write_them_answer_with_their_retrievers_do
 def test_the_langchain_tutorial_chain_is_tuned_unchanged_over_two_of_its_knobs(tmp_path, own):
     """End to end: `tuner optimize` on the tutorial's chain as `langchain_system` wraps it, 2 trials over k and the
     prompt, an id target read from its Documents' sources."""
-    (tmp_path / "sys.yaml").write_text(yaml.safe_dump({
-        "system": {"python": "langchain_tutorial:lcel", "path": str(TESTS), "version": "1",
-                   "knobs": {"k": {"type": "int", "default": 2}, "prompt": {"type": "str", "default": "short"}}},
-        "dataset": {"path": str(DEMO)}}))
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {
-        "k": {"type": "int", "low": 1, "high": 4},
-        "prompt": {"type": "categorical", "choices": ["short", "careful"]}}}))
-    result = tuner(*optimize(4), "--target", "ndcg@10", "--trials", "2", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
-    assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
-    assert all(q["contexts"] for t in trials for q in t["per_question"])
+    trials = two_trials(tmp_path, {"python": "langchain_tutorial:lcel"}, ("short", "careful"))
     assert {t["params"]["k"] for t in trials} != {None} and trials[0]["retrieval"]["mean_k"] == 2.0  # the defaults
 
 
@@ -688,16 +692,7 @@ def test_a_haystack_pipeline_as_its_docs_write_it_is_tuned_over_two_knobs(tmp_pa
     assert len(reply["contexts"]) == 3 and "port-ardent" in [c["id"] for c in reply["contexts"]]
     with pytest.raises(ValueError, match="knob prompt reaches no component: map it with knobs="):
         haystack_pipeline.fixed({"id": "q01", "text": "?"}, {"k": 2, "prompt": "short"})
-    write_config(tmp_path, {"python": "haystack_pipeline:built", "path": str(TESTS),
-                            "knobs": {"k": {"type": "int", "default": 2}, "prompt": {"type": "str",
-                                                                                     "default": "short"}}})
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {
-        "k": {"type": "int", "low": 1, "high": 4},
-        "prompt": {"type": "categorical", "choices": ["short", "careful"]}}}))
-    result = tuner(*optimize(3), "--target", "ndcg@10", "--trials", "2", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
-    assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
+    two_trials(tmp_path, {"python": "haystack_pipeline:built"}, ("short", "careful"))
 
 
 def test_a_dspy_program_as_its_tutorial_writes_it_is_tuned_over_two_knobs(tmp_path, own):
@@ -710,16 +705,7 @@ def test_a_dspy_program_as_its_tutorial_writes_it_is_tuned_over_two_knobs(tmp_pa
     reply = dspy_program.answer({"id": "q01", "text": "What is the capital of Velmora?"}, {"k": 2, "prompt": "plain"})
     assert reply["answer"] == "The capital is Port Ardent."
     assert [c["id"] for c in reply["contexts"]] == ["port-ardent", "velmora"]
-    write_config(tmp_path, {"python": "dspy_program:answer", "path": str(TESTS),
-                            "knobs": {"k": {"type": "int", "default": 2}, "prompt": {"type": "str",
-                                                                                     "default": "plain"}}})
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"params": {
-        "k": {"type": "int", "low": 1, "high": 4},
-        "prompt": {"type": "categorical", "choices": ["plain", "cited"]}}}))
-    result = tuner(*optimize(3), "--target", "ndcg@10", "--trials", "2", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
-    assert len(trials) == 2 and all(t["retrieval"]["ndcg@10"] > 0 for t in trials)
+    two_trials(tmp_path, {"python": "dspy_program:answer"}, ("plain", "cited"))
 
 
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):

@@ -50,6 +50,22 @@ def _built(build: Callable[[dict[str, Any]], Any]) -> Callable[[Params], Any]:
     return get
 
 
+def _made(given: Any, is_itself: bool, reaches: Callable[[str], bool],
+          unreached: Callable[[str], str]) -> Callable[[Params], Any]:
+    """What answers for a trial's knobs: `given` itself when `is_itself` (a knob that does not reach it fails the
+    question, `unreached(name)` saying why), else what the builder `given` builds from them (once per knob values)."""
+    if not is_itself:
+        return _built(given)
+
+    def made(params: Params) -> Any:
+        unmapped = [name for name in params if not reaches(name)]
+        if unmapped:
+            raise ValueError(f"knob {unmapped[0]} {unreached(unmapped[0])}")
+        return given
+
+    return made
+
+
 def langchain_system(runnable_or_build: Any, input_key: str | None = None,
                      id_key: str | None = None) -> Callable[[dict, dict], dict]:
     """A tuner system from a LangChain runnable as it is written: a retriever, an LCEL chain that returns a string,
@@ -160,15 +176,9 @@ def haystack_system(pipeline_or_build: Any, knobs: Mapping[str, str] | None = No
     doc_id or source, else the Document's own id (a hash of its content, unless you set it)."""
     from haystack import Pipeline
 
-    if isinstance(pipeline_or_build, Pipeline):
-        def made(params: Params) -> Any:
-            unmapped = [name for name in params if name not in (knobs or {})]
-            if unmapped:
-                raise ValueError(f"knob {unmapped[0]} reaches no component: map it with knobs={{{unmapped[0]!r}: "
-                                 f"'component.input'}}, or build the pipeline from the knobs")
-            return pipeline_or_build
-    else:
-        made = _built(pipeline_or_build)
+    made = _made(pipeline_or_build, isinstance(pipeline_or_build, Pipeline), lambda name: name in (knobs or {}),
+                 lambda name: f"reaches no component: map it with knobs={{{name!r}: 'component.input'}}, or build the "
+                              f"pipeline from the knobs")
 
     def system(question: dict, params: dict) -> dict:
         pipeline = made(params)
@@ -237,14 +247,9 @@ def dspy_system(program_or_build: Any, id_of: Callable[[str], str | None] | None
             if self.passages is None and found is not None:
                 self.passages = found
 
-    if isinstance(program_or_build, dspy.Module):
-        def made(params: Params) -> Any:
-            if params:
-                raise ValueError(f"knob {next(iter(params))} reaches no part of the program: build the program from "
-                                 f"the knobs (dspy_system(lambda params: RAG(k=params['k'])))")
-            return program_or_build
-    else:
-        made = _built(program_or_build)
+    made = _made(program_or_build, isinstance(program_or_build, dspy.Module), lambda name: False,
+                 lambda name: "reaches no part of the program: build the program from the knobs "
+                              "(dspy_system(lambda params: RAG(k=params['k'])))")
 
     def system(question: dict, params: dict) -> dict:
         program = made(params)
