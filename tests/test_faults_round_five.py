@@ -136,7 +136,7 @@ def answer(question, params):
         log.write(json.dumps([question["id"], params["k"]]) + "\\n")
     if params["k"] > 1:
         raise Rejected(f"k={params['k']}: this index serves at most 1 passage")
-    return {"answer": "x", "contexts": [{"text": "The Greywater Bridge.", "id": "d1"}]}
+    return {"answer": "x", "contexts": [{"text": "Velmora is a small island.", "id": "velmora"}]}
 """
 
 
@@ -179,7 +179,7 @@ import json
 def answer(question, params):
     with open("asked.jsonl", "a") as log:
         log.write(json.dumps([question["id"], repr(params["t"])]) + "\\n")
-    return {"answer": "x", "contexts": [{"text": "The Greywater Bridge.", "id": "d1"}]}
+    return {"answer": "x", "contexts": [{"text": "Velmora is a small island.", "id": "velmora"}]}
 """
 
 
@@ -228,7 +228,7 @@ PRINTS = """
 print("loading the index")
 def answer(question, params):
     print("asked", question["id"])
-    return {"answer": "x", "contexts": [{"text": "The Greywater Bridge.", "id": "d1"}]}
+    return {"answer": "x", "contexts": [{"text": "Velmora is a small island.", "id": "velmora"}]}
 """
 
 
