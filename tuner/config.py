@@ -401,8 +401,11 @@ class _SystemSettings(_Kinded):
         return f"{self.entry} version {self.version}"
 
     def located(self, base: Path) -> _SystemSettings:
-        """This config with its relative paths read from `base` (the config file's folder)."""
-        return self
+        """This config with its folder (a kind's `path`, where it has one) read from `base`, the config file's
+        folder; unset: that folder."""
+        if "path" not in type(self).model_fields or (self.path is not None and self.path.is_absolute()):
+            return self
+        return self.model_copy(update={"path": base / (self.path or ".")})
 
     def knob_values(self, given: Mapping[str, Any]) -> dict[str, SystemScalar]:
         """Every declared knob at `given`'s value or its default, checked; an undeclared name is refused."""
@@ -440,11 +443,6 @@ class PythonSystemConfig(_SystemSettings):
     @property
     def entry(self) -> str:
         return f"python:{self.python}"
-
-    def located(self, base: Path) -> PythonSystemConfig:
-        if self.path is not None and self.path.is_absolute():
-            return self
-        return self.model_copy(update={"path": base / (self.path or ".")})
 
 
 #: a placeholder in an HTTP system's request template
@@ -527,11 +525,6 @@ class CommandSystemConfig(_SystemSettings):
     @property
     def entry(self) -> str:
         return f"command:{shlex.join(self.command)}"
-
-    def located(self, base: Path) -> CommandSystemConfig:
-        if self.path is not None and self.path.is_absolute():
-            return self
-        return self.model_copy(update={"path": base / (self.path or ".")})
 
 
 #: every kind of the user's own system; the union below, its tags and the refusal of another kind's setting read it
