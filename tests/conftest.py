@@ -22,7 +22,7 @@ os.environ["TUNER_TEST_SET_BY_TUNER"] = ",".join(sorted(set(os.environ) - _befor
 
 #: fixtures that load a real model (weights from a registry package, or a tiny random transformer): a test using one
 #: is a slow test whatever it says, so `-m "not slow"` leaves out every test that loads a model through them
-REAL_MODEL_FIXTURES = {"real_embedder", "small_llm", "tiny_cross_encoder", "tiny_embedder"}
+REAL_MODEL_FIXTURES = {"real_embedder", "small_llm", "served_small_model", "tiny_cross_encoder", "tiny_embedder"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -232,3 +232,29 @@ def demo_copy(tmp_path: Path) -> Path:
     folder.mkdir()
     shutil.copy(DEMO_PATH / "corpus.jsonl", folder / "corpus.jsonl")
     return folder
+
+
+@pytest.fixture(scope="module")
+def served_small_model(small_gguf):
+    """The 0.5B model behind a real llama.cpp OpenAI-compatible server (what `tuner models serve` runs)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(small_gguf), "--host",
+                               "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.5)
+    yield f"http://127.0.0.1:{port}/v1"
+    server.terminate()
+    server.wait(30)

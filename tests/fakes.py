@@ -295,3 +295,47 @@ class SystemServer:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class ChatService:
+    """A team's existing service, not shaped for tuner: POST /chat {"message", "top_k", "style"} with an X-Api-Key
+    header, answering {"reply", "sources": [{"content", "doc"}]} from `answer(question, params)` (a Python system).
+    Records each request. Use as a context manager."""
+
+    def __init__(self, answer):
+        import http.server
+        import threading
+
+        self.requests: list[tuple[dict, dict]] = []
+        service = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # the stdlib's name
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                service.requests.append((body, dict(self.headers)))
+                if self.headers.get("X-Api-Key") != "s3cret":
+                    send(self, 401, b'{"error": "no key"}', "application/json")
+                    return
+                own = answer({"id": "?", "text": body["message"]}, {"k": body["top_k"], "prompt": body["style"]})
+                out = {"reply": own["answer"], "sources": [{"content": c["text"], "doc": c["id"]}
+                                                           for c in own["contexts"]]}
+                send(self, 200, json.dumps(out).encode(), "application/json")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/chat"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+
+
+#: how tuner talks to ChatService: its request, its header (the key from the environment) and where its reply is
+CHAT = {"request": {"message": "{question}", "top_k": "{k}", "style": "{prompt}"},
+        "headers": {"X-Api-Key": "${CHAT_KEY}"},
+        "response": {"answer": "reply", "contexts": "sources", "text": "content", "id": "doc"}}

@@ -1,14 +1,11 @@
-"""A RAG pipeline written as Haystack's docs write one, over the demo corpus: an in-memory store, a BM25 retriever, a
+"""A RAG pipeline written as Haystack's docs write one, over the test corpus: an in-memory store, a BM25 retriever, a
 prompt builder, a generator and an answer builder. Nothing here is shaped for tuner but the last lines. The
 generator is a stand-in component (the answer text does not matter to these tests); each Document keeps its source
 id in its metadata, as converters keep a file's name."""
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
+from corpus_bm25 import corpus
 from haystack import Document, Pipeline, component
 from haystack.components.builders import AnswerBuilder, PromptBuilder
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
@@ -16,7 +13,6 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from tuner.systems.adapters import haystack_system
 
-CORPUS = Path(os.environ.get("OWN_SYSTEM_CORPUS", Path(__file__).parents[1] / "tuner/data/demo/corpus.jsonl"))
 TEMPLATES = {
     "short": "Answer in one sentence.\n{% for doc in documents %}{{ doc.content }}\n{% endfor %}Question: {{question}}",
     "careful": "Use only these documents; say you don't know otherwise.\n{% for doc in documents %}{{ doc.content }}"
@@ -35,8 +31,7 @@ class Generator:
 
 def store() -> InMemoryDocumentStore:
     documents = InMemoryDocumentStore()
-    documents.write_documents([Document(content=d["text"], meta={"source": d["_id"]})
-                               for d in map(json.loads, CORPUS.read_text().splitlines()) if d])
+    documents.write_documents([Document(content=d["text"], meta={"source": d["_id"]}) for d in corpus()])
     return documents
 
 

@@ -37,6 +37,14 @@ def dataset_path(name: str) -> Path:
     return path
 
 
+def own_answer(question: dict, params: dict) -> dict:
+    """The tests' own RAG system (tests/own_system.py) answering, as a server in a test serves it."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import own_system
+
+    return own_system.answer(question, params)
+
+
 def tuner(*args, cwd):
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, env=env, capture_output=True, text=True,

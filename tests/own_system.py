@@ -1,5 +1,5 @@
 """A RAG system of a user's own, for the tests of `system:` — none of tuner's pipeline: its own BM25 retriever
-(bm25s) over a BEIR corpus, and an answer from a GGUF model through llama.cpp, or, without one, the best context's
+(corpus_bm25) over a BEIR corpus, and an answer from a GGUF model through llama.cpp, or, without one, the best context's
 first sentence. Its own call log (one JSON line per reply it gave) is what tests count calls with.
 
 Settings come from the environment, as a deployed service's would: OWN_SYSTEM_CORPUS (a corpus.jsonl),
@@ -15,20 +15,10 @@ import json
 import os
 import threading
 import time
-from pathlib import Path
+
+from corpus_bm25 import search
 
 _lock = threading.Lock()
-
-
-@functools.cache
-def _index(corpus: str):
-    import bm25s
-
-    docs = [json.loads(line) for line in Path(corpus).read_text().splitlines() if line]
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([f"{d.get('title', '')} {d['text']}" for d in docs], show_progress=False),
-                    show_progress=False)
-    return docs, retriever
 
 
 @functools.cache
@@ -43,14 +33,8 @@ PROMPTS = {"plain": "Answer the question in one sentence from the passages.",
 
 
 def answer(question: dict, params: dict) -> dict:
-    import bm25s
-
     time.sleep(float(os.environ.get("OWN_SYSTEM_DELAY", "0")))
-    docs, retriever = _index(os.environ["OWN_SYSTEM_CORPUS"])
-    k = int(params.get("k", 3))
-    found, _ = retriever.retrieve(bm25s.tokenize([question["text"]], show_progress=False), k=min(k, len(docs)),
-                                  show_progress=False)
-    hits = [docs[int(i)] for i in found[0]]
+    hits = search(question["text"], int(params.get("k", 3)))
     if os.environ.get("OWN_SYSTEM_GGUF"):
         passages = "\n\n".join(f"[{n}] {d['text']}" for n, d in enumerate(hits, 1))
         with _lock:  # one llama.cpp context answers one call at a time

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.fakes import FakeEndpoint, ScriptedLLM, SystemServer
-from tests.helpers import one_line_error, open_session, run_tuner
+from tests.helpers import one_line_error, open_session, own_answer, run_tuner
 from tuner.cache import SqliteStore
 from tuner.config import HttpSystemConfig, JudgeAlignment, ProjectConfig
 from tuner.errors import ConfigError, DataError
@@ -31,13 +31,6 @@ TESTS = Path(__file__).parent
 DEMO = Path(__file__).parents[1] / "tuner" / "data" / "demo"
 KNOBS = {"k": {"type": "int", "default": 2}}
 SPACE = {"params": {"k": {"type": "int", "low": 1, "high": 2}}}
-
-
-def own_answer(question, params):
-    sys.path.insert(0, str(TESTS))
-    import own_system
-
-    return own_system.answer(question, params)
 
 
 @pytest.fixture
@@ -215,6 +208,7 @@ def test_a_resume_under_another_answer_layout_is_refused_in_one_line(tmp_path, f
 def test_best_written_into_another_folder_runs_from_there(tmp_path, own):
     system_study(tmp_path, {"python": "own_system:answer", "path": str(TESTS)})
     (tmp_path / "quiet.py").write_text((TESTS / "own_system.py").read_text())
+    (tmp_path / "corpus_bm25.py").write_text((TESTS / "corpus_bm25.py").read_text())  # its retriever
     system_study(tmp_path, {"python": "quiet:answer"})  # system.path unset: the config's folder
     assert run_tuner(*optimize("--trials", "1"), cwd=tmp_path).returncode == 0
     assert run_tuner("best", "--study", "s", "-o", "out/best.yaml", cwd=tmp_path).returncode == 0

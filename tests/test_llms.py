@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import subprocess
-import sys
-import time
 from dataclasses import replace
 
 import pytest
@@ -27,25 +23,6 @@ RELEVANT = [{"role": "user", "content": "Question: What is the capital of France
 IRRELEVANT = [{"role": "user", "content": "Question: What is the capital of France?\n\nPassage: Bananas are a "
                                           "yellow fruit.\n\nDoes the passage help answer the question? "
                                           "Answer yes or no."}]
-
-
-@pytest.fixture(scope="module")
-def served_small_model(small_gguf):
-    """The 0.5B model behind a real llama.cpp OpenAI-compatible server (what `tuner models serve` runs)."""
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(small_gguf), "--host",
-                               "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.5)
-    yield f"http://127.0.0.1:{port}/v1"
-    server.terminate()
-    server.wait(30)
 
 
 @pytest.fixture(params=["scripted", "llama-cpp", "openai-compatible"])

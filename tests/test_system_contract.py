@@ -33,25 +33,67 @@ def python_kind(**settings) -> Iterator[SystemConfig]:
 
 
 @contextlib.contextmanager
-def http_kind(**settings) -> Iterator[SystemConfig]:
-    """The same function behind HTTP, served by tuner's own FastAPI adapter on a local port."""
+def served(app) -> Iterator[str]:
+    """An ASGI app served on a local port: its address."""
     import uvicorn
 
-    from tests import contract_system
-    from tuner.systems.adapters import http_app
-
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(http_app(contract_system.answer), port=port, log_level="error"))
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
     try:
-        yield HttpSystemConfig(http=f"http://127.0.0.1:{port}/", version="1", knobs=KNOBS, **settings)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+@contextlib.contextmanager
+def http_kind(**settings) -> Iterator[SystemConfig]:
+    """The same function behind HTTP, served by tuner's own FastAPI adapter on a local port."""
+    from tests import contract_system
+    from tuner.systems.adapters import http_app
+
+    with served(http_app(contract_system.answer)) as url:
+        yield HttpSystemConfig(http=f"{url}/", version="1", knobs=KNOBS, **settings)
+
+
+@contextlib.contextmanager
+def http_as_it_is_kind(**settings) -> Iterator[SystemConfig]:
+    """The same function behind a service of its own shape, described by a request template and response paths:
+    POST /ask {"query", "qid", "options": {knobs}} answering {"data": {"reply", "docs": [{"body", "ref"}],
+    "tokens"}}."""
+    from fastapi import FastAPI, HTTPException
+    from fastapi.concurrency import run_in_threadpool
+
+    from tests import contract_system
+
+    app = FastAPI()
+
+    @app.post("/ask")
+    async def ask(body: dict) -> dict:
+        try:
+            reply = await run_in_threadpool(contract_system.answer, {"id": body["qid"], "text": body["query"]},
+                                            body["options"])
+        except Rejected as exc:
+            raise HTTPException(422, str(exc)) from None
+        except Exception as exc:
+            raise HTTPException(500, f"{type(exc).__name__}: {exc}") from None
+        docs = [{"body": c["text"], "ref": c["id"]} if isinstance(c, dict) else {"body": c, "ref": None}
+                for c in reply["contexts"]]
+        return {"data": {**({"reply": reply["answer"]} if "answer" in reply else {}), "docs": docs,
+                         "tokens": reply["usage"]}}
+
+    with served(app) as url:
+        yield HttpSystemConfig(
+            http=f"{url}/ask", version="1", knobs=KNOBS, **settings,
+            request={"query": "{question}", "qid": "{question_id}",
+                     "options": {"behave": "{behave}", "delay": "{delay}", "k": "{k}"}},
+            response={"answer": "data.reply", "contexts": "data.docs", "text": "body", "id": "ref",
+                      "usage": "data.tokens"})
 
 
 @contextlib.contextmanager
@@ -63,7 +105,7 @@ def command_kind(**settings) -> Iterator[SystemConfig]:
 
 #: every kind of system, as a way to serve the scripted system as that kind
 KINDS: dict[str, Callable[..., contextlib.AbstractContextManager[SystemConfig]]] = {
-    "python": python_kind, "http": http_kind, "command": command_kind}
+    "python": python_kind, "http": http_kind, "http-as-it-is": http_as_it_is_kind, "command": command_kind}
 
 
 @pytest.fixture(params=sorted(KINDS))
@@ -78,6 +120,7 @@ def kind(request, tmp_path, monkeypatch):
             stack.callback(asked.close)
             return asked
 
+        make.name = request.param
         yield make
 
 
@@ -95,16 +138,25 @@ def test_a_reply_is_parsed_and_counted(kind):
     assert (cost.llm_calls, cost.prompt_tokens, cost.completion_tokens, cost.cache_hits) == (1, 120, 8, 0)
 
 
-@pytest.mark.parametrize("behave, said", [
-    ("no answer", "the reply lacks 'answer' (it has 'contexts', 'usage'); a system that retrieves only is "
-                  "configured with answers: false"),
-    ("number context", "context 1 of the reply is int, not text (a context is text, or an object with text and id)"),
-])
-def test_a_bad_reply_fails_that_question_in_one_line(kind, behave, said):
+#: a bad reply as each kind says it: a service described by response paths names the path that let it down
+BAD_REPLIES = {
+    "no answer": {"": "the reply lacks 'answer' (it has 'contexts', 'usage'); a system that retrieves only is "
+                      "configured with answers: false",
+                  "http-as-it-is": "the reply has no 'data.reply' (system.response.answer; at 'reply' it has 'docs', "
+                                   "'tokens')"},
+    "number context": {"": "context 1 of the reply is int, not text (a context is text, or an object with text and "
+                           "id)",
+                       "http-as-it-is": "context 1's 'body' is int, not text (system.response.text)"},
+}
+
+
+@pytest.mark.parametrize("behave", BAD_REPLIES)
+def test_a_bad_reply_fails_that_question_in_one_line(kind, behave):
     system = kind()
     with pytest.raises(BadReply) as raised:
         system.reply("q1", "who?", {"behave": behave})
-    assert str(raised.value) == said
+    said = BAD_REPLIES[behave]
+    assert str(raised.value) == said.get(kind.name, said[""])
     assert system.meter.total().llm_calls == 1  # asked and paid for, nothing kept
 
 

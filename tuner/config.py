@@ -468,6 +468,8 @@ class HttpResponsePaths(_Strict):
     contexts: str = Field(description="the path of the list of contexts")
     text: str | None = Field(None, description="a context's text, within each context; none: the context is text")
     id: str | None = Field(None, description="a context's document id, within each context")
+    usage: str | None = Field(None, description="the object of the reply's prompt_tokens and completion_tokens (the "
+                              "system's own LLM use, counted as tuner counts its own); none: not counted")
 
 
 class HttpSystemConfig(_SystemSettings):

@@ -80,7 +80,9 @@ class HttpSystem(System):
         """The URL and body a question is sent with: tuner's JSON, or the service's own shape (`request`)."""
         if self.config.request is None:
             return self.url, json.dumps({"question": dict(question), "params": dict(params)}).encode()
-        values = {"question": question["text"], "question_id": question["id"], **params}
+        # a knob the caller leaves out is sent at its declared default, as a study sends it
+        values = {"question": question["text"], "question_id": question["id"],
+                  **{name: knob.default for name, knob in self.config.knobs.items()}, **params}
         filled = _fill(self.config.request, values)
         if self.config.method == "GET":
             query = urllib.parse.urlencode({k: v if isinstance(v, str) else json.dumps(v) for k, v in filled.items()})
@@ -189,9 +191,20 @@ def _read(reply: Any, paths: HttpResponsePaths) -> dict[str, Any]:
     if not isinstance(contexts, list):
         raise BadShape(f"the reply's {paths.contexts!r} is {type(contexts).__name__}, not a list (system.response."
                        f"contexts)")
-    read = [{"text": _at(c, paths.text, "text") if paths.text else c,
-             "id": _at(c, paths.id, "id") if paths.id else None} for c in contexts]
-    return {"contexts": read, **({"answer": _at(reply, paths.answer, "answer")} if paths.answer else {})}
+    read = [{"text": _text(c, n, paths), "id": _at(c, paths.id, "id") if paths.id else None}
+            for n, c in enumerate(contexts, 1)]
+    return {"contexts": read, **({"answer": _at(reply, paths.answer, "answer")} if paths.answer else {}),
+            **({"usage": _at(reply, paths.usage, "usage")} if paths.usage else {})}
+
+
+def _text(context: Any, number: int, paths: HttpResponsePaths) -> str:
+    """A context's text where `paths.text` says it is, said by that path when it is not text."""
+    text = _at(context, paths.text, "text") if paths.text else context
+    if not isinstance(text, str):
+        where = f"context {number}'s {paths.text!r}" if paths.text else f"context {number} of the reply"
+        hint = "" if paths.text else ": system.response.text names its text within it"
+        raise BadShape(f"{where} is {type(text).__name__}, not text (system.response.text{hint})")
+    return text
 
 
 def _said(error: urllib.error.HTTPError) -> str:

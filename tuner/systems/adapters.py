@@ -76,9 +76,10 @@ def langchain_system(runnable_or_build: Any, input_key: str | None = None,
     The question goes in as the chain takes it: a string, or a dict under the chain's one input key (read from its
     input schema; `input_key` where it has several). The answer is its output (a string, a message, or a dict's
     `answer`, `result` or `output`); the contexts are the documents the output carries (`context`,
-    `source_documents`), else every document a retriever inside the call returned, seen through LangChain's
-    callbacks as tracing integrations see them. A context's id is its Document's `id`, else the metadata key
-    `id_key`, else metadata's id, doc_id or source."""
+    `source_documents`), else every document a retriever inside the call returned or a tool returned as its artifact,
+    seen through LangChain's callbacks as tracing integrations see them. An agent (its input `messages`) is sent the
+    question as the user's message; its answer is its last message. A context's id is its Document's metadata `id_key`
+    where given, else the Document's `id`, else metadata's id, doc_id or source."""
     from langchain_core.runnables import Runnable
 
     if isinstance(runnable_or_build, Runnable):
@@ -107,19 +108,21 @@ def _chain_input(chain: Any, question: str, input_key: str | None) -> Any:
         return {input_key: question}
     schema = chain.get_input_jsonschema()
     keys = list(schema.get("properties", {})) if schema.get("type", "object") == "object" else []
+    required = [k for k in keys if k in schema.get("required", ())]
+    key = keys[0] if len(keys) == 1 else required[0] if len(required) == 1 else None
     if not keys:
         return question
-    if len(keys) == 1:
-        return {keys[0]: question}
-    required = [k for k in keys if k in schema.get("required", ())]
-    if len(required) == 1:
-        return {required[0]: question}
+    if key == "messages":  # an agent's state: the question is the user's one message
+        return {key: [{"role": "user", "content": question}]}
+    if key is not None:
+        return {key: question}
     raise ValueError(f"the chain takes {', '.join(keys)}: say which holds the question with "
                      f"langchain_system(..., input_key=NAME)")
 
 
 def _retrieved() -> Any:
-    """A callback handler that keeps every document a retriever returned during one call."""
+    """A callback handler that keeps every document a retriever returned during one call, and those a tool returned as
+    its artifact (the RAG tutorial's agent tool searches a vector store and returns the documents it found so)."""
     from langchain_core.callbacks import BaseCallbackHandler
 
     class Retrieved(BaseCallbackHandler):
@@ -127,7 +130,15 @@ def _retrieved() -> Any:
             self.documents: list[Any] = []
 
         def on_retriever_end(self, documents: Any, **kwargs: Any) -> None:
-            self.documents.extend(documents)
+            self.keep(documents)
+
+        def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+            found = getattr(output, "artifact", None)
+            if isinstance(found, list) and all(hasattr(d, "page_content") for d in found):
+                self.keep(found)
+
+        def keep(self, documents: Any) -> None:  # a retriever tool's documents are seen as it ends and as the tool does
+            self.documents.extend(d for d in documents if not any(d is seen for seen in self.documents))
 
     return Retrieved()
 
