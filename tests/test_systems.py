@@ -495,8 +495,13 @@ def test_an_adapter_builds_once_per_knob_values_when_questions_are_asked_at_once
     assert len({id(m) for m in made}) == 2
 
 
-@pytest.mark.parametrize("chain", ["lcel", "created", "qa", "agent"])
-def test_langchain_chains_as_its_docs_write_them_answer_with_their_retrievers_documents(own, chain):
+@pytest.mark.parametrize("chain, found", [
+    ("lcel", "the retrievers inside the call (LangChain's callbacks)"),
+    ("created", "the chain's output 'context'"),
+    ("qa", "the retrievers inside the call (LangChain's callbacks)"),
+    ("agent", "tool retrieve_context's artifact (LangChain's callbacks)"),
+])
+def test_langchain_chains_as_its_docs_write_them_answer_with_their_retrievers_documents(own, chain, found):
     """The tutorial's string chain, `create_retrieval_chain` ({"input": …}), `RetrievalQA` ({"query": …}, no
     documents in its output) and the tutorial's agent ({"messages": …}; its tool searches a store, no retriever, and
     returns the documents as its artifact): each asked as it takes a question, its contexts the documents its
@@ -509,7 +514,7 @@ def test_langchain_chains_as_its_docs_write_them_answer_with_their_retrievers_do
     reply = system({"id": "q01", "text": "What is the capital of Velmora?"}, {"k": 3, "prompt": "short"})
     assert reply["answer"] == "The capital is Port Ardent."
     ids = [c["id"] for c in reply["contexts"]]
-    assert len(ids) == 3 and "port-ardent" in ids
+    assert len(ids) == 3 and "port-ardent" in ids and reply["contexts_from"] == found
     assert all(c["text"] for c in reply["contexts"])
     assert len(system({"id": "q01", "text": "What is the capital of Velmora?"}, {"k": 1, "prompt": "short"})
                ["contexts"]) == 1  # the knob reaches the retriever
@@ -563,7 +568,8 @@ def test_a_reply_without_a_path_s_field_says_which_step_is_missing(monkeypatch):
     assert str(caught.value) == ("the reply has no 'sources' (system.response.contexts; at 'sources' it has 'reply', "
                                  "'docs')")
     assert _read({"reply": "yes", "sources": [{"content": "t", "doc": 7}]}, paths) == {
-        "answer": "yes", "contexts": [{"text": "t", "id": 7}]}
+        "answer": "yes", "contexts": [{"text": "t", "id": 7}],
+        "contexts_from": "the reply's 'sources' (system.response.contexts)"}
 
 
 def test_system_check_shows_what_tuner_read_and_what_to_change(tmp_path, own):
@@ -589,6 +595,11 @@ def test_system_check_shows_what_tuner_read_and_what_to_change(tmp_path, own):
         bad = tuner("system", "check", "--config", "sys.yaml", cwd=tmp_path)
     assert bad.returncode == 2 and one_line_error(bad) == (
         f"error: system {server.url}, asked question q01: {SHAPES['no answer']}")
+    write_config(tmp_path, {"python": "langchain_tutorial:lcel", "path": str(TESTS),
+                            "knobs": {"k": {"type": "int", "default": 2}, "prompt": {"type": "str", "default": "short"}}})
+    chain = tuner("system", "check", "--config", "sys.yaml", cwd=tmp_path)
+    assert chain.returncode == 0, chain.stderr
+    assert "2 context(s), from the retrievers inside the call (LangChain's callbacks)" in chain.stdout
     (tmp_path / "plain.yaml").write_text("{}\n")
     none = tuner("system", "check", "--config", "plain.yaml", cwd=tmp_path)
     assert one_line_error(none) == ("error: tuner system check asks your own system: this config has no system: "
@@ -606,6 +617,7 @@ def test_a_haystack_pipeline_as_its_docs_write_it_answers_with_its_retriever_s_d
                                                                                                "prompt": "careful"})
     assert reply["answer"] == "The capital is Port Ardent."
     assert len(reply["contexts"]) == 3 and "port-ardent" in [c["id"] for c in reply["contexts"]]
+    assert reply["contexts_from"] == "the documents of the answer builder's answer (Haystack's pipeline outputs)"
     with pytest.raises(ValueError, match="knob prompt reaches no component: map it with knobs="):
         haystack_pipeline.fixed({"id": "q01", "text": "?"}, {"k": 2, "prompt": "short"})
 
@@ -620,6 +632,7 @@ def test_a_dspy_program_as_its_tutorial_writes_it_answers_with_the_passages_it_h
     reply = dspy_program.answer({"id": "q01", "text": "What is the capital of Velmora?"}, {"k": 2, "prompt": "plain"})
     assert reply["answer"] == "The capital is Port Ardent."
     assert sorted(c["id"] for c in reply["contexts"]) == ["port-ardent", "velmora"]
+    assert reply["contexts_from"] == "the 'context' handed to ChainOfThought (DSPy's callbacks)"
 
 
 def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):

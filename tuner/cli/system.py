@@ -64,7 +64,8 @@ def check_command(
     console.print(f"answer: {escape(_cut(reply.answer)) if reply.answer is not None else '(none: contexts only)'}",
                   highlight=False, soft_wrap=True)
     known = {d.id for d in data.documents}
-    table = Table(title=f"{len(reply.contexts)} context(s)")
+    origin = f", from {reply.contexts_from}" if reply.contexts_from else ""
+    table = Table(title=f"{len(reply.contexts)} context(s){escape(origin)}")
     for column in ("#", "id", "a document of the dataset", f"gold for {asked.id}", "text"):
         table.add_column(column)
     for n, context in enumerate(reply.contexts, 1):

@@ -55,10 +55,13 @@ class Reply:
     contexts: tuple[Context, ...]
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: where a framework adapter found the contexts (`tuner system check` says it): an optional reply field
+    contexts_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"answer": self.answer, "contexts": [{"text": c.text, "id": c.id} for c in self.contexts],
-                "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}}
+                "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+                **({"contexts_from": self.contexts_from} if self.contexts_from else {})}
 
     @classmethod
     def parse(cls, data: Any, answers: bool = True) -> Reply:
@@ -87,7 +90,9 @@ class Reply:
                                 isinstance(item, Mapping) else ""))
             contexts.append(Context(text, None if doc is None else str(doc)))
         usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
-        return cls(answer, tuple(contexts), _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+        origin = data.get("contexts_from")
+        return cls(answer, tuple(contexts), _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")),
+                   origin if isinstance(origin, str) else None)
 
 
 def _count(value: Any) -> int:

@@ -193,7 +193,8 @@ def _read(reply: Any, paths: HttpResponsePaths) -> dict[str, Any]:
                        f"contexts)")
     read = [{"text": _text(c, n, paths), "id": _at(c, paths.id, "id") if paths.id else None}
             for n, c in enumerate(contexts, 1)]
-    return {"contexts": read, **({"answer": _at(reply, paths.answer, "answer")} if paths.answer else {}),
+    return {"contexts": read, "contexts_from": f"the reply's {paths.contexts!r} (system.response.contexts)",
+            **({"answer": _at(reply, paths.answer, "answer")} if paths.answer else {}),
             **({"usage": _at(reply, paths.usage, "usage")} if paths.usage else {})}
 
 

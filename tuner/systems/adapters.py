@@ -97,7 +97,7 @@ def langchain_system(runnable_or_build: Any, input_key: str | None = None,
         chain, config = made(params)
         seen = _retrieved()
         output = chain.invoke(_chain_input(chain, question["text"], input_key), config={**config, "callbacks": [seen]})
-        return langchain_reply(output, seen.documents, id_key)
+        return langchain_reply(output, seen.documents, id_key, seen.origin())
 
     return system
 
@@ -128,36 +128,47 @@ def _retrieved() -> Any:
     class Retrieved(BaseCallbackHandler):
         def __init__(self) -> None:
             self.documents: list[Any] = []
+            self.sources: list[str] = []  # where they came from, in order, each named once
 
         def on_retriever_end(self, documents: Any, **kwargs: Any) -> None:
-            self.keep(documents)
+            self.keep(documents, "the retrievers inside the call")
 
         def on_tool_end(self, output: Any, **kwargs: Any) -> None:
             found = getattr(output, "artifact", None)
             if isinstance(found, list) and all(hasattr(d, "page_content") for d in found):
-                self.keep(found)
+                self.keep(found, f"tool {getattr(output, 'name', None) or 'a tool'}'s artifact")
 
-        def keep(self, documents: Any) -> None:  # a retriever tool's documents are seen as it ends and as the tool does
-            self.documents.extend(d for d in documents if not any(d is seen for seen in self.documents))
+        def keep(self, documents: Any, source: str) -> None:
+            new = [d for d in documents if not any(d is seen for seen in self.documents)]  # a retriever tool's
+            self.documents.extend(new)  # documents are seen as the retriever ends and again as the tool does
+            if new and source not in self.sources:
+                self.sources.append(source)
+
+        def origin(self) -> str:
+            return " and ".join(self.sources) + " (LangChain's callbacks)" if self.sources else \
+                "no retriever ran and no tool returned documents (LangChain's callbacks)"
 
     return Retrieved()
 
 
-def langchain_reply(output: Any, retrieved: Sequence[Any] = (), id_key: str | None = None) -> dict[str, Any]:
-    """A LangChain runnable's output as a tuner reply: `retrieved` are the documents its retrievers returned."""
+def langchain_reply(output: Any, retrieved: Sequence[Any] = (), id_key: str | None = None,
+                    retrieved_from: str = "the retrievers inside the call") -> dict[str, Any]:
+    """A LangChain runnable's output as a tuner reply: `retrieved` are the documents its retrievers (and tools)
+    returned, found where `retrieved_from` says."""
     def contexts(docs: Any) -> Any:
         return [_document(d, id_key) for d in docs] if isinstance(docs, list) else docs
 
     if isinstance(output, list) and all(hasattr(d, "page_content") for d in output):
-        return {"contexts": contexts(output)}  # a retriever: contexts only
+        return {"contexts": contexts(output), "contexts_from": "the retriever's output"}  # contexts only
+    answer, docs, origin = output, list(retrieved), retrieved_from
     if isinstance(output, Mapping):
         answer = next((output[k] for k in ("answer", "result", "output") if k in output), None)
         if answer is None and output.get("messages"):  # an agent's state: its last message answers
             answer = output["messages"][-1]
-        docs = next((output[k] for k in ("context", "source_documents", "contexts") if k in output), None)
-        return {"answer": getattr(answer, "content", answer),
-                "contexts": contexts(docs if isinstance(docs, list) else list(retrieved))}
-    return {"answer": getattr(output, "content", output), "contexts": contexts(list(retrieved))}
+        key = next((k for k in ("context", "source_documents", "contexts") if isinstance(output.get(k), list)), None)
+        if key is not None:
+            docs, origin = output[key], f"the chain's output {key!r}"
+    return {"answer": getattr(answer, "content", answer), "contexts": contexts(docs), "contexts_from": origin}
 
 
 def _document(doc: Any, id_key: str | None = None) -> Any:
@@ -215,14 +226,16 @@ def haystack_reply(outputs: Mapping[str, Any], documents_from: str | None = None
     answers = [a for out in outputs.values() for a in out.get("answers") or () if hasattr(a, "data")]
     replies = [r for out in outputs.values() for r in out.get("replies") or ()]
     if documents_from is not None:
-        documents = (outputs.get(documents_from) or {}).get("documents")
+        documents, origin = (outputs.get(documents_from) or {}).get("documents"), documents_from
     elif answers and answers[0].documents:
-        documents = answers[0].documents
+        documents, origin = answers[0].documents, "the answer builder's answer"
     else:
-        documents = next((out["documents"] for out in reversed(list(outputs.values())) if "documents" in out), None)
+        origin, documents = next(((name, out["documents"]) for name, out in reversed(list(outputs.items()))
+                                  if "documents" in out), ("no component", None))
     answer = answers[0].data if answers else (getattr(replies[0], "text", replies[0]) if replies else None)
     return {**({"answer": answer} if answer is not None else {}),
-            "contexts": [_haystack_document(d, id_key) for d in documents or []]}
+            "contexts": [_haystack_document(d, id_key) for d in documents or []],
+            "contexts_from": f"the documents of {origin} (Haystack's pipeline outputs)"}
 
 
 def _haystack_document(doc: Any, id_key: str | None) -> dict[str, Any]:
@@ -251,12 +264,14 @@ def dspy_system(program_or_build: Any, id_of: Callable[[str], str | None] | None
 
         def __init__(self) -> None:
             self.passages: list[Any] | None = None
+            self.origin = ""
 
         def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
             given = inputs.get("kwargs") or {}
-            found = next((given[f] for f in PASSAGE_FIELDS if isinstance(given.get(f), list)), None)
-            if self.passages is None and found is not None:
-                self.passages = found
+            field = next((f for f in PASSAGE_FIELDS if isinstance(given.get(f), list)), None)
+            if self.passages is None and field is not None:
+                self.passages = given[field]
+                self.origin = f"the {field!r} handed to {type(instance).__name__} (DSPy's callbacks)"
 
     made = _made(program_or_build, isinstance(program_or_build, dspy.Module), lambda name: False,
                  lambda name: "reaches no part of the program: build the program from the knobs "
@@ -269,9 +284,12 @@ def dspy_system(program_or_build: Any, id_of: Callable[[str], str | None] | None
         passed = Passed()
         with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), passed]):
             prediction = program(**{name: question["text"]})
-        own = next((prediction.get(f) for f in PASSAGE_FIELDS if isinstance(prediction.get(f), list)), None)
-        passages = passed.passages if passed.passages is not None else own or []
-        return {"answer": prediction.get("answer"), "contexts": [_passage(p, id_of) for p in passages]}
+        own = next((f for f in PASSAGE_FIELDS if isinstance(prediction.get(f), list)), None)
+        passages, origin = ((passed.passages, passed.origin) if passed.passages is not None else
+                            (prediction.get(own), f"the prediction's {own!r}") if own else
+                            ([], "no module was handed passages as context, contexts or passages"))
+        return {"answer": prediction.get("answer"), "contexts": [_passage(p, id_of) for p in passages],
+                "contexts_from": origin}
 
     return system
 
@@ -305,8 +323,10 @@ def llamaindex_system(build: Callable[[dict[str, Any]], Any],
                 engine.reset()
                 response = engine.chat(question["text"])
             return {"answer": str(getattr(response, "response", response) or ""),
-                    "contexts": [_node(n, id_key) for n in getattr(response, "source_nodes", [])]}
-        return {"contexts": [_node(n, id_key) for n in engine.retrieve(question["text"])]}
+                    "contexts": [_node(n, id_key) for n in getattr(response, "source_nodes", [])],
+                    "contexts_from": "the response's source nodes"}
+        return {"contexts": [_node(n, id_key) for n in engine.retrieve(question["text"])],
+                "contexts_from": "the retriever's nodes"}
 
     return system
 
