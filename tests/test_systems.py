@@ -595,8 +595,8 @@ def test_system_check_shows_what_tuner_read_and_what_to_change(tmp_path, own):
         bad = tuner("system", "check", "--config", "sys.yaml", cwd=tmp_path)
     assert bad.returncode == 2 and one_line_error(bad) == (
         f"error: system {server.url}, asked question q01: {SHAPES['no answer']}")
-    write_config(tmp_path, {"python": "langchain_tutorial:lcel", "path": str(TESTS),
-                            "knobs": {"k": {"type": "int", "default": 2}, "prompt": {"type": "str", "default": "short"}}})
+    write_config(tmp_path, {"python": "langchain_tutorial:lcel", "path": str(TESTS), "knobs": {
+        "k": {"type": "int", "default": 2}, "prompt": {"type": "str", "default": "short"}}})
     chain = tuner("system", "check", "--config", "sys.yaml", cwd=tmp_path)
     assert chain.returncode == 0, chain.stderr
     assert "2 context(s), from the retrievers inside the call (LangChain's callbacks)" in chain.stdout
