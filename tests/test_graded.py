@@ -79,6 +79,30 @@ def test_graded_verdicts_on_each_passage_take_the_best_and_compute_each_passage_
     assert each.value != joined.value  # one verdict on all passages at once is another setting, and another score
 
 
+def test_chunks_pack_short_passages_split_long_ones_between_sentences_and_take_the_best(monkeypatch):
+    """MiniCheck's reading of long evidence: chunks of at most CHUNK_WORDS words, the claim's verdict the best."""
+    from tuner.metrics import graded
+    from tuner.text import word_chunks
+
+    long = " ".join(f"Sentence {n} says the bridge has {n} arches." for n in range(30))  # 8 words a sentence
+    chunks = word_chunks(["Short one.", "Short two.", long], 50)
+    assert chunks[0].startswith("Short one. Short two. Sentence 0 says")
+    assert all(len(c.split()) <= 50 for c in chunks) and len(chunks) == 6  # 4 + 5 × 8 words, then 6 × 8
+    assert all(c.endswith(".") for c in chunks)  # split between sentences
+    assert " ".join(chunks).split() == "Short one. Short two. {}".format(long).split()  # nothing lost or repeated
+    assert word_chunks(["x " * 120], 50) == ["x " * 49 + "x"] * 2 + ["x " * 19 + "x"]  # a sentence longer than one
+    assert word_chunks([], 50) == [""]
+
+    monkeypatch.setattr(graded, "CHUNK_WORDS", 12)
+    llm = ScriptedLLM()
+    chunked = scorer(llm, verdict_contexts="chunks").score("faithfulness", "When?", CLAIM, PASSAGES, None)
+    contexts = [c["messages"][-1]["content"].split("\n\nStatement: ")[0] for c in llm.calls]
+    # the first passage (9 words) alone, the last (8) alone: 17 words do not fit 12; both sentences on each
+    assert contexts == [f"Context:\n{PASSAGES[0]}"] * 2 + [f"Context:\n{PASSAGES[2]}"] * 2
+    assert 0 <= chunked.value <= 1
+    assert setting_name(EvaluationConfig(verdict_contexts="chunks")) == "graded, sentences, chunks"
+
+
 def test_the_nli_verdict_asks_whether_every_detail_of_the_claim_is_in_the_document():
     llm = ScriptedLLM()
     scorer(llm, verdict_prompt="nli", metrics=["faithfulness", "context_recall"]).score(

@@ -669,9 +669,11 @@ class EvaluationConfig(_Strict):
     statements: Literal["judge", "sentences"] = Field(
         "sentences", description="what faithfulness checks: the statements the judge extracts from the answer "
         "(RAGAS), or the answer's sentences (no call; graded verdicts only, so judge when verdicts: sampled)")
-    verdict_contexts: Literal["joined", "each"] = Field(
+    verdict_contexts: Literal["joined", "each", "chunks"] = Field(
         "joined", description="graded verdicts of faithfulness and context recall: one verdict per statement on "
-        "the contexts joined, or one per passage with the statement's verdict the best of them (each)")
+        "the contexts joined, or one per passage with the statement's verdict the best of them (each), or one per "
+        "chunk of about 300 words, short passages sharing one and a long passage split, the best of them (chunks, "
+        "as MiniCheck reads long evidence)")
     verdict_prompt: Literal["support", "nli"] = Field(
         "support", description="the graded verdict's question: does the context support the statement (support), or "
         "is every fact of the claim stated in the document or implied by it, a claim that states no fact counting "

@@ -12,6 +12,21 @@ def sentences(text: str) -> list[str]:
     return [s for s in SENTENCE_END.split(text.strip()) if s]
 
 
+def word_chunks(passages: list[str], most: int) -> list[str]:
+    """The passages packed in order into chunks of at most `most` words, split between sentences (a sentence longer
+    than a chunk between words); short passages share a chunk, a long one spans several. MiniCheck's reading of
+    long evidence: a claim is checked against each chunk, and the best verdict stands."""
+    pieces = [words[at:at + most] for passage in passages for sentence in sentences(passage)
+              for words in [sentence.split()] for at in range(0, len(words), most)]
+    chunks: list[list[str]] = []
+    for piece in pieces:
+        if chunks and len(chunks[-1]) + len(piece) <= most:
+            chunks[-1].extend(piece)
+        else:
+            chunks.append(list(piece))
+    return [" ".join(chunk) for chunk in chunks] or [""]
+
+
 #: the outermost {...} of a reply that wrapped its JSON object in prose or code fences
 _JSON_OBJECT = re.compile(r"\{.*\}", re.S)
 

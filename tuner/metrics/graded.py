@@ -40,7 +40,7 @@ from ragas.metrics.result import MetricResult
 
 from tuner.metrics._errors import JudgeOutputError
 from tuner.metrics.checkers import Checker, make_checker
-from tuner.text import sentences
+from tuner.text import sentences, word_chunks
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ VERDICT_PROMPTS = {
 #: the question and reference first: every passage of one question resumes them
 USEFUL_PROMPT = "Question: {question}\nReference answer: {reference}\n\nPassage: {passage}\n\nIs the passage useful " \
                 "for arriving at the reference answer? Answer yes or no."
+#: the words of one chunk under `verdict_contexts: chunks` (about 400 tokens: MiniCheck's chunk for its small models)
+CHUNK_WORDS = 300
 _CITATION = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
 _said_sampled: set[tuple[str, str]] = set()
 
@@ -101,13 +103,15 @@ def answer_sentences(answer: str) -> list[str]:
 
 def supported(llm: Any, contexts: Sequence[str], statements: Sequence[str], settings: Any) -> list[float]:
     """P(the contexts support it) per statement: one verdict on the contexts joined as RAGAS joins them, or the best
-    verdict over the passages read one at a time (`settings.verdict_contexts`). Passage by passage, every statement
-    of a passage runs before the next passage, so each passage's prefix is computed once."""
+    verdict over the passages read one at a time, or over chunks of `CHUNK_WORDS` words (`settings.verdict_contexts`).
+    Passage by passage, every statement of a passage runs before the next passage, so each passage's prefix is
+    computed once."""
     prompt, demos = settings.verdict_prompt, settings.alignment.demos if settings.alignment else ()
     if settings.verdict_contexts == "joined":
         context = "\n".join(contexts)
         return [grade(llm, verdict_messages(context, s, prompt, demos)) for s in statements]
-    passages = [c for c in contexts if c.strip()] or [""]
+    passages = word_chunks(list(contexts), CHUNK_WORDS) if settings.verdict_contexts == "chunks" else \
+        [c for c in contexts if c.strip()] or [""]
     verdicts = [[grade(llm, verdict_messages(passage, s, prompt, demos)) for s in statements] for passage in passages]
     return [max(column) for column in zip(*verdicts)]
 

@@ -202,6 +202,7 @@ VERDICT_SETTINGS: tuple[Mapping[str, str], ...] = (
     {"verdicts": "graded", "statements": "sentences", "verdict_contexts": "each"},
     {"verdicts": "graded", "statements": "sentences", "verdict_prompt": "nli"},
     {"verdicts": "graded", "statements": "sentences", "verdict_contexts": "each", "verdict_prompt": "nli"},
+    {"verdicts": "graded", "statements": "sentences", "verdict_contexts": "chunks"},
 )
 
 

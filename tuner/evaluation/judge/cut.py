@@ -30,12 +30,13 @@ MIDDLE = 0.5
 
 def setting_name(evaluation, read_off_text: str = "") -> str:
     """How faithfulness was judged, in the words of the config: "sampled", "graded", "graded, sentences", then
-    ", each passage" and ", nli" where the graded verdict reads passages alone or asks the NLI question, ", aligned"
-    where it is shown an alignment's demonstrations, ", checker KIND:ENTRY" where a checker reads it; a graded
-    setting whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
+    ", each passage", ", chunks" and ", nli" where the graded verdict reads passages alone or in chunks or asks
+    the NLI question, ", aligned" where it is shown an alignment's demonstrations, ", checker KIND:ENTRY" where a
+    checker reads it; a graded setting whose verdicts were read off the sampled text says so and why
+    (`read_off_text`)."""
     name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
     if evaluation.verdicts == "graded":
-        name += (", each passage" if evaluation.verdict_contexts == "each" else "") + \
+        name += {"each": ", each passage", "chunks": ", chunks"}.get(evaluation.verdict_contexts, "") + \
             (", nli" if evaluation.verdict_prompt == "nli" else "")
     if evaluation.verdicts == "graded" and evaluation.alignment is not None:
         name += ", aligned"
