@@ -215,15 +215,20 @@ def hard_auc(check: JudgeCheck) -> float | None:
 
 
 def paired_gain(check: JudgeCheck, baseline: JudgeCheck, resamples: int = 2000) -> str:
-    """AUC minus the default setting's on the same claims, with a 95 % interval from resampling claims (supported
-    and unsupported apart, seeded): two settings' AUC intervals overlap far more than their paired difference varies."""
-    from tuner.evaluation.judge.agreement import auc
-
+    """AUC minus the default setting's on the same claims, with a 95 % interval from resampling claims."""
     def scores(c):
         return {(s.case.question_id, s.case.answer): s.value for s in c.cases if s.value is not None}
-    mine, theirs = scores(check), scores(baseline)
-    keys = [k for k in mine if k in theirs]
     supported = {(s.case.question_id, s.case.answer): s.case.supported for s in check.cases}
+    return paired_difference(scores(check), scores(baseline), supported, resamples)
+
+
+def paired_difference(mine: dict, theirs: dict, supported: dict, resamples: int = 2000) -> str:
+    """AUC of scores `mine` minus that of `theirs` on the claims both scored (keys into `supported`), with a 95 %
+    interval from resampling claims (supported and unsupported apart, seeded): two settings' AUC intervals overlap
+    far more than their paired difference varies."""
+    from tuner.evaluation.judge.agreement import auc
+
+    keys = [k for k in mine if k in theirs]
     pos, neg = [k for k in keys if supported[k]], [k for k in keys if not supported[k]]
     if not pos or not neg:
         return "—"
