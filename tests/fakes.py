@@ -132,14 +132,31 @@ SCRIPTED_JSON = {
 }
 
 
+def minicheck_reply(messages: list[dict]) -> tuple[str | None, dict | None]:
+    """A checker LLM in Bespoke-MiniCheck's format only: its system message, then "Document: … Claim: …"; P(Yes) from
+    the share of the claim's content words the document holds. Any other format: (None, None), refused."""
+    from tuner.config import LexicalCheckerConfig
+    from tuner.metrics.checkers import make_checker
+    from tuner.metrics.graded import VERDICT_SYSTEM
+
+    asked = re.fullmatch(r"Document: (.*)\nClaim: (.*)", messages[-1]["content"], re.S)
+    if len(messages) != 2 or messages[0] != {"role": "system", "content": VERDICT_SYSTEM["minicheck"]} or not asked:
+        return None, None
+    held = make_checker(LexicalCheckerConfig(lexical="words")).supported([asked.group(1)], [asked.group(2)])[0]
+    yes = 0.05 + 0.9 * held
+    answer = "Yes" if yes >= 0.5 else "No"
+    return answer, {"content": [{"token": answer, "logprob": 0.0, "bytes": None, "top_logprobs": [
+        {"token": word, "logprob": math.log(p), "bytes": None} for word, p in (("Yes", yes), ("No", 1 - yes))]}]}
+
+
 class FakeEndpoint:
     """An OpenAI-compatible server on a free local port: `mode` is "ok" (a short chat completion), "scripted"
-    (answers as ScriptedLLM does, after `delay` seconds: a model other processes can use), or misbehaves on
-    purpose: "500", "html" (a 200 that is not JSON), "broken json" (a 200 whose JSON is cut short), "slow"
-    (answers after `delay` seconds), "429 once" (the first request is refused with HTTP 429 and a Retry-After of
-    `delay` seconds, the rest answered as "scripted" at once), "trickle" (a byte now and then, never done). Records
-    each request's Authorization header and
-    body, each answer's body with the monotonic time it was sent (`answered`), and the most requests it held at
+    (answers as ScriptedLLM does, after `delay` seconds: a model other processes can use), "minicheck" (a checker
+    LLM that answers only in its own format: `minicheck_reply`), or misbehaves on purpose: "500", "html" (a 200 that
+    is not JSON), "broken json" (a 200 whose JSON is cut short), "slow" (answers after `delay` seconds), "429 once"
+    (the first request is refused with HTTP 429 and a Retry-After of `delay` seconds, the rest answered as
+    "scripted" at once), "trickle" (a byte now and then, never done). Records each request's Authorization header
+    and body, each answer's body with the monotonic time it was sent (`answered`), and the most requests it held at
     once (`most_at_once`). Use as a context manager."""
 
     def __init__(self, mode: str = "ok", delay: float = 30.0):
@@ -177,6 +194,8 @@ class FakeEndpoint:
                 with lock:
                     holding[0] -= 1
                 content, logprobs = "Ilsa Marrow.", None
+                if endpoint.mode == "minicheck":
+                    content, logprobs = minicheck_reply(json.loads(body)["messages"])
                 if endpoint.mode in ("scripted", "429 once"):
                     request = json.loads(body)
                     schema = (request.get("response_format") or {}).get("json_schema", {}).get("schema")
@@ -190,6 +209,8 @@ class FakeEndpoint:
                             for word, p in (("yes", yes), ("no", 1 - yes))]}]}
                 status, kind, body = {
                     "500": (500, "application/json", b'{"error": {"message": "model crashed"}}'),
+                    **({"minicheck": (400, "application/json", b'{"error": {"message": "not the format this checker '
+                                                               b'was trained on"}}')} if content is None else {}),
                     "html": (200, "text/html", b"<html><body>Welcome to nginx!</body></html>"),
                     "broken json": (200, "application/json", b'{"hello": [1,2'),
                 }.get(endpoint.mode, (200, "application/json", json.dumps({

@@ -21,7 +21,9 @@ Two settings of the verdict itself, measured on people's labels (docs/performanc
 statement's verdict the best of them (as MiniCheck and AlignScore do for long documents: a small model reading four
 passages at once dilutes its attention); `evaluation.verdict_prompt` asks RAGAS-style "does the context support
 the statement" or NLI-style "is every fact of the claim in the document" (a claim that states no fact, such as a
-question or a remark about the passages, is supported: people do not call it a hallucination).
+question or a remark about the passages, is supported: people do not call it a hallucination), or in a checker
+LLM's own format (`minicheck`: Bespoke-MiniCheck's instructions and "Document: … Claim: …", for that model behind an
+endpoint).
 
 Imported when a scorer is built (it subclasses RAGAS's metric), never at the registry's import.
 """
@@ -51,6 +53,15 @@ VERDICT_PROMPTS = {
     "nli": "Document:\n{context}\n\nClaim: {statement}\n\nIs the claim supported by the document? Yes if every "
            "fact in it is stated in the document or follows from it, or if it states no fact (a question, a "
            "greeting, a remark about the document itself); no if it adds or changes any fact. Answer yes or no.",
+    "minicheck": "Document: {context}\nClaim: {statement}",
+}
+#: a checker LLM's own instructions, as it was trained with them (feeding a checker another format loses its accuracy):
+#: Bespoke-MiniCheck (served by Ollama or vLLM) reads this system message, then "Document: … Claim: …"
+VERDICT_SYSTEM = {
+    "minicheck": "Determine whether the provided claim is consistent with the corresponding document. Consistency in "
+                 "this context implies that all information presented in the claim is substantiated by the document. "
+                 "If not, it should be considered inconsistent. Please assess the claim's consistency with the "
+                 "document by responding with either \"Yes\" or \"No\".",
 }
 #: the question and reference first: every passage of one question resumes them
 USEFUL_PROMPT = "Question: {question}\nReference answer: {reference}\n\nPassage: {passage}\n\nIs the passage useful " \
@@ -66,10 +77,11 @@ def verdict_messages(context: str, statement: str, prompt: str = "support",
     """The verdict's chat: an aligned judge's labelled demonstrations first, as earlier turns answered yes or no
     (the same for every verdict, so they stay in the shared prefix), then the contexts and the statement."""
     template = VERDICT_PROMPTS[prompt]
+    system = [{"role": "system", "content": VERDICT_SYSTEM[prompt]}] if prompt in VERDICT_SYSTEM else []
     shown = [turn for demo in demos for turn in (
         {"role": "user", "content": template.format(context=demo.context, statement=demo.statement)},
         {"role": "assistant", "content": "yes" if demo.supported else "no"})]
-    return [*shown, {"role": "user", "content": template.format(context=context, statement=statement)}]
+    return [*system, *shown, {"role": "user", "content": template.format(context=context, statement=statement)}]
 
 
 def useful_messages(question: str, reference: str, passage: str) -> list[dict[str, str]]:

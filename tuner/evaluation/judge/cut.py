@@ -37,7 +37,7 @@ def setting_name(evaluation, read_off_text: str = "") -> str:
     name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
     if evaluation.verdicts == "graded":
         name += {"each": ", each passage", "chunks": ", chunks"}.get(evaluation.verdict_contexts, "") + \
-            (", nli" if evaluation.verdict_prompt == "nli" else "")
+            ("" if evaluation.verdict_prompt == "support" else f", {evaluation.verdict_prompt}")
     if evaluation.verdicts == "graded" and evaluation.alignment is not None:
         name += ", aligned"
     if evaluation.verdicts == "graded" and evaluation.checker is not None:
