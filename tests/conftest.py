@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 # a pytest-xdist worker inherits the environment of the controller, where importing tuner already set its offline
 # defaults (HF_HUB_OFFLINE, ...): without them again, the worker's tuner tells its own defaults from a user's
@@ -10,6 +11,7 @@ for _key in os.environ.pop("TUNER_TEST_SET_BY_TUNER", "").split(","):
     os.environ.pop(_key, None)
 _before_tuner = set(os.environ)
 
+from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -96,21 +98,22 @@ def real_embedder(tmp_path_factory):
     return make_embedder(EmbedderConfig(batch_size=64), tmp_path_factory.mktemp("cache"))
 
 
-def tiny_bert(folder: Path, head: str) -> Any:
-    """A randomly initialised BERT of 32 dimensions with a small vocabulary, its tokenizer saved to `folder`;
-    `head`: the transformers class to build (no BERT weights of any kind exist on the registries)."""
+def tiny_bert(folder: Path, head: str, words: Sequence[str] = (), **config: Any) -> Any:
+    """A randomly initialised BERT of 32 dimensions with a small vocabulary (and `words`), its tokenizer saved to
+    `folder`; `head`: the transformers class to build (no BERT weights of any kind exist on the registries);
+    `config`: its settings other than the defaults here (num_labels, id2label)."""
     transformers = pytest.importorskip("transformers", reason="needs the embed extra")
     import torch
 
-    words = "the a of is was who what where when river bridge island capital town engineer designed born".split()
+    common = "the a of is was who what where when river bridge island capital town engineer designed born".split()
+    words = list(dict.fromkeys([*common, *words]))
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words + [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
     vocab += list("abcdefghijklmnopqrstuvwxyz0123456789.,?")
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    transformers.BertTokenizerFast(vocab={token: n for n, token in enumerate(vocab)}).save_pretrained(folder)
     torch.manual_seed(0)
     config = transformers.BertConfig(
         vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128, num_labels=1,
+        intermediate_size=64, max_position_embeddings=128, **{"num_labels": 1, **config},
     )
     return getattr(transformers, head)(config)
 
@@ -120,6 +123,35 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
     """A randomly initialised one-label BERT written to disk: no cross-encoder weights exist on the registries."""
     folder = tmp_path_factory.mktemp("tiny-bert")
     tiny_bert(folder, "BertForSequenceClassification").save_pretrained(folder)
+    return folder
+
+
+def tiny_checker(folder: Path, reads: str, supported: Sequence[tuple[str, str]],
+                 unsupported: Sequence[tuple[str, str]]) -> Path:
+    """A tiny fact-checking classifier written to `folder`: a random BERT with MiniCheck's two labels (reads
+    "minicheck") or an NLI model's three ("nli"), fitted for a few steps to score the (passage, claim) pairs
+    `supported` above `unsupported`, read as `ClassifierChecker` reads it (no checker's weights are on the
+    registries)."""
+    import torch
+
+    labels = {0: "unsupported", 1: "supported"} if reads == "minicheck" else \
+        {0: "contradiction", 1: "entailment", 2: "neutral"}
+    pairs = [*supported, *unsupported]
+    said = sorted({w for text in (t for pair in pairs for t in pair) for w in re.findall(r"\w+", text.lower())})
+    model = tiny_bert(folder, "BertForSequenceClassification", said, num_labels=len(labels), id2label=labels,
+                      label2id={v: k for k, v in labels.items()})
+    tokenizer = __import__("transformers").AutoTokenizer.from_pretrained(folder)
+    if reads == "minicheck":
+        encoded = tokenizer([f"{p}{tokenizer.sep_token}{c}" for p, c in pairs], padding=True, return_tensors="pt")
+    else:
+        encoded = tokenizer([p for p, _ in pairs], [c for _, c in pairs], padding=True, return_tensors="pt")
+    target = torch.tensor([1] * len(supported) + [0] * len(unsupported))  # supported, or entailment; else 0
+    optimiser = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(60):
+        optimiser.zero_grad()
+        model(**encoded, labels=target).loss.backward()
+        optimiser.step()
+    model.eval().save_pretrained(folder)
     return folder
 
 

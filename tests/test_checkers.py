@@ -4,10 +4,14 @@ uses it: typed config, one-line errors, the judge's setting and the results nami
 
 from __future__ import annotations
 
+import functools
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import tiny_checker
 from tests.fakes import ScriptedLLM
 from tests.helpers import ANSWER, CONTEXTS, scorer, tuner
 from tuner.config import CHECKER_KINDS, EvaluationConfig, ProjectConfig, describe_validation_error
@@ -16,19 +20,29 @@ from tuner.evaluation.judge.cut import judge_cut, setting_name
 from tuner.metrics.checkers import Checker, make_checker
 from tuner.metrics.graded import JudgeVerdicts
 
-#: a config of every kind a project may name (`config.CHECKER_KINDS`), by kind
-CONFIGS = {"lexical": {"lexical": "words"}}
-#: every checker: the judge's own verdicts (a scripted judge here) and each kind a config names
-KINDS = ["judge", *CONFIGS]
-
 SUPPORTED = "The Sorrel Bridge crosses the Vell river at Dunmore."
 INVENTED = "Gustave Eiffel painted the Sorrel arches purple in 1950."
+SPLIT = ["The Sorrel Bridge crosses the Vell river.", "It stands at Dunmore."]
+
+
+@functools.cache
+def trained_checker(reads: str = "minicheck") -> str:
+    """A tiny classifier the test writes, fitted to tell the contract's supported claim from its invented one."""
+    folder = Path(tempfile.mkdtemp(prefix=f"tiny-checker-{reads}-"))
+    return str(tiny_checker(folder, reads, [(CONTEXTS[0], SUPPORTED), (" ".join(SPLIT), SUPPORTED)],
+                            [(CONTEXTS[0], INVENTED), ("", INVENTED)]))
+
+
+#: a config of every kind a project may name (`config.CHECKER_KINDS`), by kind (made when a test asks)
+CONFIGS = {"lexical": lambda: {"lexical": "words"}, "classifier": lambda: {"classifier": trained_checker()}}
+#: every checker: the judge's own verdicts (a scripted judge here) and each kind a config names
+KINDS = ["judge", *CONFIGS]
 
 
 def checker_of(kind: str) -> Checker:
     if kind == "judge":
         return JudgeVerdicts(ScriptedLLM(), EvaluationConfig())
-    return make_checker(EvaluationConfig(checker=CONFIGS[kind]).checker)
+    return make_checker(EvaluationConfig(checker=CONFIGS[kind]()).checker)
 
 
 def test_every_kind_a_config_names_is_in_the_contract_cases():
@@ -50,7 +64,7 @@ def test_a_checker_reads_no_passage_and_many_passages(kind):
     checker = checker_of(kind)
     alone = checker.supported([""], [INVENTED])
     assert len(alone) == 1 and 0.0 <= alone[0] <= 1.0
-    split = checker.supported(["The Sorrel Bridge crosses the Vell river.", "It stands at Dunmore."], [SUPPORTED])
+    split = checker.supported(SPLIT, [SUPPORTED])
     assert len(split) == 1 and split[0] >= checker.supported(CONTEXTS, [INVENTED])[0]
 
 
@@ -81,7 +95,8 @@ def test_a_checker_is_one_line_when_misconfigured():
             ProjectConfig(evaluation=evaluation)
         said.append(describe_validation_error(caught.value))
     assert said == [
-        "evaluation.checker: a checker names exactly one kind: lexical: words or facts",
+        "evaluation.checker: a checker names exactly one kind: lexical: words or facts or classifier: MODEL (a "
+        "folder or Hub id)",
         "evaluation.checker.lexical: Input should be 'words' or 'facts' (got 'nouns')",
         "evaluation.checker.x: unknown key",
         "evaluation: verdict_prompt is a setting of the judge's own verdicts; checker lexical:words reads the "
@@ -140,3 +155,71 @@ def test_a_real_study_judged_by_the_lexical_checker(tmp_path, small_gguf):
     assert trial["models"]["checker"] == "lexical:words"
     scores = [q["scores"]["faithfulness"] for q in trial["per_question"]]
     assert len(scores) == 2 and all(s is not None and 0.0 <= s <= 1.0 for s in scores)
+
+
+def test_a_classifier_reads_as_its_authors_read_it_cached_and_counted(tmp_path):
+    """MiniCheck's reading (chunk, end token, claim; label 1) and an NLI model's (premise, hypothesis; its
+    entailment label); each (chunk, claim) read once through the judge's cache and counted as a call."""
+    from tuner.cache import SqliteStore
+    from tuner.cost import CostMeter
+
+    for reads in ("minicheck", "nli"):
+        config = EvaluationConfig(checker={"classifier": trained_checker(reads), "reads": reads}).checker
+        meter = CostMeter()
+        checker = make_checker(config, SqliteStore(tmp_path / f"{reads}.sqlite"), meter)
+        first = checker.supported(CONTEXTS, [SUPPORTED, INVENTED])
+        assert first[0] > first[1] and checker.name == f"classifier:{trained_checker(reads)}"
+        again = make_checker(config, SqliteStore(tmp_path / f"{reads}.sqlite"), meter).supported(
+            CONTEXTS, [SUPPORTED, INVENTED])
+        cost = meter.total()
+        assert again == first and (cost.llm_calls, cost.cache_hits) == (2, 2) and cost.prompt_tokens > 0
+
+
+def test_a_classifier_that_cannot_be_read_is_one_line(tmp_path):
+    said = []
+    for checker in ({"classifier": str(tmp_path / "nowhere")},
+                    {"classifier": trained_checker("minicheck"), "reads": "nli"},
+                    {"classifier": trained_checker("nli"), "reads": "minicheck"}):
+        with pytest.raises(ConfigError) as caught:
+            make_checker(EvaluationConfig(checker=checker).checker)
+        said.append(str(caught.value))
+    assert said[0].startswith(f"checker classifier:{tmp_path / 'nowhere'}: cannot load the model (")
+    assert said[0].endswith("give a folder with config.json, weights and tokenizer files, or a Hub id where the Hub "
+                            "is reachable") and "\n" not in said[0]
+    assert said[1] == (f"checker classifier:{trained_checker('minicheck')} reads nli, but its labels name no "
+                       f"entailment (unsupported, supported): use reads: minicheck for a two-label checker")
+    assert said[2] == (f"checker classifier:{trained_checker('nli')} reads minicheck (two labels, 1 = supported), "
+                       f"but it has 3 (contradiction, entailment, neutral): use reads: nli for an NLI model")
+
+
+def test_a_real_study_judged_by_a_classifier_and_its_check_on_labels(tmp_path):
+    """`tuner optimize --target faithfulness` (2 trials, 3 demo questions, answers by a scripted endpoint) with the
+    tiny classifier as checker, then `tuner judge check --labels` reading it; a checker that is not there stops
+    before the first trial in one line."""
+    from tests.fakes import FakeEndpoint
+    from tests.test_judge_align import labels_file
+
+    model = trained_checker()
+    with FakeEndpoint("scripted", delay=0) as writer:
+        endpoint = {"backend": "openai-compatible", "base_url": writer.url, "model": "m"}
+        (tmp_path / "tuner.yaml").write_text(json.dumps({"generator": endpoint, "judge": endpoint,
+                                                         "evaluation": {"checker": {"classifier": model}}}))
+        studied = tuner("optimize", "--config", "tuner.yaml", "--study", "s", "--search-space", "quick", "--limit",
+                        "3", "--holdout", "0", "--judge-check", "off", "--target", "faithfulness", "--trials", "2",
+                        "--own-cache", cwd=tmp_path)
+        labels_file(tmp_path / "labels.jsonl")
+        checked = tuner("judge", "check", "--labels", "labels.jsonl", "--config", "tuner.yaml", "--agreement", "0",
+                        "--out", "check.json", cwd=tmp_path)
+        (tmp_path / "gone.yaml").write_text(json.dumps({"generator": endpoint, "judge": endpoint, "evaluation": {
+            "checker": {"classifier": str(tmp_path / "gone")}}}))
+        gone = tuner("optimize", "--config", "gone.yaml", "--study", "g", "--search-space", "quick", "--limit", "3",
+                     "--target", "faithfulness", "--trials", "1", cwd=tmp_path)
+    assert studied.returncode == 0, studied.stderr
+    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
+    assert len(trials) == 2 and all(t["models"]["checker"] == f"classifier:{model}" for t in trials)
+    assert all(q["scores"]["faithfulness"] is not None for t in trials for q in t["per_question"])
+    assert checked.returncode == 0, checked.stderr
+    metrics = json.loads((tmp_path / "check.json").read_text())["judges"][0]["metrics"]["faithfulness"]
+    assert metrics["supported"]["cases"] == 6 and metrics["auc"] is not None
+    assert gone.returncode != 0 and "Traceback" not in gone.stderr
+    assert f"checker classifier:{tmp_path / 'gone'}: cannot load the model (" in gone.stderr

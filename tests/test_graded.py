@@ -296,7 +296,8 @@ def test_judge_check_settings_with_the_real_0_5b_model_compare_and_choose(tmp_pa
     assert result.returncode == 0, result.stderr
     checks = load_checks(tmp_path / "check.json")
     assert [c.setting for c in checks] == ["sampled", "graded", "graded, sentences", "graded, sentences, each passage",
-                                           "graded, sentences, nli", "graded, sentences, each passage, nli"]
+                                           "graded, sentences, nli", "graded, sentences, each passage, nli",
+                                           "graded, sentences, chunks"]
     for one in checks:
         faithfulness = one.metrics["faithfulness"]
         assert faithfulness.auc is not None and faithfulness.seconds_per_case > 0

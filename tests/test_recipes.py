@@ -313,8 +313,8 @@ class NgramCheckerConfig(_CheckerSettings):
     # 3. docs/configuration.md: its key under checker:; tests/test_checkers.py: its config in CONFIGS
     edit(copy / "docs/configuration.md", "                          #   lexical: facts  # the share of its numbers "
          "and names only\n", "                          #   ngram: 2        # the share of its word pairs\n")
-    edit(copy / "tests/test_checkers.py", '{"lexical": {"lexical": "words"}', ', "ngram": {"ngram": 2}')
-    check(copy, '''
+    edit(copy / "tests/test_checkers.py", '{"lexical": lambda: {"lexical": "words"}', ', "ngram": lambda: {"ngram": 2}')
+    check(copy, r'''
         import pytest
         from pydantic import ValidationError
         from tuner.config import ProjectConfig
@@ -322,8 +322,8 @@ class NgramCheckerConfig(_CheckerSettings):
 
         project = ProjectConfig.model_validate({"evaluation": {"checker": {"ngram": 3}}})
         assert setting_name(project.evaluation) == "graded, sentences, checker ngram:3"
-        with pytest.raises(ValidationError, match="a checker names exactly one kind: lexical: words or facts or "
-                                                  "ngram: N"):
+        with pytest.raises(ValidationError, match=r"a checker names exactly one kind: lexical: words or facts or "
+                                                  r"ngram: N or classifier: MODEL \(a folder or Hub id\)"):
             ProjectConfig.model_validate({"evaluation": {"checker": {"ngram": 2, "lexical": "words"}}})
     ''')
     # every contract case runs against the new kind; the pinned study hashes hold; the docs list it

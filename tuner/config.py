@@ -640,8 +640,26 @@ class LexicalCheckerConfig(_CheckerSettings):
                                                "content words, or only its numbers and names")
 
 
+class ClassifierCheckerConfig(_CheckerSettings):
+    """A fact-checking classifier (MiniCheck RoBERTa or DeBERTa, an NLI cross-encoder), read as its authors read it:
+    the passages in chunks, the claim's score the best chunk's."""
+
+    kind: ClassVar[str] = "classifier"
+    written: ClassVar[str] = "classifier: MODEL (a folder or Hub id)"
+    implementation: ClassVar[str] = "tuner.metrics.checkers._classifier:ClassifierChecker"
+    classifier: str = Field(description="classifier: a folder holding a sequence-classification model (config.json, "
+                            "weights, tokenizer), or its Hub id where the Hub is reachable (tuner sets "
+                            "HF_HUB_OFFLINE=1 unless you set it)")
+    reads: Literal["minicheck", "nli"] = Field(
+        "minicheck", description="classifier: how its authors read it: minicheck (a chunk, the tokenizer's end token "
+        "and the claim as one text; P(label 1)), nli (premise and hypothesis as a pair; P(the label its config "
+        "names entailment))")
+    chunk_words: int = Field(300, ge=16, description="classifier: the passages are read in chunks of at most this "
+                             "many words (about 400 tokens: MiniCheck's chunk), the claim's score the best chunk's")
+
+
 #: every kind of checker; the union below, its tags and the refusal of another kind's setting read it
-CHECKER_KINDS: tuple[type[_CheckerSettings], ...] = (LexicalCheckerConfig,)
+CHECKER_KINDS: tuple[type[_CheckerSettings], ...] = (LexicalCheckerConfig, ClassifierCheckerConfig)
 #: a checker, typed by the one key that names its kind
 CheckerConfig = kinds_union(CHECKER_KINDS, "checker")
 

@@ -145,7 +145,9 @@ class JudgeVerdicts(Checker):
 
 def checker_for(llm: Any, settings: Any) -> Checker:
     """What reads the graded verdicts of faithfulness and context recall: `settings.checker`, else the judge."""
-    return make_checker(settings.checker) if settings.checker is not None else JudgeVerdicts(llm, settings)
+    if settings.checker is None:
+        return JudgeVerdicts(llm, settings)
+    return make_checker(settings.checker, getattr(llm, "cache", None), getattr(llm, "meter", None))
 
 
 class GradedFaithfulness(Faithfulness):

@@ -16,6 +16,11 @@ from typing import Any
 class Checker(ABC):
     """Reads, per claim, the probability that a question's passages support it."""
 
+    #: the judge's cache and meter (`make_checker` sets them): a kind that runs a model reads its calls through them
+    #: and counts them, as LLM calls are (`cache.paid_once`); None: every call is paid, counted by no one
+    cache: Any = None
+    meter: Any = None
+
     @property
     @abstractmethod
     def name(self) -> str:
@@ -27,6 +32,8 @@ class Checker(ABC):
         supported: people do not call it a hallucination."""
 
 
-def make_checker(config: Any) -> Checker:
-    """The checker a config of one of `CHECKER_KINDS` names."""
-    return config.implemented()
+def make_checker(config: Any, cache: Any = None, meter: Any = None) -> Checker:
+    """The checker a config of one of `CHECKER_KINDS` names, reading through the judge's `cache` and `meter`."""
+    checker = config.implemented()
+    checker.cache, checker.meter = cache, meter
+    return checker
