@@ -19,6 +19,7 @@ import yaml
 
 from tests.fakes import ScriptedLLM
 from tuner.config import ProjectConfig
+from tuner.evaluation.labels import Label, append
 from tuner.evaluation.records import Constraint, Failure, Passage, QuestionResult, RetrievalTrace
 from tuner.models.llms import Completion
 from tuner.study.optimize import StudySettings
@@ -336,3 +337,38 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+CONTEXT = "The lighthouse at Point Reyes was built in 1870 and guided ships through fog for a century."
+
+
+def labels_file(path, supported: int = 6, unsupported: int = 6):
+    """Answers about the lighthouse: the supported ones restate it, the unsupported ones add an invented detail."""
+    for i in range(supported + unsupported):
+        fine = i < supported
+        answer = f"The lighthouse was built in 1870 (note {i})." if fine else \
+            f"The lighthouse was built in 1870 by an invented architect number {i}."
+        append(path, Label(f"k{i}", f"q{i}", fine, None, "When was it built?", answer, (CONTEXT,)))
+    return path
+
+
+def judged_study_and_check(folder: Path, judge: dict | None,
+                           evaluation: dict) -> tuple[subprocess.CompletedProcess, dict]:
+    """A 2-trial `tuner optimize --target faithfulness` on 3 demo questions, answered by a scripted endpoint and
+    judged by `judge` (None: the same endpoint) under `evaluation`, then `tuner judge check --labels` (labels_file's
+    12) with the same judge: the study's run (its trial files under studies/s) and the check's faithfulness figures."""
+    from tests.fakes import FakeEndpoint
+
+    with FakeEndpoint("scripted", delay=0) as writer:
+        (folder / "tuner.yaml").write_text(yaml.safe_dump({
+            "generator": {"backend": "openai-compatible", "base_url": writer.url, "model": "m"},
+            "judge": judge or {"backend": "openai-compatible", "base_url": writer.url, "model": "m"},
+            "evaluation": evaluation}))
+        studied = tuner("optimize", "--config", "tuner.yaml", "--study", "s", "--search-space", "quick", "--limit",
+                        "3", "--holdout", "0", "--judge-check", "off", "--target", "faithfulness", "--trials", "2",
+                        "--own-cache", cwd=folder)
+        labels_file(folder / "labels.jsonl")
+        checked = tuner("judge", "check", "--labels", "labels.jsonl", "--config", "tuner.yaml", "--agreement", "0",
+                        "--out", "check.json", cwd=folder)
+    assert checked.returncode == 0, checked.stderr
+    return studied, json.loads((folder / "check.json").read_text())["judges"][0]["metrics"]["faithfulness"]

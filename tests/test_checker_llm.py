@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import json
 
-import yaml
-
 from tests.fakes import FakeEndpoint
-from tests.helpers import tuner
-from tests.test_judge_align import labels_file
+from tests.helpers import judged_study_and_check
 from tuner.config import EvaluationConfig
 from tuner.evaluation.judge.cut import setting_name
 from tuner.metrics.graded import VERDICT_SYSTEM, verdict_messages
@@ -27,22 +24,13 @@ def test_the_minicheck_verdict_is_bespoke_minicheck_s_own_format():
 def test_a_study_is_judged_by_a_checker_llm_in_its_own_format_and_checked_on_labels(tmp_path):
     """`tuner optimize --target faithfulness` (2 trials, 3 demo questions) with the checker as judge, then `tuner
     judge check --labels` reading the same judge: every verdict asked in its format and answered."""
-    with FakeEndpoint("scripted", delay=0) as writer, FakeEndpoint("minicheck") as checker:
-        (tmp_path / "tuner.yaml").write_text(yaml.safe_dump({
-            "generator": {"backend": "openai-compatible", "base_url": writer.url, "model": "m"},
-            "judge": {"backend": "openai-compatible", "base_url": checker.url, "model": "bespoke-minicheck"},
-            "evaluation": {"verdict_prompt": "minicheck"}}))
-        studied = tuner("optimize", "--config", "tuner.yaml", "--study", "s", "--search-space", "quick", "--limit",
-                        "3", "--holdout", "0", "--judge-check", "off", "--target", "faithfulness", "--trials", "2",
-                        "--own-cache", cwd=tmp_path)
-        labels_file(tmp_path / "labels.jsonl")
-        checked = tuner("judge", "check", "--labels", "labels.jsonl", "--config", "tuner.yaml", "--agreement", "0",
-                        "--out", "check.json", cwd=tmp_path)
+    with FakeEndpoint("minicheck") as checker:
+        studied, faithfulness = judged_study_and_check(tmp_path, {
+            "backend": "openai-compatible", "base_url": checker.url, "model": "bespoke-minicheck"},
+            {"verdict_prompt": "minicheck"})
         asked, answered = len(checker.bodies), len(checker.answered)
     assert studied.returncode == 0, studied.stderr
     trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
     assert len(trials) == 2 and all(t["metrics"]["faithfulness"] is not None for t in trials)
-    assert checked.returncode == 0, checked.stderr
-    faithfulness = json.loads((tmp_path / "check.json").read_text())["judges"][0]["metrics"]["faithfulness"]
     assert faithfulness["auc"] > 0.9  # the invented details are what the checker does not find in the document
     assert asked > 12 and answered == asked  # every verdict in its format: none refused

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tiny_checker
-from tests.fakes import ScriptedLLM
-from tests.helpers import ANSWER, CONTEXTS, scorer, tuner
+from tests.fakes import FakeEndpoint, ScriptedLLM
+from tests.helpers import ANSWER, CONTEXTS, judged_study_and_check, scorer, tuner
 from tuner.config import CHECKER_KINDS, EvaluationConfig, ProjectConfig, describe_validation_error
 from tuner.errors import ConfigError
 from tuner.evaluation.judge.cut import judge_cut, setting_name
@@ -196,20 +196,10 @@ def test_a_real_study_judged_by_a_classifier_and_its_check_on_labels(tmp_path):
     """`tuner optimize --target faithfulness` (2 trials, 3 demo questions, answers by a scripted endpoint) with the
     tiny classifier as checker, then `tuner judge check --labels` reading it; a checker that is not there stops
     before the first trial in one line."""
-    from tests.fakes import FakeEndpoint
-    from tests.test_judge_align import labels_file
-
     model = trained_checker()
+    studied, metrics = judged_study_and_check(tmp_path, None, {"checker": {"classifier": model}})
     with FakeEndpoint("scripted", delay=0) as writer:
         endpoint = {"backend": "openai-compatible", "base_url": writer.url, "model": "m"}
-        (tmp_path / "tuner.yaml").write_text(json.dumps({"generator": endpoint, "judge": endpoint,
-                                                         "evaluation": {"checker": {"classifier": model}}}))
-        studied = tuner("optimize", "--config", "tuner.yaml", "--study", "s", "--search-space", "quick", "--limit",
-                        "3", "--holdout", "0", "--judge-check", "off", "--target", "faithfulness", "--trials", "2",
-                        "--own-cache", cwd=tmp_path)
-        labels_file(tmp_path / "labels.jsonl")
-        checked = tuner("judge", "check", "--labels", "labels.jsonl", "--config", "tuner.yaml", "--agreement", "0",
-                        "--out", "check.json", cwd=tmp_path)
         (tmp_path / "gone.yaml").write_text(json.dumps({"generator": endpoint, "judge": endpoint, "evaluation": {
             "checker": {"classifier": str(tmp_path / "gone")}}}))
         gone = tuner("optimize", "--config", "gone.yaml", "--study", "g", "--search-space", "quick", "--limit", "3",
@@ -218,8 +208,6 @@ def test_a_real_study_judged_by_a_classifier_and_its_check_on_labels(tmp_path):
     trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "studies" / "s" / "trials").glob("*.json"))]
     assert len(trials) == 2 and all(t["models"]["checker"] == f"classifier:{model}" for t in trials)
     assert all(q["scores"]["faithfulness"] is not None for t in trials for q in t["per_question"])
-    assert checked.returncode == 0, checked.stderr
-    metrics = json.loads((tmp_path / "check.json").read_text())["judges"][0]["metrics"]["faithfulness"]
     assert metrics["supported"]["cases"] == 6 and metrics["auc"] is not None
     assert gone.returncode != 0 and "Traceback" not in gone.stderr
     assert f"checker classifier:{tmp_path / 'gone'}: cannot load the model (" in gone.stderr

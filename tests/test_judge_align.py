@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.fakes import ScriptedLLM
-from tests.helpers import one_line_error, run_tuner
+from tests.helpers import labels_file, one_line_error, run_tuner
 from tuner.config import EvaluationConfig, JudgeAlignment, VerdictDemo, load_config
 from tuner.errors import ConfigError
 from tuner.evaluation.judge.align import Candidate, candidates, excerpt, folds_of
@@ -20,18 +20,6 @@ from tuner.evaluation.judge.cut import judge_cut, setting_name
 from tuner.evaluation.labels import Label, append
 from tuner.metrics.graded import verdict_messages
 from tuner.models.llms import Completion
-
-CONTEXT = "The lighthouse at Point Reyes was built in 1870 and guided ships through fog for a century."
-
-
-def labels_file(path, supported: int = 6, unsupported: int = 6):
-    """Answers about the lighthouse: the supported ones restate it, the unsupported ones add an invented detail."""
-    for i in range(supported + unsupported):
-        fine = i < supported
-        answer = f"The lighthouse was built in 1870 (note {i})." if fine else \
-            f"The lighthouse was built in 1870 by an invented architect number {i}."
-        append(path, Label(f"k{i}", f"q{i}", fine, None, "When was it built?", answer, (CONTEXT,)))
-    return path
 
 
 class LearnsFromDemos(ScriptedLLM):
