@@ -353,10 +353,11 @@ def labels_file(path, supported: int = 6, unsupported: int = 6):
 
 
 def judged_study_and_check(folder: Path, judge: dict | None,
-                           evaluation: dict) -> tuple[subprocess.CompletedProcess, dict]:
+                           evaluation: dict) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess, dict]:
     """A 2-trial `tuner optimize --target faithfulness` on 3 demo questions, answered by a scripted endpoint and
     judged by `judge` (None: the same endpoint) under `evaluation`, then `tuner judge check --labels` (labels_file's
-    12) with the same judge: the study's run (its trial files under studies/s) and the check's faithfulness figures."""
+    12) with the same judge: the study's run (its trial files under studies/s), the check's run and its
+    faithfulness figures."""
     from tests.fakes import FakeEndpoint
 
     with FakeEndpoint("scripted", delay=0) as writer:
@@ -371,4 +372,4 @@ def judged_study_and_check(folder: Path, judge: dict | None,
         checked = tuner("judge", "check", "--labels", "labels.jsonl", "--config", "tuner.yaml", "--agreement", "0",
                         "--out", "check.json", cwd=folder)
     assert checked.returncode == 0, checked.stderr
-    return studied, json.loads((folder / "check.json").read_text())["judges"][0]["metrics"]["faithfulness"]
+    return studied, checked, json.loads((folder / "check.json").read_text())["judges"][0]["metrics"]["faithfulness"]

@@ -25,7 +25,7 @@ def test_a_study_is_judged_by_a_checker_llm_in_its_own_format_and_checked_on_lab
     """`tuner optimize --target faithfulness` (2 trials, 3 demo questions) with the checker as judge, then `tuner
     judge check --labels` reading the same judge: every verdict asked in its format and answered."""
     with FakeEndpoint("minicheck") as checker:
-        studied, faithfulness = judged_study_and_check(tmp_path, {
+        studied, _, faithfulness = judged_study_and_check(tmp_path, {
             "backend": "openai-compatible", "base_url": checker.url, "model": "bespoke-minicheck"},
             {"verdict_prompt": "minicheck"})
         asked, answered = len(checker.bodies), len(checker.answered)

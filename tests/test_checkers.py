@@ -197,7 +197,7 @@ def test_a_real_study_judged_by_a_classifier_and_its_check_on_labels(tmp_path):
     tiny classifier as checker, then `tuner judge check --labels` reading it; a checker that is not there stops
     before the first trial in one line."""
     model = trained_checker()
-    studied, metrics = judged_study_and_check(tmp_path, None, {"checker": {"classifier": model}})
+    studied, checked, metrics = judged_study_and_check(tmp_path, None, {"checker": {"classifier": model}})
     with FakeEndpoint("scripted", delay=0) as writer:
         endpoint = {"backend": "openai-compatible", "base_url": writer.url, "model": "m"}
         (tmp_path / "gone.yaml").write_text(json.dumps({"generator": endpoint, "judge": endpoint, "evaluation": {
@@ -209,5 +209,8 @@ def test_a_real_study_judged_by_a_classifier_and_its_check_on_labels(tmp_path):
     assert len(trials) == 2 and all(t["models"]["checker"] == f"classifier:{model}" for t in trials)
     assert all(q["scores"]["faithfulness"] is not None for t in trials for q in t["per_question"])
     assert metrics["supported"]["cases"] == 6 and metrics["auc"] is not None
+    # the tiny checker, fitted on bridges, gives these lighthouse answers 1.0 alike: no cut of 1.00 is offered to set
+    assert f"{metrics['cut']:.2f}" == "1.00" and "evaluation.cut: 1.00" not in checked.stderr
+    assert "the end of its scale, where no evaluation.cut can be set" in " ".join(checked.stderr.split())
     assert gone.returncode != 0 and "Traceback" not in gone.stderr
     assert f"checker classifier:{tmp_path / 'gone'}: cannot load the model (" in gone.stderr

@@ -130,8 +130,11 @@ def judge_check_command(
             if faithfulness is not None and faithfulness.cut is not None:
                 cv = "" if faithfulness.balanced_accuracy is None else \
                     f" (balanced accuracy {faithfulness.balanced_accuracy:.2f} when chosen on other labels)"
-                note(f"your labels put {check.judge}'s cut ({check.setting}) at {faithfulness.cut:.2f}{cv}: set "
-                     f"evaluation.cut: {faithfulness.cut:.2f} to read its scores there")
+                shown = f"{faithfulness.cut:.2f}"
+                note(f"your labels put {check.judge}'s cut ({check.setting}) at {shown}{cv}: " + (
+                     f"set evaluation.cut: {shown} to read its scores there" if 0 < float(shown) < 1 else
+                     "the end of its scale, where no evaluation.cut can be set: its scores barely move on these "
+                     "answers"))
     err_console.print(f"results {save_checks(checks, out, folder, against_labels=labels is not None)}")
 
 
