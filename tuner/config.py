@@ -37,6 +37,7 @@ from tuner.errors import ConfigError, first_line
 from tuner.files import refuse_special
 from tuner.legacy import FLAT_LLM_DEFAULTS, UNNAMED_BACKEND, pipeline_as_now
 from tuner.metrics import DEFAULT_METRICS, MetricName
+from tuner.text import CHUNK_WORDS
 
 log = logging.getLogger(__name__)
 
@@ -654,8 +655,9 @@ class ClassifierCheckerConfig(_CheckerSettings):
         "minicheck", description="classifier: how its authors read it: minicheck (a chunk, the tokenizer's end token "
         "and the claim as one text; P(label 1)), nli (premise and hypothesis as a pair; P(the label its config "
         "names entailment))")
-    chunk_words: int = Field(300, ge=16, description="classifier: the passages are read in chunks of at most this "
-                             "many words (about 400 tokens: MiniCheck's chunk), the claim's score the best chunk's")
+    chunk_words: int = Field(CHUNK_WORDS, ge=16, description="classifier: the passages are read in chunks of at "
+                             "most this many words (about 400 tokens: MiniCheck's chunk), the claim's score the best "
+                             "chunk's")
 
 
 #: every kind of checker; the union below, its tags and the refusal of another kind's setting read it

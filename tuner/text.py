@@ -12,6 +12,11 @@ def sentences(text: str) -> list[str]:
     return [s for s in SENTENCE_END.split(text.strip()) if s]
 
 
+#: the words of one chunk of evidence a claim is checked against (about 400 tokens: MiniCheck's chunk for its small
+#: models): `verdict_contexts: chunks`, and a classifier checker's default
+CHUNK_WORDS = 300
+
+
 def word_chunks(passages: list[str], most: int) -> list[str]:
     """The passages packed in order into chunks of at most `most` words, split between sentences (a sentence longer
     than a chunk between words); short passages share a chunk, a long one spans several. MiniCheck's reading of

@@ -42,7 +42,7 @@ from ragas.metrics.result import MetricResult
 
 from tuner.metrics._errors import JudgeOutputError
 from tuner.metrics.checkers import Checker, make_checker
-from tuner.text import sentences, word_chunks
+from tuner.text import CHUNK_WORDS, sentences, word_chunks
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,6 @@ VERDICT_SYSTEM = {
 #: the question and reference first: every passage of one question resumes them
 USEFUL_PROMPT = "Question: {question}\nReference answer: {reference}\n\nPassage: {passage}\n\nIs the passage useful " \
                 "for arriving at the reference answer? Answer yes or no."
-#: the words of one chunk under `verdict_contexts: chunks` (about 400 tokens: MiniCheck's chunk for its small models)
-CHUNK_WORDS = 300
 _CITATION = re.compile(r"\s*\[\d+(?:,\s*\d+)*\]")
 _said_sampled: set[tuple[str, str]] = set()
 
