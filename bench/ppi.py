@@ -14,6 +14,17 @@ the mean width, for:
 
     python bench/ppi.py                       # 1000 simulations per row
     python bench/ppi.py --simulations 200 --questions 20
+
+With --sequential it measures `tuner judge label`'s stopping rule instead: a person labels until the corrected
+best − baseline difference decides (its interval excludes zero) or the labels planned run out, in the labelling
+plan's order (questions drawn where the judge is least sure; tuner/analysis/labelling.py) against a random order
+(every question equally likely), both read by the same estimator and confidence sequence. Per judge and true gain
+it prints the labels to a decision (median, over the runs that decided), the share decided within the budget, the
+share of decisions on the wrong side, and the share of runs whose interval ever missed the truth (what "95 %"
+promises at every look). The last column is today's PPI++ t interval read after every label in random order: the
+share of runs it decided for the wrong side or missed the truth.
+
+    python bench/ppi.py --sequential --simulations 500 --questions 100 --budget 120
 """
 
 from __future__ import annotations
@@ -24,7 +35,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from tuner.analysis.ppi import DIFFERENCE, labels_only, ppi_difference, ppi_mean
+from tuner.analysis.labelling import chances, decision, draw
+from tuner.analysis.ppi import DIFFERENCE, Plan, correct_difference, labels_only, planned_mean, ppi_difference, ppi_mean
 
 console = Console(width=200)
 LABEL_COUNTS = (5, 8, 12, 20, 40, 60)
@@ -60,12 +72,86 @@ def simulate(kind: str, paired: bool, supported: float, questions: int, labels: 
             labels_only(difference, span=DIFFERENCE), ppi_difference(*args))
 
 
+def population(kind: str, gain: float, questions: int, seed: int, same: float = 0.3):
+    """A held-out set's baseline and best answers: `same` of the questions gave the same answer twice (one label,
+    one score); on the others the best is supported `gain / (1 - same)` more often. Labels 1/0 and judge scores."""
+    rng = np.random.default_rng(seed)
+    alike = rng.random(questions) < same
+    a = (rng.random(questions) < 0.55).astype(float)
+    b = np.where(alike, a, (rng.random(questions) < 0.55 + gain / (1 - same)).astype(float))
+    judged_a = judge(rng, a, kind)
+    judged_b = np.where(alike, judged_a, judge(rng, b, kind))
+    return alike, a, b, judged_a, judged_b
+
+
+def label_until_decided(kind: str, gain: float, questions: int, budget: int, seed: int, active: bool):
+    """One session: (labels given, decided, wrong side, ever missed the truth, today's t interval looked at after
+    every label ever missed it)."""
+    alike, a, b, judged_a, judged_b = population(kind, gain, questions, seed)
+    ids = [f"q{i}" for i in range(questions)]
+    truth = float((b - a).mean())
+    pairs = {q: () if alike[i] else (judged_a[i], judged_b[i]) for i, q in enumerate(ids)}
+    odds = chances(pairs, 0.5) if active else dict.fromkeys(ids, 1 / questions)
+    held = {q: 1 if alike[i] else 2 for i, q in enumerate(ids)}
+    draws = draw(odds, held, budget, seed)
+    plan = Plan(odds, draws, len(draws))
+    judged = {q: float(judged_b[i] - judged_a[i]) for i, q in enumerate(ids)}
+    human, given, missed, peeked = {}, 0, False, False
+    for question in dict.fromkeys(draws):
+        i = ids.index(question)
+        human[question] = float(b[i] - a[i])
+        given += held[question]
+        corrected = planned_mean(judged, human, plan, span=DIFFERENCE)
+        if corrected is None:
+            continue
+        missed |= not corrected.ci[0] <= truth <= corrected.ci[1]
+        if not active:  # today's interval, looked at after every label in random order
+            old = correct_difference(dict(zip(ids, judged_a)), dict(zip(ids, judged_b)),
+                                     {q: float(a[ids.index(q)]) for q in human},
+                                     {q: float(b[ids.index(q)]) for q in human})
+            peeked |= old is not None and not old.ci[0] <= truth <= old.ci[1]
+        said = decision(corrected, draws.index(question) + 1, plan.target)
+        if said.startswith("decided"):
+            wrong = (corrected.ci[0] > 0) != (truth > 0) if truth != 0 else True
+            return given, True, wrong, missed, peeked
+        if "you can stop" in said:
+            break
+    return given, False, False, missed, peeked
+
+
+def sequential(args) -> None:
+    table = Table(title=f"labels to a decision on best − baseline: {args.questions} held-out questions (30 % answered "
+                        f"alike), budget {args.budget} answers, {args.simulations} seeded sessions per row")
+    for column in ("judge", "true gain", "order", "labels to a decision (median)", "labels given (mean)", "decided",
+                   "wrong side", "interval ever missed", "today's t interval ever missed"):
+        table.add_column(column, justify="left" if column in ("judge", "order") else "right")
+    for kind in ("good", "weak", "useless"):
+        for gain in (0.0, 0.1, 0.2):
+            for active in (True, False):
+                runs = [label_until_decided(kind, gain, args.questions, args.budget, seed, active)
+                        for seed in range(args.simulations)]
+                decided = [r for r in runs if r[1]]
+                to_decide = np.median([r[0] if r[1] else np.inf for r in runs])  # undecided: never
+                table.add_row(kind, f"{gain:+.1f}", "where they decide" if active else "random",
+                              f"{to_decide:.0f}" if np.isfinite(to_decide) else "undecided",
+                              f"{np.mean([r[0] for r in runs]):.0f}", f"{len(decided) / len(runs):.0%}",
+                              f"{sum(r[2] for r in decided) / max(len(decided), 1):.1%}",
+                              f"{sum(r[3] for r in runs) / len(runs):.1%}",
+                              "" if active else f"{sum(r[4] for r in runs) / len(runs):.1%}")
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--simulations", type=int, default=1000)
     parser.add_argument("--questions", type=int, default=200, help="questions judged in all (labelled or not)")
     parser.add_argument("--supported", type=float, default=0.7, help="share of supported answers")
+    parser.add_argument("--sequential", action="store_true", help="labels to a decision, asked where they decide "
+                        "vs at random")
+    parser.add_argument("--budget", type=int, default=60, help="with --sequential: answers a session may label")
     args = parser.parse_args()
+    if args.sequential:
+        return sequential(args)
     table = Table(title=f"95 % intervals over {args.simulations} seeded simulations, {args.questions} questions, "
                         f"{args.supported:.0%} supported: coverage / mean width")
     columns = ("what", "judge", "labels", "bare PPI", "bare PPI++", "labels only", "PPI++", "PPI++ ≥ 0.93, ≤ labels")

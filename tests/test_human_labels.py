@@ -19,8 +19,8 @@ import yaml
 from tests.fakes import HashingEmbedder
 from tests.helpers import NOISE_SPACE, SAMPLED, CoinFlipJudge, noise_study, tuner
 from tuner.analysis import analyze
-from tuner.analysis.corrections import corrections
-from tuner.analysis.labelling import answers_to_label
+from tuner.analysis.corrections import PLAN_FILE, corrections, keep_plan
+from tuner.analysis.labelling import answers_to_label, labelling_plan, progress
 from tuner.analysis.regression_gate import gate
 from tuner.analysis.verdict import give_verdict, verdict
 from tuner.config import ProjectConfig
@@ -96,6 +96,32 @@ def test_labels_correct_the_verdict_and_the_report_says_when_they_change_it(judg
     assert f"trial {baseline}" in report or "baseline" in report
 
 
+def test_labels_asked_under_the_plan_correct_the_verdict_by_its_labelled_run_of_draws(judged):
+    """A session asks whole questions in the order the plan first draws them; the verdict reads the draws up to the
+    first question still without labels (a question whose best and baseline answers are the same needs none)."""
+    plan = labelling_plan(judged, 1000)
+    keep_plan(judged.folder, plan)
+    items = answers_to_label(judged, 1000)
+    order = list(dict.fromkeys(item.result.id for item in items))
+    assert order == list(dict.fromkeys(plan.draws)) and set(order) == judged.split.holdout_ids
+    best = {q.id: fingerprint(q) for q in judged.best.held_out.questions}
+    alike = {q.id for q in judged.baseline.held_out.questions if best[q.id] == fingerprint(q)}
+    asked = order[:-2]  # all but the last two questions drawn
+    assert len(asked) >= 5, "the fixture holds out too few questions to leave some unlabelled"
+    for item in items:
+        if item.result.id in asked:  # the best's answers supported, the others not
+            append(judged.folder.root / LABELS_FILE,
+                   Label.of(item.result, judged.best.number in item.trials, item.trials[0]))
+    view = read_study(judged.folder)
+    difference = verdict(view).corrections.difference
+    run = next(i for i, q in enumerate(plan.draws) if q not in asked and q not in alike)
+    assert difference.draws == run and difference.labelled == len(set(plan.draws[:run]))
+    assert difference.estimate > 0 and difference.judged == len(order)
+    standing = progress(view, view.labels, plan)
+    assert standing.startswith(f"trial {judged.best.number} − baseline, corrected by {difference.labelled} labelled "
+                               f"questions: {difference.estimate:+.2f}")
+
+
 def test_too_few_labels_give_no_corrected_figure_and_say_so(judged):
     item = answers_to_label(judged, 1)[0]
     append(judged.folder.root / LABELS_FILE, Label.of(item.result, True, item.trials[0]))
@@ -123,6 +149,7 @@ def test_export_then_import_round_trips_and_bad_input_is_one_line(judged, tmp_pa
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(exported.open(encoding="utf-8")))
     assert len(rows) >= 4 and all(r["answer"] is not None and r["key"] for r in rows)
+    assert judged.folder.read_doc(PLAN_FILE)["draws"]  # the rows are in the plan's order: its labels read by it
     rows[0]["supported"], rows[1]["supported"] = "y", "no"
     for row in rows[2:]:
         row["supported"] = "s"
@@ -208,7 +235,9 @@ def test_the_labelling_session_at_a_terminal_keys_in_labels_out_and_resume_after
     start = ["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60", "-c", str(tmp_path)]
     start_session(start, f"{command}; sleep 30")
     try:
-        wait_for(session, f"answer 1 of {len(items)}")
+        first = wait_for(session, f"answer 1 of {len(items)}")
+        assert "go on: too few labels to correct the difference yet" in first  # where the verdict stands
+        assert judged.folder.read_doc(PLAN_FILE)["draws"]  # the plan kept before the first label
         keys(session, "y")
         wait_for(session, f"answer 2 of {len(items)}")
         keys(session, "n", "b")  # back to answer 2: it shows its label

@@ -109,3 +109,69 @@ def test_correct_uses_the_unlabelled_judgements_needs_enough_labels_and_pairs_di
     differences = [0.1] * 10  # the judge's per-question gain never varies: λ = 0, the labelled differences alone
     assert gained == ppi_mean(differences, differences, [1.0] * 10, span=DIFFERENCE)
     assert gained.estimate == pytest.approx((10 + sum(pseudo_labels(DIFFERENCE))) / 14)
+
+
+def test_the_planned_estimator_is_unbiased_and_its_sequence_covers_the_truth_at_every_draw():
+    """Labels asked where the judge is unsure (a labelling plan's draws), read at every draw: the estimate is
+    unbiased at a fixed count, and the confidence sequence misses the truth in at most ~5 % of sessions at any draw
+    — a stopping rule that looks after every label stays valid."""
+    from tuner.analysis.labelling import chances
+    from tuner.analysis.ppi import Plan, planned_mean
+
+    rng = np.random.default_rng(7)
+    truth, judge = population(rng, 80, bias=-0.2, noise=0.3)  # a weak, strict judge
+    ids = [f"q{i}" for i in range(80)]
+    judged, human = dict(zip(ids, judge.tolist())), dict(zip(ids, truth.tolist()))
+    odds = chances({q: (judged[q],) for q in ids}, 0.5)
+    assert max(odds.values()) > 2 * min(odds.values())  # unsure questions are drawn more often
+    estimates, missed = [], 0
+    for seed in range(400):
+        draws = tuple(np.random.default_rng(seed).choice(ids, 60, p=[odds[q] for q in ids]).tolist())
+        at = [planned_mean(judged, human, Plan(odds, draws[:m], 60)) for m in range(8, 61)]
+        estimates.append(at[-1].estimate)
+        missed += any(not c.ci[0] <= truth.mean() <= c.ci[1] for c in at if c is not None)
+    assert abs(np.mean(estimates) - truth.mean()) < 0.01
+    assert abs(judge.mean() - truth.mean()) > 0.05  # the judge alone is off
+    assert missed / 400 <= 0.06
+
+
+def test_a_plan_reads_its_labelled_run_only_and_says_how_many_draws_it_read():
+    from tuner.analysis.ppi import Plan, planned_mean
+
+    ids = [f"q{i}" for i in range(10)]
+    judged = dict.fromkeys(ids, 0.6)
+    odds = dict.fromkeys(ids, 0.1)
+    draws = ("q0", "q1", "q1", "q2", "q3", "q4", "q5", "q6", "q0", "q7")
+    human = {q: 1.0 for q in ids if q != "q6"}
+    corrected = planned_mean(judged, human, Plan(odds, draws, 10))
+    assert corrected.draws == 7 and corrected.labelled == 6  # q6 has no label: its draw and all after it wait
+    assert corrected.estimate == pytest.approx(0.6 + 0.4)  # every term (1 − 0.6) / (10 × 0.1)
+    assert planned_mean(judged, {q: 1.0 for q in ids[:4]}, Plan(odds, draws, 10)) is None  # < MIN_LABELLED
+    whole = planned_mean(judged, dict.fromkeys(ids, 1.0), Plan(odds, (*draws, "q8", "q9"), 10))
+    assert whole.ci == labels_only([1.0] * 10).ci  # every question labelled: the labels' own figure
+
+
+def test_chances_favour_answers_near_the_cut_and_leave_alike_answers_the_floor():
+    from tuner.analysis.labelling import EVEN, chances
+
+    odds = chances({"near": (0.55, 0.4), "far": (0.99, 0.01), "alike": ()}, 0.5)
+    assert sum(odds.values()) == pytest.approx(1.0)
+    assert odds["near"] > odds["far"] > odds["alike"] == pytest.approx(EVEN / 3)
+    assert chances({"a": (), "b": ()}, 0.5) == {"a": 0.5, "b": 0.5}  # nothing to tell apart: even
+
+
+@pytest.mark.parametrize("ci, labelled, drawn, said", [
+    ((0.05, 0.30), 12, 20, "decided: you can stop"),
+    ((-0.40, -0.02), 12, 20, "decided: you can stop"),
+    ((-0.10, 0.50), 6, 20, "undecided: go on"),
+    ((-0.04, 0.05), 12, 20, "undecided, and the labels left are unlikely to decide it: you can stop"),
+    ((-0.05, 0.45), 12, 20, "undecided: go on"),  # likely to decide if it keeps reading +0.20
+    ((-0.04, 0.05), 6, 20, "undecided: go on"),  # too early to give up
+    ((-0.30, 0.35), 12, 60, "undecided after the labels planned: more (--n) may decide it, or the two are alike"),
+])
+def test_the_session_says_when_to_stop(ci, labelled, drawn, said):
+    from tuner.analysis.labelling import decision
+    from tuner.analysis.ppi import Corrected
+
+    assert decision(Corrected(sum(ci) / 2, ci, labelled, 100, drawn), drawn, 60) == said
+    assert decision(None, 0, 60).startswith("go on: too few labels")

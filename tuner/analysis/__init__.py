@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.analysis.cheapest import Cheapest, cheapest_within_noise
-from tuner.analysis.corrections import Corrections, corrections
+from tuner.analysis.corrections import Corrections, corrections, stored_plan
 from tuner.analysis.importance import KnobEffect, knob_effects
 from tuner.analysis.noise import JudgeNoise, load_noise
 from tuner.analysis.propose import Proposal, next_space, propose
@@ -63,7 +63,8 @@ def analyze(view: StudyView) -> Analysis:
             if view.labels and not view.split.active:
                 fixed = corrections(baseline.result, best.result, view.labels,
                                     names=("baseline", f"trial {best.number}"),
-                                    read_at=cut_of(view.project.evaluation, best.result))
+                                    read_at=cut_of(view.project.evaluation, best.result),
+                                    plan=stored_plan(view.folder, {q.id for q in best.result.questions}))
         spread = noise.spreads if noise and noise.trial == best.number and noise.metric == view.target else None
         shares = attribute(best.result.questions, view.target, spread)
     effects = knob_effects(view)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.analysis.ppi import MIN_LABELLED, Corrected, correct, correct_difference
+from tuner.analysis.ppi import DIFFERENCE, MIN_LABELLED, Corrected, Plan, correct, correct_difference, planned_mean
 from tuner.analysis.stats import per_question
 from tuner.evaluation.judge.agreement import auc, best_cut, cross_validated
 from tuner.evaluation.judge.cut import MIDDLE
@@ -30,6 +30,22 @@ def human_scores(result: EvalResult | None, labels: Mapping[str, Label]) -> dict
         return {}
     return {q.id: labels[key].value for q in result.questions
             if (key := fingerprint(q)) in labels and labels[key].supported is not None}
+
+
+#: the study document holding its labelling plan (tuner/analysis/labelling.py)
+PLAN_FILE = "label_plan.json"
+
+
+def stored_plan(folder, questions: set[str]) -> Plan | None:
+    """The plan a study's labels were asked under, when it is for these questions; None: none was kept (labels
+    given in the near-uniform order of before), or it was for other questions."""
+    data = folder.read_doc(PLAN_FILE)
+    plan = None if data is None else Plan.from_json(data)
+    return plan if plan is not None and set(plan.chances) == questions else None
+
+
+def keep_plan(folder, plan: Plan) -> None:
+    folder.write_doc(PLAN_FILE, plan.to_json())
 
 
 def reading(corrected: Corrected) -> str:
@@ -128,8 +144,10 @@ def none_matched(count: int) -> str:
 
 def corrections(reference: EvalResult, candidate: EvalResult, labels: Mapping[str, Label],
                 others: Mapping[str, EvalResult] | None = None,
-                names: tuple[str, str] = ("reference", "candidate"), read_at: float = MIDDLE) -> Corrections | None:
-    """None when no answer compared carries a label; `read_at`: the judge's cut, where the agreement reads it."""
+                names: tuple[str, str] = ("reference", "candidate"), read_at: float = MIDDLE,
+                plan: Plan | None = None) -> Corrections | None:
+    """None when no answer compared carries a label; `read_at`: the judge's cut, where the agreement reads it;
+    `plan`: the labelling plan the labels were asked under (None: a near-uniform sample, read by PPI++)."""
     results = {names[0]: reference, names[1]: candidate, **(others or {})}
     human = {name: human_scores(result, labels) for name, result in results.items()}
     labelled = {fingerprint(q) for name, result in results.items() for q in result.questions
@@ -140,8 +158,26 @@ def corrections(reference: EvalResult, candidate: EvalResult, labels: Mapping[st
     paired = [q for q in judge[names[0]] if judge[names[0]][q] is not None and judge[names[1]].get(q) is not None]
     judge_difference = (sum(judge[names[1]][q] - judge[names[0]][q] for q in paired) / len(paired)) if paired \
         else None
-    return Corrections(
-        len(labelled), agreement(results.values(), labels, read_at),
-        correct_difference(judge[names[0]], judge[names[1]], human[names[0]], human[names[1]]), judge_difference,
-        {name: correct(judge[name], human[name]) for name in results})
+    if plan is None:
+        difference = correct_difference(judge[names[0]], judge[names[1]], human[names[0]], human[names[1]])
+        means = {name: correct(judge[name], human[name]) for name in results}
+    else:
+        difference = planned_difference(reference, candidate, judge[names[0]], judge[names[1]],
+                                        human[names[0]], human[names[1]], plan)
+        means = {name: planned_mean(judge[name], human[name], plan) for name in results}
+    return Corrections(len(labelled), agreement(results.values(), labels, read_at), difference, judge_difference,
+                       means)
 
+
+def planned_difference(reference: EvalResult, candidate: EvalResult, judge_reference, judge_candidate,
+                       human_reference, human_candidate, plan: Plan) -> Corrected | None:
+    """candidate − reference under the plan: a question whose two answers are the same has a known difference of
+    zero, labelled or not."""
+    same = {q.id for q, r in zip(sorted(candidate.questions, key=lambda q: q.id),
+                                 sorted(reference.questions, key=lambda q: q.id))
+            if q.id == r.id and fingerprint(q) == fingerprint(r)}
+    judged = {q: None if judge_reference.get(q) is None or judge_candidate[q] is None else
+              judge_candidate[q] - judge_reference[q] for q in judge_candidate if q in judge_reference}
+    human = {q: 0.0 if q in same else human_candidate[q] - human_reference[q] for q in judged
+             if q in same or (q in human_reference and q in human_candidate)}
+    return planned_mean(judged, human, plan, span=DIFFERENCE)

@@ -35,6 +35,7 @@ class Corrected:
     ci: tuple[float, float]
     labelled: int  # questions with a human label
     judged: int  # questions in all (labelled or not)
+    draws: int | None = None  # under a labelling plan: its draws read (their questions all labelled)
 
     @property
     def width(self) -> float:
@@ -147,3 +148,76 @@ def correct_difference(reference: Mapping[str, float | None], candidate: Mapping
     judged = {q: candidate[q] - reference[q] for q in both}
     human = {q: human_candidate[q] - human_reference[q] for q in both if q in human_reference and q in human_candidate}
     return correct(judged, human, confidence, DIFFERENCE)
+
+
+# Labels asked where they decide (active inference: Zrnic and Candès, 2024). A labelling plan draws questions with
+# replacement, each with a fixed chance p_q (largest where the judge is least sure), and a person labels the drawn
+# ones in draw order. Hansen–Hurwitz's estimator stays unbiased under any such chances: the judge's mean over all N
+# questions plus the mean over draws of (label − judge) / (N p_q). The draws are independent, so the person may stop
+# after any label: the interval is a confidence sequence (Waudby-Smith et al., 2021, "Time-uniform central limit
+# theory"), asymptotically valid at every draw at once, not a t interval that is valid only at a count fixed in
+# advance (looking after every label and stopping when it excludes zero would be wrong far more than 5 % of the time).
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which questions a labelling session draws: each question's chance per draw and the draws, in order."""
+
+    chances: Mapping[str, float]  # question id -> chance a draw picks it (summing to 1 over the judged questions)
+    draws: tuple[str, ...]  # the question ids drawn, with repeats
+    target: int  # the draws the confidence sequence is tightest at (the first session's), fixed before any label
+
+    def to_json(self) -> dict:
+        return {"chances": dict(self.chances), "draws": list(self.draws), "target": self.target}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Plan:
+        return cls({str(q): float(p) for q, p in data["chances"].items()}, tuple(map(str, data["draws"])),
+                   int(data["target"]))
+
+
+def sequence_halfwidth(spread: float, draws: int, target: int, confidence: float = 0.95) -> float:
+    """Half-width of the asymptotic confidence sequence for a mean of `draws` independent terms of standard
+    deviation `spread` (its normal mixture tuned to be tightest at `target` draws); about 1.5× the fixed-count
+    interval there, the price of stopping whenever the interval decides."""
+    alpha = 1 - confidence
+    rho2 = (-2 * math.log(alpha) + math.log(-2 * math.log(alpha) + 1)) / max(target, 1)
+    mixed = draws * rho2 + 1
+    return spread * math.sqrt(2 * mixed / (draws ** 2 * rho2) * math.log(math.sqrt(mixed) / alpha))
+
+
+def labelled_run(plan: Plan, human: Mapping[str, float], judge: Mapping) -> list[str]:
+    """The plan's draws up to the first whose question has no label (or is not judged)."""
+    run = []
+    for question in plan.draws:
+        if question not in human or question not in judge:
+            break
+        run.append(question)
+    return run
+
+
+def planned_mean(judge: Mapping[str, float | None], human: Mapping[str, float], plan: Plan, confidence: float = 0.95,
+                 span: Span = VERDICT) -> Corrected | None:
+    """The mean of what `human` measures over `judge`'s questions, from the labels of the plan's longest labelled
+    run of draws: the judge's mean plus the mean of the drawn questions' (label − judge) / (N p). A question without
+    a label ends the run (the draws after it do not count: which draws count must not depend on the labels); a
+    label-free question of `human`'s known zeros counts as labelled. None below MIN_LABELLED labelled questions;
+    the labels alone when every question is labelled."""
+    scored = [v for v in judge.values() if v is not None]
+    if not scored:
+        return None
+    filled = {q: _mean(scored) if v is None else v for q, v in judge.items()}  # any fixed guess keeps it unbiased
+    drawn = labelled_run(plan, human, filled)
+    labelled = set(drawn)
+    if len(labelled) < MIN_LABELLED:
+        return None
+    if labelled >= set(filled):
+        return labels_only([human[q] for q in filled], confidence, span)
+    size = len(filled)
+    terms = [(human[q] - filled[q]) / (size * plan.chances[q]) for q in drawn]
+    estimate = _mean(list(filled.values())) + _mean(terms)
+    spread = math.sqrt(_variance(terms))
+    low, high = span or (-math.inf, math.inf)
+    width = sequence_halfwidth(spread, len(drawn), plan.target, confidence)
+    return Corrected(estimate, (max(low, estimate - width), min(high, estimate + width)), len(labelled), size,
+                     len(drawn))

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from tuner.analysis.corrections import Corrections, corrections, none_matched, reading
+from tuner.analysis.corrections import Corrections, corrections, none_matched, reading, stored_plan
 from tuner.analysis.ppi import Corrected
 from tuner.analysis.stats import Comparison, compare, compare_results, per_question
 from tuner.data.split import Split
@@ -174,7 +174,8 @@ def verdict(view: StudyView) -> Verdict | None:
         corrected = corrections(baseline.held_out, best.held_out, view.labels,
                                 {f"trial {c.trial.number}": c.trial.held_out for c in rivals if c.held_out},
                                 ("baseline", f"trial {best.number}"),
-                                cut_of(view.project.evaluation, best.held_out))
+                                cut_of(view.project.evaluation, best.held_out),
+                                stored_plan(view.folder, {q.id for q in best.held_out.questions}))
     return Verdict(metric, view.split, best, baseline, in_sample, held_out, rivals, corrected,
                    len(view.labels) if held_out else 0)
 

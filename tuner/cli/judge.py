@@ -202,7 +202,8 @@ def judge_label_command(
 ) -> None:
     """Say whether answers of a study are supported by their contexts (single keys): the verdict corrects the judge
     with them."""
-    from tuner.analysis.labelling import answers_to_label
+    from tuner.analysis.corrections import keep_plan
+    from tuner.analysis.labelling import answers_to_label, labelling_plan, progress
     from tuner.evaluation.labels import LABELS_FILE, import_labels
     from tuner.study.results import read_study
     from tuner.study.storage import open_existing_study
@@ -216,6 +217,8 @@ def judge_label_command(
             folder.add_label(label)
         err_console.print(f"{len(imported)} label(s) imported into {path}")
         return
+    plan = labelling_plan(view, n)
+    keep_plan(folder, plan)  # before any label: the verdict reads the labels under the plan that asked them
     items = answers_to_label(view, n)
     labels = dict(view.labels)
     if export is not None:
@@ -230,23 +233,25 @@ def judge_label_command(
         raise ConfigError("labelling asks for keys on a terminal: --export FILE writes the answers to label "
                           "elsewhere, --import FILE reads the labels back")
     try:
-        _label(items, labels, folder)
+        _label(items, labels, folder, lambda: progress(view, labels, plan))
     finally:  # Ctrl-C, SIGTERM and SIGHUP end the session too (exit 130, 143, 129): each label is already on disk
         said = [labels[i.key].supported for i in items if i.key in labels]
         err_console.print(f"{len(said)} of {len(items)} answers labelled ({said.count(True)} supported, "
                           f"{said.count(False)} not, {said.count(None)} skipped), kept in {path}; the same command "
                           f"resumes. `tuner best --study {folder.name} --verdict` and the report read them.")
+        err_console.print(progress(view, labels, plan), highlight=False)
 
 
-def _label(items, labels: dict, folder) -> None:
-    """The session: one answer a screen, a key a label, recorded at once."""
+def _label(items, labels: dict, folder, standing: Callable[[], str]) -> None:
+    """The session: one answer a screen, a key a label, recorded at once; `standing()` says under each whether the
+    labels so far decide the verdict."""
     from tuner.evaluation.labels import Label
 
     index = next((i for i, item in enumerate(items) if item.key not in labels), len(items))
     with keypresses(sys.stdin.fileno()) as next_key:
         while index < len(items):
             item = items[index]
-            _show(item, index, len(items), labels.get(item.key))
+            _show(item, index, len(items), labels.get(item.key), standing())
             try:
                 key = next_key().lower()
             except EOFError:
@@ -296,7 +301,7 @@ def keypresses(fd: int) -> Iterator[Callable[[], str]]:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-def _show(item, index: int, total: int, given) -> None:
+def _show(item, index: int, total: int, given, standing: str) -> None:
     from rich.panel import Panel
     from rich.text import Text
 
@@ -316,6 +321,7 @@ def _show(item, index: int, total: int, given) -> None:
     # asked again below the texts: long contexts scroll the header away
     console.print(f"[bold]{index + 1}/{total}[/] Is every claim of the answer supported by the contexts above?  "
                   + KEYS, markup=True)
+    console.print(standing, highlight=False)
 
 
 def _said(supported: bool | None) -> str:
