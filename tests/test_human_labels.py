@@ -117,6 +117,7 @@ def test_labels_asked_under_the_plan_correct_the_verdict_by_its_labelled_run_of_
     run = next(i for i, q in enumerate(plan.draws) if q not in asked and q not in alike)
     assert difference.draws == run and difference.labelled == len(set(plan.draws[:run]))
     assert difference.estimate > 0 and difference.judged == len(order)
+    assert f"asked where they decide: the labelling plan's first {run} draws" in verdict(view).sentence()
     standing = progress(view, view.labels, plan)
     assert standing.startswith(f"trial {judged.best.number} − baseline, corrected by {difference.labelled} labelled "
                                f"questions: {difference.estimate:+.2f}")

@@ -129,8 +129,10 @@ class Corrections:
         said = {"better": f"{candidate} is more faithful than {reference}",
                 "worse": f"{candidate} is less faithful than {reference}",
                 "undecided": "not distinguishable from zero"}[reading(d)]
-        return (f"Corrected by {self.labels} human labels (prediction-powered, {d.labelled} questions with both "
-                f"answers labelled), {candidate} − {reference} on faithfulness is {d.estimate:+.3f} "
+        how = f"prediction-powered, {d.labelled} questions with both answers labelled" if d.draws is None else (
+            f"asked where they decide: the labelling plan's first {d.draws} draws, {d.labelled} questions; an interval "
+            f"that holds wherever the labelling stopped")
+        return (f"Corrected by {self.labels} human labels ({how}), {candidate} − {reference} on faithfulness is {d.estimate:+.3f} "
                 f"(95 % CI [{d.ci[0]:+.3f}, {d.ci[1]:+.3f}]){judged}: {said}"
                 + (f"; {self.agreement.sentence()}" if self.agreement else "") + ".")
 
