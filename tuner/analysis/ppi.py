@@ -156,8 +156,8 @@ def correct_difference(reference: Mapping[str, float | None], candidate: Mapping
 # questions plus the mean over draws of (label − judge) / (N p_q). The draws are independent, so the person may stop
 # after any label: the interval is a confidence sequence (Waudby-Smith et al., 2021, "Time-uniform central limit
 # theory"), asymptotically valid at every draw at once, not a t interval that is valid only at a count fixed in
-# advance (today's t interval, read after every label, missed the truth in up to 7.3 % of simulated sessions where
-# the sequence missed it in at most 3.7 %: python bench/ppi.py --sequential).
+# advance (today's t interval, read after every label, missed the truth in up to 6.2 % of simulated sessions where
+# the sequence missed it in at most 4.0 %: python bench/ppi.py --sequential).
 
 
 @dataclass(frozen=True)
