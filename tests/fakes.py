@@ -149,10 +149,32 @@ def minicheck_reply(messages: list[dict]) -> tuple[str | None, dict | None]:
         {"token": word, "logprob": math.log(p), "bytes": None} for word, p in (("Yes", yes), ("No", 1 - yes))]}]}
 
 
+def guardian_reply(messages: list[dict]) -> tuple[str | None, dict | None]:
+    """A checker LLM in Granite Guardian 3.x's groundedness format only: the risk named in the system message, the
+    passages as a "context" turn, the statement as the assistant's; P(Yes) — the risk is there — from the share of
+    the statement's content words the passages lack. Any other format: (None, None), refused."""
+    from tuner.config import LexicalCheckerConfig
+    from tuner.metrics.checkers import make_checker
+
+    roles = [m["role"] for m in messages]
+    if roles != ["system", "context", "assistant"] or messages[0]["content"] != "groundedness":
+        return None, None
+    held = make_checker(LexicalCheckerConfig(lexical="words")).supported([messages[1]["content"]],
+                                                                          [messages[2]["content"]])[0]
+    risk = 0.95 - 0.9 * held
+    answer = "Yes" if risk >= 0.5 else "No"
+    return answer, {"content": [{"token": answer, "logprob": 0.0, "bytes": None, "top_logprobs": [
+        {"token": word, "logprob": math.log(p), "bytes": None} for word, p in (("Yes", risk), ("No", 1 - risk))]}]}
+
+
+CHECKER_LLMS = {"minicheck": minicheck_reply, "granite-guardian": guardian_reply}
+
+
 class FakeEndpoint:
     """An OpenAI-compatible server on a free local port: `mode` is "ok" (a short chat completion), "scripted"
-    (answers as ScriptedLLM does, after `delay` seconds: a model other processes can use), "minicheck" (a checker
-    LLM that answers only in its own format: `minicheck_reply`), or misbehaves on purpose: "500", "html" (a 200 that
+    (answers as ScriptedLLM does, after `delay` seconds: a model other processes can use), "minicheck" or
+    "granite-guardian" (a checker LLM that answers only in its own format: `CHECKER_LLMS`), or misbehaves on
+    purpose: "500", "html" (a 200 that
     is not JSON), "broken json" (a 200 whose JSON is cut short), "slow" (answers after `delay` seconds), "429 once"
     (the first request is refused with HTTP 429 and a Retry-After of `delay` seconds, the rest answered as
     "scripted" at once), "trickle" (a byte now and then, never done). Records each request's Authorization header
@@ -194,8 +216,8 @@ class FakeEndpoint:
                 with lock:
                     holding[0] -= 1
                 content, logprobs = "Ilsa Marrow.", None
-                if endpoint.mode == "minicheck":
-                    content, logprobs = minicheck_reply(json.loads(body)["messages"])
+                if endpoint.mode in CHECKER_LLMS:
+                    content, logprobs = CHECKER_LLMS[endpoint.mode](json.loads(body)["messages"])
                 if endpoint.mode in ("scripted", "429 once"):
                     request = json.loads(body)
                     schema = (request.get("response_format") or {}).get("json_schema", {}).get("schema")
@@ -209,7 +231,7 @@ class FakeEndpoint:
                             for word, p in (("yes", yes), ("no", 1 - yes))]}]}
                 status, kind, body = {
                     "500": (500, "application/json", b'{"error": {"message": "model crashed"}}'),
-                    **({"minicheck": (400, "application/json", b'{"error": {"message": "not the format this checker '
+                    **({endpoint.mode: (400, "application/json", b'{"error": {"message": "not the format this checker '
                                                                b'was trained on"}}')} if content is None else {}),
                     "html": (200, "text/html", b"<html><body>Welcome to nginx!</body></html>"),
                     "broken json": (200, "application/json", b'{"hello": [1,2'),

@@ -694,11 +694,13 @@ class EvaluationConfig(_Strict):
         "the contexts joined, or one per passage with the statement's verdict the best of them (each), or one per "
         "chunk of about 300 words, short passages sharing one and a long passage split, the best of them (chunks, "
         "as MiniCheck reads long evidence)")
-    verdict_prompt: Literal["support", "nli", "minicheck"] = Field(
+    verdict_prompt: Literal["support", "nli", "minicheck", "granite-guardian"] = Field(
         "support", description="the graded verdict's question: does the context support the statement (support), or "
         "is every fact of the claim stated in the document or implied by it, a claim that states no fact counting "
-        "as supported (nli), or Bespoke-MiniCheck's own format for that checker LLM behind an endpoint (minicheck: "
-        "its instructions, then 'Document: … Claim: …', read as P(Yes))")
+        "as supported (nli), or a checker LLM's own format behind an endpoint: Bespoke-MiniCheck's (minicheck: "
+        "its instructions, then 'Document: … Claim: …', read as P(Yes)) or Granite Guardian 3.0–3.2's groundedness "
+        "check (granite-guardian: the risk named in the system message, the passages as a 'context' turn and the "
+        "statement as the assistant's, read as P(No): its Yes says the statement is not grounded)")
     cut: float | None = Field(
         None, gt=0, lt=1, description="where a graded P(supported) reads as supported: the judge check's accuracy, "
         "compile's feedback on unsupported sentences, the judge's agreement with labels (default: the cut measured "

@@ -132,8 +132,8 @@ class Corrections:
         how = f"prediction-powered, {d.labelled} questions with both answers labelled" if d.draws is None else (
             f"asked where they decide: the labelling plan's first {d.draws} draws, {d.labelled} questions; an interval "
             f"that holds wherever the labelling stopped")
-        return (f"Corrected by {self.labels} human labels ({how}), {candidate} − {reference} on faithfulness is {d.estimate:+.3f} "
-                f"(95 % CI [{d.ci[0]:+.3f}, {d.ci[1]:+.3f}]){judged}: {said}"
+        return (f"Corrected by {self.labels} human labels ({how}), {candidate} − {reference} on faithfulness is "
+                f"{d.estimate:+.3f} (95 % CI [{d.ci[0]:+.3f}, {d.ci[1]:+.3f}]){judged}: {said}"
                 + (f"; {self.agreement.sentence()}" if self.agreement else "") + ".")
 
 

@@ -22,8 +22,9 @@ statement's verdict the best of them (as MiniCheck and AlignScore do for long do
 passages at once dilutes its attention); `evaluation.verdict_prompt` asks RAGAS-style "does the context support
 the statement" or NLI-style "is every fact of the claim in the document" (a claim that states no fact, such as a
 question or a remark about the passages, is supported: people do not call it a hallucination), or in a checker
-LLM's own format (`minicheck`: Bespoke-MiniCheck's instructions and "Document: … Claim: …", for that model behind an
-endpoint).
+LLM's own format behind an endpoint (`minicheck`: Bespoke-MiniCheck's instructions and "Document: … Claim: …";
+`granite-guardian`: Granite Guardian 3.0–3.2's groundedness check, which answers whether the risk is there, so a
+statement's P(supported) is its P(No)).
 
 Imported when a scorer is built (it subclasses RAGAS's metric), never at the registry's import.
 """
@@ -63,6 +64,11 @@ VERDICT_SYSTEM = {
                  "If not, it should be considered inconsistent. Please assess the claim's consistency with the "
                  "document by responding with either \"Yes\" or \"No\".",
 }
+#: Granite Guardian 3.0–3.2 (IBM's risk_name API; Ollama's granite3-guardian takes the risk as the system message):
+#: the passages as a "context" turn, the statement as the assistant's, and a Yes that means the risk is there
+GUARDIAN_RISK = "groundedness"
+#: verdict formats whose "yes" says the statement is NOT supported
+SAYS_RISK = {"granite-guardian"}
 #: the question and reference first: every passage of one question resumes them
 USEFUL_PROMPT = "Question: {question}\nReference answer: {reference}\n\nPassage: {passage}\n\nIs the passage useful " \
                 "for arriving at the reference answer? Answer yes or no."
@@ -74,6 +80,9 @@ def verdict_messages(context: str, statement: str, prompt: str = "support",
                      demos: Sequence[Any] = ()) -> list[dict[str, str]]:
     """The verdict's chat: an aligned judge's labelled demonstrations first, as earlier turns answered yes or no
     (the same for every verdict, so they stay in the shared prefix), then the contexts and the statement."""
+    if prompt == "granite-guardian":  # its own turns; an aligned judge's demonstrations do not fit them
+        return [{"role": "system", "content": GUARDIAN_RISK}, {"role": "context", "content": context},
+                {"role": "assistant", "content": statement}]
     template = VERDICT_PROMPTS[prompt]
     system = [{"role": "system", "content": VERDICT_SYSTEM[prompt]}] if prompt in VERDICT_SYSTEM else []
     shown = [turn for demo in demos for turn in (
@@ -117,12 +126,16 @@ def supported(llm: Any, contexts: Sequence[str], statements: Sequence[str], sett
     Passage by passage, every statement of a passage runs before the next passage, so each passage's prefix is
     computed once."""
     prompt, demos = settings.verdict_prompt, settings.alignment.demos if settings.alignment else ()
+
+    def verdict(context: str, statement: str) -> float:
+        said = grade(llm, verdict_messages(context, statement, prompt, demos))
+        return 1 - said if prompt in SAYS_RISK else said
     if settings.verdict_contexts == "joined":
         context = "\n".join(contexts)
-        return [grade(llm, verdict_messages(context, s, prompt, demos)) for s in statements]
+        return [verdict(context, s) for s in statements]
     passages = word_chunks(list(contexts), CHUNK_WORDS) if settings.verdict_contexts == "chunks" else \
         [c for c in contexts if c.strip()] or [""]
-    verdicts = [[grade(llm, verdict_messages(passage, s, prompt, demos)) for s in statements] for passage in passages]
+    verdicts = [[verdict(passage, s) for s in statements] for passage in passages]
     return [max(column) for column in zip(*verdicts)]
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tuner.config import EvaluationConfig, JudgeAlignment, VerdictDemo
-from tuner.errors import DataError
+from tuner.errors import ConfigError, DataError
 from tuner.evaluation.judge.agreement import auc, balanced_accuracy, best_cut
 from tuner.evaluation.judge.cases import Case
 from tuner.evaluation.judge.check import score_cases
@@ -166,6 +166,9 @@ def align(runner, evaluation: EvaluationConfig, cases: Sequence[Case], folds: in
           budget: int = CANDIDATES, on_progress: Progress | None = None) -> Aligned:
     """Cross-validate the search on `cases` (people's labels); where held-out AUC rises, search on them all and
     return the winner as the adopted alignment."""
+    if evaluation.verdict_prompt not in WORDINGS:  # other wordings or demonstrations would leave its format
+        raise ConfigError(f"verdict_prompt {evaluation.verdict_prompt} is a checker LLM's own format, which it was "
+                          f"trained on alone: it is not aligned (align a judge asked in {' or '.join(WORDINGS)})")
     need = 2 * folds
     counts = {side: sum(c.supported == side for c in cases) for side in (True, False)}
     if min(counts.values()) < need:
