@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from tuner.cost import CostMeter
+
 
 class Checker(ABC):
     """Reads, per claim, the probability that a question's passages support it."""
@@ -33,7 +35,8 @@ class Checker(ABC):
 
 
 def make_checker(config: Any, cache: Any = None, meter: Any = None) -> Checker:
-    """The checker a config of one of `CHECKER_KINDS` names, reading through the judge's `cache` and `meter`."""
+    """The checker a config of one of `CHECKER_KINDS` names, reading through the judge's `cache` and `meter` (a
+    meter of its own when the judge has none: its counts are then seen by nobody, but kept in one place)."""
     checker = config.implemented()
-    checker.cache, checker.meter = cache, meter
+    checker.cache, checker.meter = cache, meter if meter is not None else CostMeter()
     return checker

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.cache import paid_once
-from tuner.cost import CostMeter
 from tuner.errors import ConfigError, first_line
 from tuner.metrics.checkers import Checker
 from tuner.text import word_chunks
@@ -70,7 +69,7 @@ class ClassifierChecker(Checker):
 
     def _score(self, chunk: str, claim: str) -> float:
         key = ["checker", self.config.identity, self.config.reads, chunk, claim]
-        return paid_once(self.cache, self.meter or CostMeter(), key, self.config.identity,
+        return paid_once(self.cache, self.meter, key, self.config.identity,
                          lambda: self._read(chunk, claim), lambda s: {"text": s.text, "prompt_tokens": s.prompt_tokens},
                          lambda hit: _Score(hit["text"], hit["prompt_tokens"])).text
 
