@@ -5,7 +5,8 @@ It reads the per-claim scores bench/judge.py --labels saved for each judge setti
 setting; the first is the baseline), computes the lexical shares itself (no model), and fits a logistic regression
 on the logit of each judge score and the shares. Scored by 10-fold cross-validation (seeded, stratified): the AUC
 of the out-of-fold probabilities with its 95 % bootstrap interval, the paired difference from the baseline judge
-alone on the same claims, and the balanced accuracy of a cut chosen on other folds. The coefficients of the fit on
+alone on the same claims, the balanced accuracy of a cut chosen on other folds, and the cut on every claim's
+out-of-fold probability (what a shipped blend's cut is). The coefficients of the fit on
 every claim are printed as the fact a judge setting would ship (like its measured cut), with where they came from.
 
     python bench/combine.py --labels ../shared/datasets/attributionbench_dev/labels.jsonl \\
@@ -25,7 +26,7 @@ from rich.table import Table
 
 import tuner  # noqa: F401  (offline env first)
 from tuner.config import LexicalCheckerConfig
-from tuner.evaluation.judge.agreement import auc, auc_interval, cross_validated
+from tuner.evaluation.judge.agreement import auc, auc_interval, best_cut, cross_validated
 from tuner.evaluation.judge.cases import label_cases
 from tuner.evaluation.judge.check import load_checks
 from tuner.evaluation.labels import read as read_labels
@@ -101,7 +102,7 @@ def main() -> None:
         combinations["every setting + lexical shares"] = list(features)
     table = Table(title=f"judge combinations, {FOLDS}-fold cross-validated on {len(scored)} claims "
                         f"({sum(not v for v in supported.values())} unsupported)")
-    for column in ("combination", "AUC [95% CI]", "ΔAUC vs baseline [paired]", "bal. acc cv"):
+    for column in ("combination", "AUC [95% CI]", "ΔAUC vs baseline [paired]", "bal. acc cv", "cut"):
         table.add_column(column)
     labels = [supported[k] for k in scored]
     fitted = []
@@ -111,9 +112,10 @@ def main() -> None:
         pos = [predicted[k] for k in scored if supported[k]]
         neg = [predicted[k] for k in scored if not supported[k]]
         low, high = auc_interval(pos, neg)
+        verdicts = [(predicted[k], supported[k]) for k in scored]
         table.add_row(name, f"{auc(pos, neg):.2f} [{low:.2f}, {high:.2f}]",
-                      paired_difference(predicted, baseline, supported),
-                      f"{cross_validated([(predicted[k], supported[k]) for k in scored]):.2f}")
+                      paired_difference(predicted, baseline, supported), f"{cross_validated(verdicts):.2f}",
+                      f"{best_cut(verdicts):.2f}")
         model = LogisticRegression(max_iter=1000).fit(rows, labels)
         fitted.append(f"{name}: intercept {model.intercept_[0]:+.3f}; " + "; ".join(
             f"{f} {c:+.3f}" for f, c in zip(used, model.coef_[0])))

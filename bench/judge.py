@@ -78,9 +78,15 @@ def logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-def sample(cases: list, supported: int | None) -> list:
+def sample(cases: list, supported: int | None, claims: int | None = None) -> list:
     """Every unsupported case and `supported` of the supported ones (seeded): AUC and balanced accuracy do not
-    depend on how many of each class there are, so the rare class is kept whole and the common one thinned."""
+    depend on how many of each class there are, so the rare class is kept whole and the common one thinned. With
+    `claims`, a seeded sample of that many, half of each class (for timing settings side by side on a few)."""
+    if claims is not None:
+        rng = random.Random(0)
+        keep = {c.key for side in (True, False)
+                for c in rng.sample([c for c in cases if c.supported == side], claims // 2)}
+        return [c for c in cases if c.key in keep]
     if supported is None:
         return cases
     keep = set(random.Random(0).sample([c.key for c in cases if c.supported], supported))
@@ -138,7 +144,8 @@ def against_labels(args) -> None:
     for line in args.labels.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         tasks[str(row["question_id"])] = row.get("task") or "—"
-    cases = sorted(sample(label_cases(labels.values()), args.supported), key=lambda c: (c.contexts, c.question_id))
+    cases = sorted(sample(label_cases(labels.values()), args.supported, args.claims),
+                   key=lambda c: (c.contexts, c.question_id))
     positives = sum(not c.supported for c in cases)
     console.print(f"{args.labels}: {len(cases)} claims, {positives} labelled unsupported")
     table = Table(title=f"faithfulness judge on people's labels: {len(cases)} claims ({positives} unsupported)")
@@ -265,6 +272,8 @@ def main() -> None:
     parser.add_argument("--labels", type=Path, help="judge people's labels (a labels file) instead of built cases")
     parser.add_argument("--supported", type=int, help="with --labels: judge this many of the supported claims (a "
                         "seeded sample) and every unsupported one")
+    parser.add_argument("--claims", type=int, help="with --labels: judge a seeded sample of this many claims, half of "
+                        "each class (time settings side by side on a few, with a fresh --out for a cold cache)")
     parser.add_argument("--constructed", type=int, default=0, help="with --labels: also build the judge check's own "
                         "cases from this many supported claims and score them under the default setting")
     parser.add_argument("--settings", nargs="+", help="with --labels: only these settings, by name (e.g. "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import re
 
 import pytest
@@ -365,3 +366,38 @@ def test_the_cut_a_result_was_judged_at_is_read_from_its_record_not_recomputed()
     assert cut_of(EvaluationConfig(cut=0.6), recorded) == 0.6  # the user's own cut still reads every result
     before = EvalResult({}, {}, (), Cost(), {}, models={"judge": JUDGE_1_5B})  # a record from before cuts were kept
     assert cut_of(graded, before) == pytest.approx(0.86)
+
+
+def test_a_lexical_blend_reads_the_judge_s_score_with_the_answer_s_words_by_the_measured_coefficients(monkeypatch,
+                                                                                                        tmp_path):
+    """`evaluation.blend: lexical`: an answer's faithfulness is the chance people call it supported, from the judge's
+    score and the shares of its words, numbers and names the passages hold, by the coefficients the development set
+    measured for that judge and setting; a judge with none measured stops before the first trial in one line."""
+    import tuner.metrics.graded as graded_module
+    from tuner.metrics.graded import lexical_shares
+    from tuner.models.registry import Blend, measured_blends
+
+    blend = Blend(intercept=-2.0, judge=0.6, words=1.7, facts=0.4)
+    assert blend.apply(0.5, 0.0, 0.0) == pytest.approx(1 / (1 + math.exp(2.0)))
+    assert setting_name(EvaluationConfig(blend="lexical")) == "graded, sentences, lexical blend"
+    monkeypatch.setattr(graded_module, "as_judge", lambda judge, setting: OnPeople(0.6, 0.75, None, 100, blend) if (
+        setting == "graded, sentences, lexical blend") else None)
+    question = "Which bridge crosses the Vell?"
+    plain = scorer(ScriptedLLM()).score("faithfulness", question, ANSWER, CONTEXTS, None)
+    blended = scorer(ScriptedLLM(), blend="lexical").score("faithfulness", question, ANSWER, CONTEXTS, None)
+    words, facts = lexical_shares(CONTEXTS, ANSWER)
+    assert 0 < words < 1  # the scripted answer invents a detail the passages lack
+    assert blended.value == pytest.approx(blend.apply(plain.value, words, facts)) != pytest.approx(plain.value)
+    assert "qwen2.5-1.5b (graded, sentences, lexical blend)" in measured_blends()  # shipped for the default judge
+    monkeypatch.undo()
+    with FakeEndpoint("scripted", delay=0) as endpoint:
+        llm = {"backend": "openai-compatible", "base_url": endpoint.url, "model": "m"}
+        (tmp_path / "blend.yaml").write_text(json.dumps({"generator": llm, "judge": llm,
+                                                         "evaluation": {"blend": "lexical"}}))
+        refused = tuner("optimize", "--config", "blend.yaml", "--study", "b", "--search-space", "quick", "--limit",
+                        "3", "--target", "faithfulness", "--trials", "1", cwd=tmp_path)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    line = next(line for line in refused.stderr.splitlines() if "evaluation.blend" in line)
+    assert line.startswith("error: evaluation.blend: lexical has no coefficients measured for the judge ")
+    assert "measured: qwen2.5-1.5b (graded, sentences, lexical blend)" in line and "bench/combine.py" in line
+    assert not list(tmp_path.glob("studies/b/trials/*.json"))  # refused before any trial ran

@@ -701,6 +701,11 @@ class EvaluationConfig(_Strict):
         "its instructions, then 'Document: … Claim: …', read as P(Yes)) or Granite Guardian 3.0–3.2's groundedness "
         "check (granite-guardian: the risk named in the system message, the passages as a 'context' turn and the "
         "statement as the assistant's, read as P(No): its Yes says the statement is not grounded)")
+    blend: Literal["none", "lexical"] = Field(
+        "none", description="graded faithfulness: the judge's score of an answer as it is (none), or blended with the "
+        "shares of the answer's content words and of its numbers and names that the passages hold, by the "
+        "coefficients measured on people's labels for this judge model and setting (lexical: the chance people call "
+        "the answer supported; a judge with none measured is refused before the first trial)")
     cut: float | None = Field(
         None, gt=0, lt=1, description="where a graded P(supported) reads as supported: the judge check's accuracy, "
         "compile's feedback on unsupported sentences, the judge's agreement with labels (default: the cut measured "

@@ -21,7 +21,7 @@ UNNAMED_BACKEND = "llama-cpp"
 #: before them resumes with these, and its project hash leaves them out)
 EVALUATION_AS_BEFORE: Mapping[str, Any] = {"verdicts": "sampled", "statements": "judge", "verdict_contexts": "joined",
                                             "verdict_prompt": "support", "cut": None,
-                                            "alignment": None, "checker": None}
+                                            "alignment": None, "checker": None, "blend": "none"}
 
 
 #: a system's dump as study identities hashed it before systems were typed by kind: every kind's key, at its

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
 import subprocess
@@ -35,6 +36,23 @@ class HubFile:
 
 
 @dataclass(frozen=True)
+class Blend:
+    """An answer's faithfulness as the chance people call it supported: a logistic regression of the judge's score
+    (its logit) and the shares of the answer's content words and of its numbers and names that the passages hold,
+    fitted on a development set of people's labels (`bench/combine.py`)."""
+
+    intercept: float
+    judge: float
+    words: float
+    facts: float
+
+    def apply(self, score: float, words: float, facts: float) -> float:
+        score = min(max(score, 1e-4), 1 - 1e-4)
+        odds = self.intercept + self.judge * math.log(score / (1 - score)) + self.words * words + self.facts * facts
+        return 1 / (1 + math.exp(-odds))
+
+
+@dataclass(frozen=True)
 class OnPeople:
     """A model measured as the judge under one verdict setting, on a development set of people's labels."""
 
@@ -42,6 +60,7 @@ class OnPeople:
     auc: float  # AUC on people's labels
     constructed: float | None  # AUC on the judge check's own kinds of case built from the same claims, if measured
     claims: int  # how many labelled claims it was measured on
+    blend: Blend | None = None  # under a ", lexical blend" setting: its coefficients
 
 
 @dataclass(frozen=True)
@@ -96,6 +115,9 @@ NAMED_MODELS = {
             HubFile("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
             "d5cde8a7e219b5f2", {
                 "graded, sentences": OnPeople(cut=0.86, auc=0.60, constructed=0.88, claims=50),
+                "graded, sentences, lexical blend": OnPeople(
+                    cut=0.59, auc=0.75, constructed=None, claims=1057,
+                    blend=Blend(intercept=-2.387, judge=0.594, words=1.713, facts=0.358)),
                 "graded, sentences, each passage": OnPeople(cut=0.89, auc=0.67, constructed=None, claims=50),
                 "graded, sentences, nli": OnPeople(cut=0.70, auc=0.55, constructed=None, claims=50),
                 "graded, sentences, each passage, nli": OnPeople(cut=0.72, auc=0.69, constructed=None, claims=50),
@@ -114,6 +136,12 @@ def as_judge(judge: str, setting: str) -> OnPeople | None:
         return None
     model = next((m for m in NAMED_MODELS.values() if m.fingerprint and m.fingerprint == parts[1]), None)
     return None if model is None else model.as_judge.get(setting)
+
+
+def measured_blends() -> list[str]:
+    """Where `evaluation.blend` has coefficients: "MODEL (SETTING)" for each."""
+    return [f"{m.name} ({setting})" for m in NAMED_MODELS.values() for setting, facts in m.as_judge.items()
+            if facts.blend is not None]
 
 
 def models_dir() -> Path:

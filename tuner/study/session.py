@@ -289,7 +289,7 @@ INDEX_SETTINGS = (*INDEX_KNOBS.values(), "chunking", "embedder.backend", "embedd
                   "backend.candidates", "backend.bm25", "graph")
 #: how every trial of a study was judged: a resume judging otherwise would rank scores of two scales together
 JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.statements", "evaluation.verdict_contexts",
-                  "evaluation.verdict_prompt", "evaluation.alignment", "evaluation.checker")
+                  "evaluation.verdict_prompt", "evaluation.alignment", "evaluation.checker", "evaluation.blend")
 
 
 def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConfig) -> None:

@@ -32,8 +32,8 @@ def setting_name(evaluation, read_off_text: str = "") -> str:
     """How faithfulness was judged, in the words of the config: "sampled", "graded", "graded, sentences", then
     ", each passage", ", chunks" and ", nli" where the graded verdict reads passages alone or in chunks or asks
     the NLI question, ", aligned" where it is shown an alignment's demonstrations, ", checker KIND:ENTRY" where a
-    checker reads it; a graded setting whose verdicts were read off the sampled text says so and why
-    (`read_off_text`)."""
+    checker reads it, ", lexical blend" where its score is blended with the lexical shares; a graded setting
+    whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
     name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
     if evaluation.verdicts == "graded":
         name += {"each": ", each passage", "chunks": ", chunks"}.get(evaluation.verdict_contexts, "") + \
@@ -42,6 +42,8 @@ def setting_name(evaluation, read_off_text: str = "") -> str:
         name += ", aligned"
     if evaluation.verdicts == "graded" and evaluation.checker is not None:
         name += f", checker {evaluation.checker.identity}"
+    if evaluation.verdicts == "graded" and evaluation.blend != "none":
+        name += f", {evaluation.blend} blend"
     if read_off_text and evaluation.verdicts == "graded":
         name += f" (as sampled yes/no: the judge {read_off_text})"
     return name
