@@ -95,6 +95,7 @@ def main() -> None:
     features["content words held"] = lambda k: shares[k][0]
     features["numbers and names held"] = lambda k: shares[k][1]
     combinations = {f"{settings[0]} alone (baseline)": [f"logit P(yes): {settings[0]}"],
+                    **{f"{s} alone": [f"logit P(yes): {s}"] for s in settings[1:]},
                     "lexical shares alone": ["content words held", "numbers and names held"],
                     **{f"{s} + lexical shares": [f"logit P(yes): {s}", "content words held",
                                                  "numbers and names held"] for s in settings}}
