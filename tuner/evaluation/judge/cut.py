@@ -13,7 +13,8 @@ everything as supported. The cut is, in this order:
 - 0.5.
 
 Those measurements also say how far the judge check's own constructed cases overstate a known judge: its AUC on them
-against its AUC on real answers people labelled (RAGTruth's test claims, `bench/judge.py --labels`,
+against its AUC on real answers people labelled (AttributionBench's development claims for the 1.5B's default,
+RAGTruth's test claims for the settings measured before; `bench/judge.py --labels`,
 docs/performance.md "Judge on people's labels").
 """
 
@@ -108,6 +109,6 @@ def overstatement(judge: str, setting: str) -> str | None:
     gap = facts.constructed - facts.auc
     reading = f"the check's AUC reads about {gap:.2f} above what real answers give" if gap > 0 else \
         "the check's AUC is not above what real answers give"
-    return (f"on {facts.claims} real answers people labelled (RAGTruth), this judge ({setting}) scored AUC "
+    return (f"on {facts.claims} real answers people labelled ({facts.dataset}), this judge ({setting}) scored AUC "
             f"{facts.auc:.2f} where the check's kinds of case built from them gave {facts.constructed:.2f}: "
             f"{reading}")
