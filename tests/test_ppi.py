@@ -147,6 +147,11 @@ def test_a_plan_reads_its_labelled_run_only_and_says_how_many_draws_it_read():
     assert corrected.draws == 7 and corrected.labelled == 6  # q6 has no label: its draw and all after it wait
     assert corrected.estimate == pytest.approx(0.6 + 0.4)  # every term (1 − 0.6) / (10 × 0.1)
     assert planned_mean(judged, {q: 1.0 for q in ids[:4]}, Plan(odds, draws, 10)) is None  # < MIN_LABELLED
+    # a plan over more questions than this configuration answered: a draw outside them reads as zero, and goes on
+    wider = Plan({**dict.fromkeys(ids, 0.09), "x": 0.1}, ("x", "q0", "q1", "q2", "q3", "q4", "x", "q5", "q6"), 10)
+    corrected = planned_mean(judged, human, wider)
+    assert corrected.draws == 8 and corrected.labelled == 6
+    assert corrected.estimate == pytest.approx(0.6 + 6 * (0.4 / (10 * 0.09)) / 8)
     whole = planned_mean(judged, dict.fromkeys(ids, 1.0), Plan(odds, (*draws, "q8", "q9"), 10))
     assert whole.ci == labels_only([1.0] * 10).ci  # every question labelled: the labels' own figure
 

@@ -104,9 +104,9 @@ def labelling_plan(view: StudyView, n: int) -> Plan:
     stored = stored_plan(view.folder, set(by_id))
     if stored is None:
         cut = cut_of(view.project.evaluation, best)
-        pairs = {q.id: () if fingerprint(q) == fingerprint(by_id[q.id]) else
-                 (q.value(LABELLED_METRIC), by_id[q.id].value(LABELLED_METRIC))
-                 for q in baseline.questions if q.id in by_id}
+        base = {q.id: q for q in baseline.questions}
+        pairs = {q: () if q in base and fingerprint(base[q]) == fingerprint(by_id[q]) else
+                 tuple(r.value(LABELLED_METRIC) for r in (base.get(q), by_id[q]) if r is not None) for q in by_id}
         stored = Plan(chances(pairs, cut), (), 0)
     drawn = draw(dict(stored.chances), answers, n)
     return Plan(stored.chances, max(drawn, stored.draws, key=len), stored.target or len(drawn))

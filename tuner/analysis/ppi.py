@@ -188,10 +188,11 @@ def sequence_halfwidth(spread: float, draws: int, target: int, confidence: float
 
 
 def labelled_run(plan: Plan, human: Mapping[str, float], judge: Mapping) -> list[str]:
-    """The plan's draws up to the first whose question has no label (or is not judged)."""
+    """The plan's draws up to the first whose question is judged but has no label (a question outside `judge` is a
+    draw this figure reads as zero: the plan may span more questions than one configuration answered)."""
     run = []
     for question in plan.draws:
-        if question not in human or question not in judge:
+        if question in judge and question not in human:
             break
         run.append(question)
     return run
@@ -209,13 +210,13 @@ def planned_mean(judge: Mapping[str, float | None], human: Mapping[str, float], 
         return None
     filled = {q: _mean(scored) if v is None else v for q, v in judge.items()}  # any fixed guess keeps it unbiased
     drawn = labelled_run(plan, human, filled)
-    labelled = set(drawn)
+    labelled = set(drawn) & set(filled)
     if len(labelled) < MIN_LABELLED:
         return None
     if labelled >= set(filled):
         return labels_only([human[q] for q in filled], confidence, span)
     size = len(filled)
-    terms = [(human[q] - filled[q]) / (size * plan.chances[q]) for q in drawn]
+    terms = [(human[q] - filled[q]) / (size * plan.chances[q]) if q in filled else 0.0 for q in drawn]
     estimate = _mean(list(filled.values())) + _mean(terms)
     spread = math.sqrt(_variance(terms))
     low, high = span or (-math.inf, math.inf)
