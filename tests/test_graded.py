@@ -375,7 +375,7 @@ def test_a_lexical_blend_reads_the_judge_s_score_with_the_answer_s_words_by_the_
     """`evaluation.blend: lexical`: an answer's faithfulness is the chance people call it supported, from the judge's
     score and the shares of its words, numbers and names the passages hold, by the coefficients the development set
     measured for that judge and setting; a judge with none measured stops before the first trial in one line."""
-    import tuner.metrics.graded as graded_module
+    import tuner.evaluation.judge.cut as cut_module
     from tuner.metrics.graded import lexical_shares
     from tuner.models.registry import Blend, measured_blends
 
@@ -383,7 +383,7 @@ def test_a_lexical_blend_reads_the_judge_s_score_with_the_answer_s_words_by_the_
     assert blend.apply(0.5, 0.0, 0.0) == pytest.approx(1 / (1 + math.exp(2.0)))
     assert setting_name(EvaluationConfig(blend="lexical")) == "graded, sentences, lexical blend"
     measured = OnPeople(0.6, 0.75, None, 100, blend=blend)
-    monkeypatch.setattr(graded_module, "as_judge", lambda judge, setting: measured if (
+    monkeypatch.setattr(cut_module, "as_judge", lambda judge, setting: measured if (
         setting == "graded, sentences, lexical blend") else None)
     question = "Which bridge crosses the Vell?"
     plain = scorer(ScriptedLLM()).score("faithfulness", question, ANSWER, CONTEXTS, None)

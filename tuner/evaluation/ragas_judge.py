@@ -25,7 +25,7 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
 from tuner.config import EvaluationConfig
-from tuner.evaluation.judge.cut import judge_cut, setting_name
+from tuner.evaluation.judge.cut import judge_blend, judge_cut, setting_name
 from tuner.metrics import REGISTRY, JudgeOutputError, JudgeTools
 from tuner.models.embedders import Embedder
 from tuner.models.llms import LLM, PromptTooLong
@@ -148,7 +148,8 @@ class RagasScorer:
         self.judge = JudgeLLM(judge, settings.retries, max_tokens)
         self.empty_judgement = settings.empty_judgement
         self.tools = JudgeTools(self.judge, JudgeEmbeddings(embedder), settings,
-                                judge_cut(settings, judge.name, setting_name(settings)).value)
+                                judge_cut(settings, judge.name, setting_name(settings)).value,
+                                judge_blend(settings, judge.name))
         self._scorers: dict[str, Any] = {}
 
     def scorer(self, metric: str) -> Any:

@@ -27,11 +27,13 @@ INPUTS = {"answer": "response", "contexts": "retrieved_contexts", "reference": "
 @dataclass(frozen=True)
 class JudgeTools:
     """What a scorer is built from: the judge (a RAGAS-facing LLM), the project's embedder as RAGAS wants it,
-    the evaluation settings and the judge's cut (where a graded verdict reads as supported)."""
+    the evaluation settings, the judge's cut (where a graded verdict reads as supported) and the coefficients its
+    faithfulness is blended by (`evaluation.blend`; None: none)."""
     llm: Any
     embeddings: Any
     settings: Any
     cut: float = 0.5
+    blend: Any = None
 
 
 class Computed:
@@ -109,7 +111,7 @@ class MetricSpec:
 def _faithfulness(tools: JudgeTools) -> Any:
     if tools.settings.verdicts == "graded":
         from tuner.metrics.graded import GradedFaithfulness
-        return GradedFaithfulness(tools.llm, tools.settings, tools.cut)
+        return GradedFaithfulness(tools.llm, tools.settings, tools.cut, tools.blend)
     from ragas.metrics.collections import Faithfulness
     return Faithfulness(llm=tools.llm)
 

@@ -41,11 +41,9 @@ from ragas.metrics.collections import ContextPrecision, ContextRecall, Faithfuln
 from ragas.metrics.collections.faithfulness.util import NLIStatementOutput, StatementFaithfulnessAnswer
 from ragas.metrics.result import MetricResult
 
-from tuner.config import LexicalCheckerConfig
-from tuner.errors import ConfigError
 from tuner.metrics._errors import JudgeOutputError
 from tuner.metrics.checkers import Checker, make_checker
-from tuner.models.registry import as_judge
+from tuner.metrics.checkers._lexical import held_shares
 from tuner.text import CHUNK_WORDS, sentences, word_chunks
 
 log = logging.getLogger(__name__)
@@ -164,46 +162,27 @@ def checker_for(llm: Any, settings: Any) -> Checker:
     return make_checker(settings.checker, getattr(llm, "cache", None), getattr(llm, "meter", None))
 
 
-def blend_for(llm: Any, settings: Any) -> Any:
-    """The coefficients `evaluation.blend` reads this judge's scores with: measured on people's labels for its model
-    under this setting (the model registry); None when the setting blends nothing. A judge with none measured is
-    refused in one line."""
-    if settings.blend == "none":
-        return None
-    from tuner.evaluation.judge.cut import setting_name
-    from tuner.models.registry import measured_blends
-
-    setting = setting_name(settings)
-    facts = as_judge(llm.name, setting)
-    if facts is None or facts.blend is None:
-        known = "; ".join(measured_blends()) or "none"
-        raise ConfigError(f"evaluation.blend: {settings.blend} has no coefficients measured for the judge "
-                          f"{llm.name} under '{setting}' (measured: {known}); fit them on your labels with "
-                          f"bench/combine.py, or set blend: none")
-    return facts.blend
-
-
 def lexical_shares(contexts: Sequence[str], answer: str) -> tuple[float, float]:
     """The shares of the answer's content words, and of its numbers and names, that the passages hold (the lexical
     checker's two readings, averaged over the answer's sentences as `bench/combine.py` fitted them)."""
     sentences_ = answer_sentences(answer)
     if not sentences_:
         return 1.0, 1.0
-    shares = [make_checker(LexicalCheckerConfig(lexical=kind)).supported(list(contexts), sentences_)
-              for kind in ("words", "facts")]
-    return sum(shares[0]) / len(sentences_), sum(shares[1]) / len(sentences_)
+    words, facts = (held_shares(contexts, sentences_, kind) for kind in ("words", "facts"))
+    return sum(words) / len(sentences_), sum(facts) / len(sentences_)
 
 
 class GradedFaithfulness(Faithfulness):
-    def __init__(self, judge: Any, settings: Any, cut: float = 0.5):
+    def __init__(self, judge: Any, settings: Any, cut: float = 0.5, blend: Any = None):
         """`judge`: the RAGAS-facing judge (its `llm` is tuner's LLM; its `replies` are what compile reads);
-        `settings`: the project's evaluation settings (statements, verdict_contexts, verdict_prompt, blend); `cut`:
-        where a statement's P(supported) reads as supported in those replies."""
+        `settings`: the project's evaluation settings (statements, verdict_contexts, verdict_prompt); `cut`: where
+        a statement's P(supported) reads as supported in those replies; `blend`: the coefficients an answer's score
+        is blended with the lexical shares by (`evaluation.blend`; the model registry's `Blend`), None for none."""
         super().__init__(llm=judge)
         self.settings = settings
         self.cut = cut
         self.checker = checker_for(judge.llm, settings)
-        self.blend = blend_for(judge.llm, settings)
+        self.blend = blend
 
     async def ascore(self, user_input: str, response: str, retrieved_contexts: list[str]) -> MetricResult:
         statements = answer_sentences(response) if self.settings.statements == "sentences" else \

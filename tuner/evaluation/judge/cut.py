@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.errors import ConfigError
 from tuner.models.llms import short_name
-from tuner.models.registry import OnPeople, as_judge
+from tuner.models.registry import Blend, OnPeople, as_judge, measured_blends
 
 #: the cut when nothing better is known: the middle of the scale
 MIDDLE = 0.5
@@ -98,6 +99,22 @@ def at_chance(judge: str, setting: str) -> str | None:
         return None
     return (f"this judge ({short_name(judge)}, {setting}) ranked {facts.claims} claims "
             f"people labelled no better than chance (AUC {facts.auc:.2f}; 0.5 is chance)")
+
+
+def judge_blend(evaluation, judge: str) -> Blend | None:
+    """The coefficients `evaluation.blend` reads `judge`'s (its cache name) faithfulness with: measured on people's
+    labels for its model under this setting; None when the setting blends nothing. A judge with none measured is
+    refused in one line, naming those that have them."""
+    if evaluation.blend == "none":
+        return None
+    setting = setting_name(evaluation)
+    facts = measured(judge, setting)
+    if facts is None or facts.blend is None:
+        known = "; ".join(measured_blends()) or "none"
+        raise ConfigError(f"evaluation.blend: {evaluation.blend} has no coefficients measured for the judge {judge} "
+                          f"under '{setting}' (measured: {known}); fit them on your labels with bench/combine.py, "
+                          f"or set blend: none")
+    return facts.blend
 
 
 def overstatement(judge: str, setting: str) -> str | None:

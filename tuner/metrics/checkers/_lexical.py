@@ -16,6 +16,26 @@ _TOKEN = re.compile(r"\w+(?:[.,]\d+)*")
 _STOPWORDS = frozenset(STOPWORDS_EN)
 
 
+def held_shares(contexts: Sequence[str], statements: Sequence[str], lexical: str) -> list[float]:
+    """Per statement, the share of what must be found (`lexical`: words, its content words; facts, its numbers and
+    names) that the passages hold; a statement with nothing to find is held whole."""
+    held = {token.lower() for token in _TOKEN.findall("\n".join(contexts))}
+    shares = []
+    for statement in statements:
+        found = units(statement, lexical)
+        shares.append(sum(unit in held for unit in found) / len(found) if found else 1.0)
+    return shares
+
+
+def units(statement: str, lexical: str) -> list[str]:
+    """What must be found: its content words (stopwords left out), or its numbers and names (a name: a capitalised
+    word after the first)."""
+    tokens = _TOKEN.findall(statement)
+    if lexical == "facts":
+        tokens = [t for n, t in enumerate(tokens) if any(c.isdigit() for c in t) or (n and t[0].isupper())]
+    return [t.lower() for t in tokens if t.lower() not in _STOPWORDS]
+
+
 class LexicalChecker(Checker):
     def __init__(self, config):
         self.config = config
@@ -25,17 +45,4 @@ class LexicalChecker(Checker):
         return self.config.identity
 
     def supported(self, contexts: Sequence[str], statements: Sequence[str]) -> list[float]:
-        held = {token.lower() for token in _TOKEN.findall("\n".join(contexts))}
-        shares = []
-        for statement in statements:
-            units = self.units(statement)
-            shares.append(sum(unit in held for unit in units) / len(units) if units else 1.0)
-        return shares
-
-    def units(self, statement: str) -> list[str]:
-        """What must be found: its content words (stopwords left out), or its numbers and names (a name: a
-        capitalised word after the first)."""
-        tokens = _TOKEN.findall(statement)
-        if self.config.lexical == "facts":
-            tokens = [t for n, t in enumerate(tokens) if any(c.isdigit() for c in t) or (n and t[0].isupper())]
-        return [t.lower() for t in tokens if t.lower() not in _STOPWORDS]
+        return held_shares(contexts, statements, self.config.lexical)
