@@ -99,8 +99,11 @@ def labelling_plan(view: StudyView, n: int) -> Plan:
     results = compared_results(view)
     baseline, best = results[view.baseline.number], results[view.best.number]
     by_id = {q.id: q for q in best.questions}
-    answers = {q: len({fingerprint(r) for result in results.values() for r in result.questions if r.id == q})
-               for q in by_id}
+    distinct: dict[str, set[str]] = {}
+    for result in results.values():
+        for r in result.questions:
+            distinct.setdefault(r.id, set()).add(fingerprint(r))
+    answers = {q: len(distinct[q]) for q in by_id}
     stored = stored_plan(view.folder, set(by_id))
     if stored is None:
         cut = cut_of(view.project.evaluation, best)
@@ -112,10 +115,10 @@ def labelling_plan(view: StudyView, n: int) -> Plan:
     return Plan(stored.chances, max(drawn, stored.draws, key=len), stored.target or len(drawn))
 
 
-def answers_to_label(view: StudyView, n: int) -> list[ToLabel]:
+def answers_to_label(view: StudyView, n: int, plan: Plan | None = None) -> list[ToLabel]:
     """The answers worth a person's verdict, in the order to show them: those of the trials the verdict compares
-    (best, baseline, contenders), question by question in the order the plan first draws them, until the questions
-    hold `n` answers; an answer several trials gave is shown once."""
+    (best, baseline, contenders), question by question in the order the plan (the study's, when not given) first
+    draws them, until the questions hold `n` answers; an answer several trials gave is shown once."""
     results = compared_results(view)
     by_question: dict[str, dict[str, ToLabel]] = {}
     for number, result in results.items():
@@ -125,7 +128,7 @@ def answers_to_label(view: StudyView, n: int) -> list[ToLabel]:
             known = answers.get(key)
             answers[key] = ToLabel(q, (*known.trials, number) if known else (number,), view.split.active)
     chosen: list[ToLabel] = []
-    for question in dict.fromkeys(labelling_plan(view, n).draws):
+    for question in dict.fromkeys((plan or labelling_plan(view, n)).draws):
         if len(chosen) >= n:
             break
         chosen.extend(by_question[question].values())

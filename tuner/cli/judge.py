@@ -219,7 +219,7 @@ def judge_label_command(
         return
     plan = labelling_plan(view, n)
     keep_plan(folder, plan)  # before any label: the verdict reads the labels under the plan that asked them
-    items = answers_to_label(view, n)
+    items = answers_to_label(view, n, plan)
     labels = dict(view.labels)
     if export is not None:
         left = [item for item in items if item.key not in labels]  # a label given is not asked for again
