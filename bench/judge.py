@@ -192,10 +192,12 @@ def against_labels(args) -> None:
 
 def aligned_on_labels(args) -> None:
     """`tuner judge align`'s cross-validation on the development set: does a judge aligned on one half agree better
-    with people on the other? Calls are cached with --labels' own, so today's verdicts are not paid again."""
-    from tuner.evaluation.judge.align import align
+    with people on the other? Calls are cached with --labels' own, so today's verdicts are not paid again (the
+    search on all labels that `tuner judge align` runs after it, to adopt a winner, is left out: it measures
+    nothing)."""
+    from tuner.evaluation.judge.align import Search, cross_validate, verdicts_needed
 
-    cases = sorted(sample(label_cases(read_labels(args.labels).values()), args.supported),
+    cases = sorted(sample(label_cases(read_labels(args.labels).values()), args.supported, args.claims),
                    key=lambda c: (c.contexts, c.question_id))
     console.print(f"{args.labels}: {len(cases)} claims, {sum(not c.supported for c in cases)} labelled unsupported")
     for model in args.models:
@@ -203,11 +205,10 @@ def aligned_on_labels(args) -> None:
         started = time.perf_counter()
         def shown(done: int, total: int) -> None:
             console.print(f"  {model} aligning {done}/{total}", end="\r")
-        aligned = align(runner, runner.workspace.config.evaluation, cases, 2, args.align, shown)
-        adopted = aligned.adopted
-        what = "nothing adopted" if adopted is None else \
-            f"adopted: wording {adopted.prompt}, {len(adopted.demos)} demos, cut {_f(adopted.cut)}"
-        console.print(f"{model}: {aligned.sentence()}; {what} ({time.perf_counter() - started:.0f} s)",
+        evaluation = runner.workspace.config.evaluation
+        search = Search(runner, evaluation, shown, verdicts_needed(len(cases), 2, args.align, adopting=False))
+        aligned = cross_validate(search, cases, 2, args.align)
+        console.print(f"{model}: {aligned.sentence()} ({time.perf_counter() - started:.0f} s)",
                       highlight=False, soft_wrap=True)
 
 

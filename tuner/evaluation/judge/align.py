@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tuner.config import EvaluationConfig, JudgeAlignment, VerdictDemo
 from tuner.errors import ConfigError, DataError
@@ -166,8 +166,29 @@ def align(runner, evaluation: EvaluationConfig, cases: Sequence[Case], folds: in
           budget: int = CANDIDATES, on_progress: Progress | None = None) -> Aligned:
     """Cross-validate the search on `cases` (people's labels); where held-out AUC rises, search on them all and
     return the winner as the adopted alignment."""
-    if evaluation.verdict_prompt not in WORDINGS:  # other wordings or demonstrations would leave its format
-        raise ConfigError(f"verdict_prompt {evaluation.verdict_prompt} is a checker LLM's own format, which it was "
+    search = Search(runner, evaluation, on_progress, verdicts_needed(len(cases), folds, budget, adopting=True))
+    aligned = cross_validate(search, cases, folds, budget)
+    if not aligned.rose:
+        return aligned
+    winner, verdicts, _ = search.best(cases, budget)
+    if winner == Candidate(evaluation.verdict_prompt) and evaluation.alignment is None:
+        return aligned  # on all the labels, the judge as configured wins: nothing to adopt
+    adopted = winner.alignment(len(cases), best_cut(verdicts), aligned.sentence(), runner.judge.name)
+    return replace(aligned, adopted=adopted)
+
+
+def verdicts_needed(labels: int, folds: int, budget: int, adopting: bool) -> int:
+    """At most how many verdicts the cross-validation takes, and with `adopting` the search on all labels after it."""
+    train = labels * (folds - 1) // folds
+    return folds * (budget * train + 2 * (labels - train)) + budget * labels * adopting
+
+
+def cross_validate(search: Search, cases: Sequence[Case], folds: int = FOLDS, budget: int = CANDIDATES) -> Aligned:
+    """Each fold judged by the winner of a search on the others and by the judge as configured: what alignment
+    gains on labels its search never saw."""
+    prompt = search.evaluation.verdict_prompt
+    if prompt not in WORDINGS:  # other wordings or demonstrations would leave its format
+        raise ConfigError(f"verdict_prompt {prompt} is a checker LLM's own format, which it was "
                           f"trained on alone: it is not aligned (align a judge asked in {' or '.join(WORDINGS)})")
     need = 2 * folds
     counts = {side: sum(c.supported == side for c in cases) for side in (True, False)}
@@ -175,9 +196,6 @@ def align(runner, evaluation: EvaluationConfig, cases: Sequence[Case], folds: in
         raise DataError(f"judge alignment in {folds} folds needs at least {need} answers labelled supported and {need} "
                         f"labelled not supported; these labels have {counts[True]} and {counts[False]} (label more "
                         "with `tuner judge label`)")
-    train_size = len(cases) * (folds - 1) // folds
-    total = folds * (budget * train_size + 2 * (len(cases) - train_size)) + budget * len(cases)
-    search = Search(runner, evaluation, on_progress, total)
     before, after, before_cut, after_cut = [], [], [], []
     for i, held in enumerate(parts := folds_of(cases, folds)):
         train = [c for j, part in enumerate(parts) if j != i for c in part]
@@ -187,17 +205,9 @@ def align(runner, evaluation: EvaluationConfig, cases: Sequence[Case], folds: in
         after += mine
         before_cut += _at(today, best_cut(today_train))
         after_cut += _at(mine, best_cut(winner_train))
-    measured = dict(labels=len(cases), folds=folds, candidates=budget, before_auc=_auc(before),
-                    after_auc=_auc(after), before_accuracy=_accuracy(before_cut),
-                    after_accuracy=_accuracy(after_cut), adopted=None)
-    aligned = Aligned(**measured)
-    if not aligned.rose:
-        return aligned
-    winner, verdicts, _ = search.best(cases, budget)
-    if winner == Candidate(evaluation.verdict_prompt) and evaluation.alignment is None:
-        return aligned  # on all the labels, the judge as configured wins: nothing to adopt
-    adopted = winner.alignment(len(cases), best_cut(verdicts), aligned.sentence(), runner.judge.name)
-    return Aligned(**{**measured, "adopted": adopted})
+    return Aligned(labels=len(cases), folds=folds, candidates=budget, before_auc=_auc(before),
+                   after_auc=_auc(after), before_accuracy=_accuracy(before_cut),
+                   after_accuracy=_accuracy(after_cut), adopted=None)
 
 
 def _auc(verdicts: Verdicts) -> float | None:
