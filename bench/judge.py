@@ -81,11 +81,13 @@ def logit(p: float) -> float:
 def sample(cases: list, supported: int | None, claims: int | None = None) -> list:
     """Every unsupported case and `supported` of the supported ones (seeded): AUC and balanced accuracy do not
     depend on how many of each class there are, so the rare class is kept whole and the common one thinned. With
-    `claims`, a seeded sample of that many, half of each class (for timing settings side by side on a few)."""
+    `claims`, a seeded sample of that many, half of each class (for timing settings side by side on a few); a smaller
+    sample is part of a larger one, so its calls are cached with it."""
     if claims is not None:
-        rng = random.Random(0)
-        keep = {c.key for side in (True, False)
-                for c in rng.sample([c for c in cases if c.supported == side], claims // 2)}
+        def drawn(side: bool) -> list:
+            members = [c for c in cases if c.supported == side]
+            return random.Random(side).sample(members, len(members))[:claims // 2]
+        keep = {c.key for side in (True, False) for c in drawn(side)}
         return [c for c in cases if c.key in keep]
     if supported is None:
         return cases
