@@ -9,6 +9,10 @@ alone on the same claims, the balanced accuracy of a cut chosen on other folds, 
 out-of-fold probability (what a shipped blend's cut is). The coefficients of the fit on
 every claim are printed as the fact a judge setting would ship (like its measured cut), with where they came from.
 
+Where the labels come from several sources (a labels row's `source`), a second table asks whether a blend carries to
+data it was not fitted on: each source's claims scored by the blend fitted on the other sources, beside the baseline
+judge alone on the same claims (AUC, and the paired difference with its interval).
+
     python bench/combine.py --labels ../shared/datasets/attributionbench_dev/labels.jsonl \\
         --checks studies/bench-judge-ab/labels-graded-sentences.json
 """
@@ -16,6 +20,7 @@ every claim are printed as the fact a judge setting would ship (like its measure
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 from pathlib import Path
@@ -65,6 +70,40 @@ def out_of_fold(rows: list[list[float]], labels: list[bool], folds: int = FOLDS)
         for i, p in zip(held, model.predict_proba([rows[i] for i in held])[:, 1]):
             predicted[i] = float(p)
     return predicted
+
+
+def fitted_elsewhere(rows: list[list[float]], labels: list[bool], groups: list[str], held: str) -> list[float]:
+    """P(supported) for the claims of group `held` from a logistic regression fitted on every other group's."""
+    from sklearn.linear_model import LogisticRegression
+
+    train = [i for i, g in enumerate(groups) if g != held]
+    model = LogisticRegression(max_iter=1000).fit([rows[i] for i in train], [labels[i] for i in train])
+    return [float(p) for p in model.predict_proba([r for r, g in zip(rows, groups) if g == held])[:, 1]]
+
+
+def sources(path: Path) -> dict[tuple[str, str], str]:
+    """Each labelled claim's source (where a labels row names one)."""
+    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return {(str(r["question_id"]), r["answer"]): r.get("source") or "—" for r in rows}
+
+
+def across_sources(scored: list, supported: dict, baseline: dict, rows: list[list[float]], origin: dict) -> None:
+    groups = [origin.get(k, "—") for k in scored]
+    labels = [supported[k] for k in scored]
+    table = Table(title="the blend (baseline + lexical shares) on each source, fitted on the other sources")
+    for column in ("held-out source", "claims (unsupported)", "baseline AUC", "blend AUC", "ΔAUC [paired]"):
+        table.add_column(column)
+    for held in sorted(set(groups)):
+        mine = [k for k, g in zip(scored, groups) if g == held]
+        if all(supported[k] for k in mine) or not any(supported[k] for k in mine):
+            continue
+        predicted = dict(zip(mine, fitted_elsewhere(rows, labels, groups, held)))
+        pos, neg = [k for k in mine if supported[k]], [k for k in mine if not supported[k]]
+        table.add_row(held, f"{len(mine)} ({len(neg)})",
+                      f"{auc([baseline[k] for k in pos], [baseline[k] for k in neg]):.2f}",
+                      f"{auc([predicted[k] for k in pos], [predicted[k] for k in neg]):.2f}",
+                      paired_difference(predicted, {k: baseline[k] for k in mine}, supported))
+    console.print(table)
 
 
 def main() -> None:
@@ -121,6 +160,10 @@ def main() -> None:
         fitted.append(f"{name}: intercept {model.intercept_[0]:+.3f}; " + "; ".join(
             f"{f} {c:+.3f}" for f, c in zip(used, model.coef_[0])))
     console.print(table)
+    origin = sources(args.labels)
+    if len({origin.get(k) for k in scored}) > 1:
+        blend = combinations[f"{settings[0]} + lexical shares"]
+        across_sources(scored, supported, baseline, [[features[f](k) for f in blend] for k in scored], origin)
     console.print(f"coefficients fitted on all {len(scored)} claims of {args.labels} (P(supported) = sigmoid(intercept "
                   f"+ Σ coefficient × feature)):", highlight=False, soft_wrap=True)
     for line in fitted:
