@@ -19,8 +19,9 @@ With --labels DEV (a labels file; bench/ragtruth.py builds one from RAGTruth's c
 cases are those labels instead, judged under each graded setting (contexts joined or each passage alone, the
 support or the NLI question) by each model, and by a jury of the models (the mean of their log-odds). Per setting
 it prints the AUC with its 95 % bootstrap interval, the balanced accuracy of a cross-validated cut, the cut itself,
-the balanced accuracy at 0.5 and seconds per claim (cold), and the AUC per task. Claims that share their passages
-are judged one after another, as a question's verdicts are in a study (their prefix is computed once).
+the balanced accuracy at 0.5 and seconds per claim (cold), and the AUC per task (where the labels name none, per
+source). Claims that share their passages are judged one after another, as a question's verdicts are in a study
+(their prefix is computed once).
 
     python bench/judge.py --labels ~/.cache/tuner/datasets/ragtruth/dev-labels.jsonl
 
@@ -145,7 +146,7 @@ def against_labels(args) -> None:
     tasks = {}
     for line in args.labels.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
-        tasks[str(row["question_id"])] = row.get("task") or "—"
+        tasks[str(row["question_id"])] = row.get("task") or row.get("source") or "—"
     cases = sorted(sample(label_cases(labels.values()), args.supported, args.claims),
                    key=lambda c: (c.contexts, c.question_id))
     positives = sum(not c.supported for c in cases)
