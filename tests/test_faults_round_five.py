@@ -365,10 +365,16 @@ def test_a_trial_the_watcher_marked_is_never_told_finished_and_keeps_what_it_pai
 
 # --- what a report says of its judge -----------------------------------------------------------------------------
 
-def test_a_study_judged_by_a_judge_at_chance_on_people_s_labels_says_so(tmp_path, fake_embedder):
+def test_a_study_judged_by_a_judge_at_chance_on_people_s_labels_says_so(tmp_path, fake_embedder, monkeypatch):
+    import dataclasses
+
     from tests.helpers import PROGRAMS
+    from tuner.models.registry import NAMED_MODELS, OnPeople
     from tuner.reports import study_report
 
+    small = NAMED_MODELS["qwen2.5-0.5b"]  # as RAGTruth's 50 test claims measured it
+    monkeypatch.setitem(NAMED_MODELS, small.name, dataclasses.replace(small, as_judge={
+        "graded, sentences": OnPeople(cut=None, auc=0.42, constructed=0.63, claims=50)}))
     judge = ScriptedLLM("gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5a3c28c1932:fast")  # the 0.5B's file
     session = open_session(tmp_path, fake_embedder, PROGRAMS, limit=2, llm=judge)
     session.run(1)

