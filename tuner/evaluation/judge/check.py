@@ -206,10 +206,8 @@ VERDICT_SETTINGS: tuple[Mapping[str, str], ...] = (
 )
 
 
-
 #: AUCs closer than this are one: the faster setting is the one to use
 SAME_AUC = 0.02
-
 
 
 @dataclass(frozen=True)
