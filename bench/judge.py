@@ -130,6 +130,43 @@ def constructed_cases(labels, n: int, writer_model: str, out: Path) -> list:
     return build_cases(items, ["faithfulness"], kinds, add_detail=lambda text: write(writer, ADDITION_PROMPT, text))
 
 
+def _auc(m) -> str:
+    return ("—" if m.auc is None else f"{m.auc:.2f}") + (
+        "" if m.auc_interval is None else " [{:.2f}, {:.2f}]".format(*m.auc_interval))
+
+
+def after_answer(model: str, setting: dict, alone: JudgeCheck, cases: list, out: Path) -> JudgeCheck:
+    """The claims judged as in a study where `model` also wrote the answer: before each claim's verdicts, its answer
+    prompt computed (`answer_first`), so the verdicts resume those passages instead of computing them whole. A cache
+    of its own: the verdicts are computed again."""
+    runner = RagRunner(open_workspace(project(model, None, out / f"cache-labels-{model}-after-answer", **setting)))
+
+    def step(i: int, case) -> None:
+        console.print(f"  {model} {alone.setting}, after its answer {i + 1}/{len(cases)}", end="\r")
+        answer_first(runner.judge.inner, case)
+    return check_judge(runner, cases, 0, step)
+
+
+def most_changed(check: JudgeCheck, other: JudgeCheck) -> float:
+    """The largest change of a claim's score between two checks of the same claims."""
+    def key(score) -> tuple:
+        return score.case.question_id, score.case.answer
+    theirs = {key(s): s.value for s in other.cases}
+    return max((abs(s.value - theirs[key(s)]) for s in check.cases
+                if s.value is not None and theirs.get(key(s)) is not None), default=0.0)
+
+
+def answer_first(llm, case) -> None:
+    """What a study's judge meets before a question's verdicts, when it also wrote the answer: the answer prompt
+    (`answer_layout: context-first`, the default program) computed, so the verdicts resume its passages. Asked of
+    the model itself, past the call cache (a cached answer would compute nothing); one token is enough."""
+    from tuner.prompts.programs import BUILTIN_PROGRAMS, ContextFirst
+    from tuner.text import number_contexts
+
+    llm.chat(ContextFirst().format(BUILTIN_PROGRAMS["default"], [], {
+        "question": case.question, "contexts": number_contexts(list(case.contexts))}), max_tokens=1)
+
+
 def by_task(check: JudgeCheck, tasks: dict[str, str]) -> str:
     from tuner.evaluation.judge.agreement import auc
     out = []
@@ -165,7 +202,7 @@ def against_labels(args) -> None:
             name = setting_name(runner.workspace.config.evaluation)
             checks.append(check_judge(runner, cases, 0, lambda i, c: console.print(
                 f"  {model} {name} {i + 1}/{len(cases)}", end="\r")))
-            if built and name == default:  # the check's own cases, under the default setting
+            if built:  # the check's own cases, under each setting run
                 own = check_judge(runner, built, 0)
                 mine = own.metrics["faithfulness"]
                 kinds = ", ".join(f"{k} {v:.2f}" for k, v in mine.by_kind.items() if v is not None)
@@ -179,13 +216,18 @@ def against_labels(args) -> None:
             names.append("jury (mean log-odds)")
         for name, check in zip(names, checks):
             m = check.metrics["faithfulness"]
-            interval = "" if m.auc_interval is None else " [{:.2f}, {:.2f}]".format(*m.auc_interval)
             if check.setting == default:
                 baseline[name] = check
             gain = "—" if name not in baseline or check is baseline[name] else paired_gain(check, baseline[name])
-            table.add_row(name, check.setting, ("—" if m.auc is None else f"{m.auc:.2f}") + interval, gain,
-                          _f(m.balanced_accuracy), _f(m.cut), _f(at_middle(check)),
-                          _f(m.seconds_per_case, "{:.2f}"), by_task(check, tasks),
+            table.add_row(name, check.setting, _auc(m), gain, _f(m.balanced_accuracy), _f(m.cut),
+                          _f(at_middle(check)), _f(m.seconds_per_case, "{:.2f}"), by_task(check, tasks),
+                          f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}")
+        for model, alone in zip(args.models, checks) if args.after_answer else ():
+            after = after_answer(model, setting, alone, cases, args.out)
+            m = after.metrics["faithfulness"]
+            table.add_row(f"{model}, after its answer", after.setting, _auc(m), paired_gain(after, alone) +
+                          f" vs alone; max |Δ| {most_changed(after, alone):.3f}", _f(m.balanced_accuracy),
+                          _f(m.cut), _f(at_middle(after)), _f(m.seconds_per_case, "{:.2f}"), by_task(after, tasks),
                           f"{m.supported.unscored:.0%}/{m.unsupported.unscored:.0%}")
         save_checks(checks, args.out / f"labels-{checks[0].setting.replace(', ', '-')}.json")
     console.print(table)
@@ -279,9 +321,12 @@ def main() -> None:
     parser.add_argument("--claims", type=int, help="with --labels: judge a seeded sample of this many claims, half of "
                         "each class (time settings side by side on a few, with a fresh --out for a cold cache)")
     parser.add_argument("--constructed", type=int, default=0, help="with --labels: also build the judge check's own "
-                        "cases from this many supported claims and score them under the default setting")
+                        "cases from this many supported claims and score them under each setting run")
     parser.add_argument("--settings", nargs="+", help="with --labels: only these settings, by name (e.g. "
                         "\"graded, sentences, each passage\")")
+    parser.add_argument("--after-answer", action="store_true", help="with --labels: each model's verdicts again, "
+                        "each claim's after the judge computed its answer prompt (answer_layout: context-first), as "
+                        "in a study where one model answers and judges, beside the verdicts alone")
     parser.add_argument("--align", type=int, metavar="CANDIDATES", help="with --labels: align each model's judge "
                         "(default setting) on the claims in two folds, each half judged by the winner of a search of "
                         "this many candidates on the other half, and print held-out agreement before and after")

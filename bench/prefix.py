@@ -93,8 +93,9 @@ class TemplateStates:
         return self._new.restore(ctx, tokens, have, "")
 
 
-def child(variant: str, out: Path, args: list[str]) -> None:
-    """Run `tuner optimize args` in this process; at exit write the prompts it sent (with when) and its peak RSS."""
+def child(states: str, out: Path, args: list[str]) -> None:
+    """Run `tuner optimize args` in this process, prompt prefixes kept as `states` says ("template": as before issue
+    64); at exit write the prompts it sent (with when) and its peak RSS."""
     import atexit
     import importlib
 
@@ -111,7 +112,7 @@ def child(variant: str, out: Path, args: list[str]) -> None:
             sent.append((time.time(), np.asarray(tokens, dtype=np.int64)))
 
     _llama_cpp.LlamaCppLLM.prompts = Recorder()
-    kept = TemplateStates if VARIANTS[variant].get("states") == "template" else _llama_decoding.PrefixStates
+    kept = TemplateStates if states == "template" else _llama_decoding.PrefixStates
     save = kept.save
 
     def measured_save(self, *a, **k):
@@ -120,13 +121,38 @@ def child(variant: str, out: Path, args: list[str]) -> None:
 
     kept.save = measured_save
     _llama_cpp.PrefixStates = kept
+    written = {"calls": 0, "tokens": 0, "seconds": 0.0}  # paid free-text calls, their tokens, the seconds writing them
+    chat = _llama_cpp.LlamaCppLLM._chat
+
+    def timed_chat(self, messages, **settings):
+        if settings.get("json_schema") is not None:
+            return chat(self, messages, **settings)
+        model = self._model
+        evaluate, spent = model.eval, []
+
+        def timed(tokens) -> None:
+            started = time.perf_counter()
+            evaluate(tokens)
+            spent.append(time.perf_counter() - started)
+        model.eval = timed
+        try:
+            reply = chat(self, messages, **settings)
+        finally:
+            del model.eval  # the class's own again
+        written["calls"] += 1
+        written["tokens"] += reply.completion_tokens
+        written["seconds"] += sum(spent[1:])  # after the prompt's evaluation
+        return reply
+
+    _llama_cpp.LlamaCppLLM._chat = timed_chat
 
     def write() -> None:
         np.savez(out / "prompts.npz", times=np.array([t for t, _ in sent]),
                  lengths=np.array([len(p) for _, p in sent]),
                  tokens=np.concatenate([p for _, p in sent]) if sent else np.array([], dtype=np.int64))
         (out / "peak.json").write_text(json.dumps({
-            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "held_mib": held[0] / (1 << 20)}))
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "held_mib": held[0] / (1 << 20),
+            "written": written}))
 
     atexit.register(write)
     sys.argv = ["tuner", *args]
@@ -157,8 +183,10 @@ def unique_new(times: np.ndarray, lengths: np.ndarray, tokens: np.ndarray) -> li
 
 
 def run_variant(variant: str, dataset: Path | None, questions: int, trials: int, model: str, work: Path,
-                warm: Path | None) -> dict:
-    folder = work / variant.replace(" ", "-")
+                warm: Path | None, settings: dict, space: str = "quick", sampler: str = "random") -> dict:
+    """One study under `settings` (project settings; "states" and "prefix_memory" as VARIANTS name them; a
+    "generator" mapping adds to the generator's)."""
+    folder = work / variant.replace(" ", "-").replace(",", "")
     folder.mkdir(parents=True)
     cache = folder / "cache"
     if warm is not None:  # the index and embeddings of the first variant: only the LLM cache starts empty
@@ -166,18 +194,19 @@ def run_variant(variant: str, dataset: Path | None, questions: int, trials: int,
         for name in ("embeddings.sqlite", "indexes.sqlite"):
             if (warm / name).exists():
                 shutil.copy(warm / name, cache / name)
-    settings = {key: value for key, value in VARIANTS[variant].items() if key != "states"}
+    states = settings.get("states", "question")
+    settings = {key: value for key, value in settings.items() if key != "states"}
     generator = {"model": model, **({"prefix_memory": settings.pop("prefix_memory")}
-                                    if "prefix_memory" in settings else {})}
+                                    if "prefix_memory" in settings else {}), **settings.pop("generator", {})}
     config = {"generator": generator, "dataset": {"limit": questions, **({"path": str(dataset)} if dataset else {})},
               "cache_dir": str(cache), **settings}
     (folder / "tuner.yaml").write_text(yaml.safe_dump(config))
     args = ["optimize", "--config", str(folder / "tuner.yaml"), "--target", "faithfulness", "--trials", str(trials),
-            "--search-space", "quick", "--sampler", "random", "--seed", "0", "--holdout", "0", "--judge-check", "off",
+            "--search-space", space, "--sampler", sampler, "--seed", "0", "--holdout", "0", "--judge-check", "off",
             "--study", "bench", "--studies-dir", str(folder / "studies"), "--reports-dir", str(folder / "reports"),
             "--prune-after", str(questions)]  # every trial answers every question: each variant does the same work
     started = time.perf_counter()
-    ran = subprocess.run([sys.executable, __file__, "--child", variant, "--out", str(folder), "--", *args],
+    ran = subprocess.run([sys.executable, sys.argv[0], "--child", states, "--out", str(folder), "--", *args],
                          cwd=folder, capture_output=True, text=True)
     if ran.returncode != 0:
         raise SystemExit(f"{variant}: tuner optimize failed ({ran.returncode}): {ran.stderr.strip()[-2000:]}")
@@ -208,7 +237,9 @@ def read_variant(folder: Path) -> dict:
         rows[t.number] = {"params": t.params, "value": t.values[0] if t.values else None,
                           "sent": cost.prompt_tokens, "evaluated": cost.evaluated_tokens,
                           "unique": unique.get(t.number, 0), "seconds": cost.seconds,
-                          "answers": {q.id: q.answer for q in file.result.questions}}
+                          "answers": {q.id: q.answer for q in file.result.questions},
+                          "faithfulness": {q.id: q.scores.get("faithfulness") for q in file.result.questions},
+                          "stages": {stage: cost.as_dict() for stage, cost in file.result.cost_by_stage.items()}}
     return {"trials": rows, "study_unique": sum(new), "before_trials": unique.get(-1, 0),
             **json.loads((folder / "peak.json").read_text())}
 
@@ -279,7 +310,7 @@ def main() -> None:
             for variant in args.variants:
                 console.print(f"{name}: {variant} …", highlight=False)
                 results[variant] = run_variant(variant, SETS[name], args.questions, args.trials, args.model,
-                                               work / name, warm)
+                                               work / name, warm, VARIANTS[variant])
                 warm = warm or results[variant]["cache"]
             show(f"{name} ({args.questions} questions, {args.trials} trials, {args.model})", results)
 

@@ -64,6 +64,8 @@ def test_wrong_type_names_the_key_and_what_was_expected(tmp_path):
         ("pipeline:\n  fusion: borda\n",
          "pipeline.fusion: Input should be 'relative_score', 'ranked', 'zscore' or 'dbsf'"),
         ("pipline:\n  top_k: 3\n", "pipline: unknown key"),
+        ("generator:\n  speculative: prompt-lookup\n  decoding: plain\n",
+         "speculative: prompt-lookup needs decoding: fast"),
         ("chunking:\n  size: 50\n  overlap: 50\n", "overlap (50) must be smaller than size (50)"),
         ("pipeline:\n  min_docs: 5\n  max_docs: 2\n", "min_docs (5) must not exceed max_docs (2)"),
         ("- just\n- a list\n", "expected a mapping"),
@@ -118,6 +120,31 @@ def test_a_system_project_hashes_as_its_studies_recorded_it(system, pinned):
     assert project_hash(ProjectConfig(system=system)) == pinned
     assert project_hash(ProjectConfig(system={**system, "timeout": 30, "concurrency": 4},
                                       evaluation={"cut": 0.8})) == pinned
+
+
+def test_one_model_answering_and_judging_reads_a_question_s_passages_once_by_default():
+    """Where the generator judges, tuner writes the answers and the verdicts are the judge's default ones, the answer
+    prompt and the verdicts begin with the same numbered passages; anything else keeps the layouts of before, and a
+    study recorded before them resumes under them."""
+    shared = ("context-first", "numbered")
+    for project in (ProjectConfig(), ProjectConfig(judge=LlamaCppConfig()),
+                    ProjectConfig(evaluation={"metrics": ["faithfulness"], "cut": 0.8})):
+        assert (project.answer_layout, project.evaluation.verdict_contexts) == shared
+    for project, layouts in (
+            (ProjectConfig(judge={"model": "qwen2.5-0.5b"}), ("instructions-first", "joined")),
+            (ProjectConfig(answer_layout="passages-first"), ("passages-first", "joined")),
+            (ProjectConfig(evaluation={"verdict_contexts": "joined"}), ("instructions-first", "joined")),
+            (ProjectConfig(evaluation={"verdict_contexts": "chunks"}), ("instructions-first", "chunks")),
+            (ProjectConfig(evaluation={"blend": "lexical"}), ("instructions-first", "joined")),
+            (ProjectConfig(evaluation={"verdict_prompt": "nli"}), ("instructions-first", "joined")),
+            (ProjectConfig(evaluation={"verdicts": "sampled"}), ("instructions-first", "joined")),
+            (ProjectConfig(system={"python": "mysystem:answer", "version": "3"}), ("instructions-first", "joined")),
+            (ProjectConfig.model_validate(recorded_project({"evaluation": {"verdicts": "graded"}})),
+             ("instructions-first", "joined"))):
+        assert (project.answer_layout, project.evaluation.verdict_contexts) == layouts
+    # another study than one under the layouts of before; drafting answers is speed only
+    assert project_hash(ProjectConfig()) != project_hash(ProjectConfig(answer_layout="instructions-first"))
+    assert project_hash(ProjectConfig(generator={"speculative": "prompt-lookup"})) == project_hash(ProjectConfig())
 
 
 def test_old_flat_llm_configs_load_unchanged_and_hash_as_before(caplog):

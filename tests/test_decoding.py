@@ -287,3 +287,97 @@ def test_an_answer_under_another_program_resumes_its_passages_and_says_what_it_c
     again = answer(fast, "Dunmore", "strict")
     assert again.evaluated_tokens < 0.4 * again.prompt_tokens  # only the strict instructions after the passages
     assert again.text == answer(plain, "Dunmore", "strict").text  # greedy: the whole prompt's answer
+
+
+def test_a_prompt_lookup_draft_continues_the_latest_earlier_occurrence_of_the_last_tokens():
+    from tuner.models.llms._llama_decoding import PromptLookup
+
+    draft = PromptLookup(most=3, match=2)
+    text = np.array([5, 6, 7, 8, 9, 1, 5, 6, 2, 3, 4, 5, 6], dtype=np.intc)
+    assert draft(text).tolist() == [2, 3, 4]  # the later of the two earlier (5, 6), cut at `most`
+    assert draft(np.array([1, 2, 3, 1, 2], dtype=np.intc)).tolist() == [3, 1, 2]
+    assert draft(np.array([1, 2, 3, 4], dtype=np.intc)).tolist() == []  # (3, 4) never came before
+    assert draft(np.array([1, 2], dtype=np.intc)).tolist() == []
+
+
+#: passages an answer copies from, and questions on them
+ESSAY = ["The Sorrel Bridge crosses the Vell river at Dunmore. It was designed by the engineer Agnes Rudd and opened "
+         "to traffic in 1892, after six years of work by four hundred masons.",
+         "Dunmore's harbour silted up in 1450, and the town's trade moved to Kelvale, whose merchants built the "
+         "first stone quay on the Vell in 1461.",
+         "The Vell river rises in the Corran hills and runs for ninety kilometres before it reaches the sea at "
+         "Kelvale, where its estuary is two kilometres wide."]
+
+
+def test_a_context_first_answer_prompt_begins_as_the_judge_s_numbered_verdicts_do():
+    """Both chats open with one user turn whose text starts with the numbered passages and a blank line; the answer's
+    instructions and question come after them, a program's demonstrations after those."""
+    from tuner.metrics.graded import verdict_messages
+    from tuner.prompts.programs import BUILTIN_PROGRAMS, ContextFirst
+    from tuner.text import number_contexts
+
+    numbered = number_contexts(ESSAY)
+    verdict = verdict_messages(numbered, "The Vell is ninety kilometres long.")
+    answer = ContextFirst().format(BUILTIN_PROGRAMS["strict"], [], {"question": "How long is the Vell?",
+                                                                      "contexts": numbered})
+    shared = f"Context:\n{numbered}\n\n"
+    assert [m["role"] for m in verdict] == [m["role"] for m in answer] == ["user"]
+    assert verdict[0]["content"].startswith(shared) and answer[0]["content"].startswith(shared)
+    rest = answer[0]["content"][len(shared):]
+    assert "How long is the Vell?" in rest and "strictly faithful" in rest and ESSAY[0] not in rest
+    demo = {"question": "Who built the quay?", "contexts": "[1] Kelvale's merchants built the quay.",
+            "answer": "Kelvale's merchants [1]."}
+    shown = ContextFirst().format(BUILTIN_PROGRAMS["default"], [demo], {"question": "How long is the Vell?",
+                                                                         "contexts": numbered})
+    assert shown[0]["content"].startswith(shared) and [m["role"] for m in shown] == ["user", "assistant", "user"]
+    assert "Who built the quay?" in shown[0]["content"] and "How long is the Vell?" in shown[2]["content"]
+
+
+@pytest.mark.slow
+def test_prompt_lookup_drafts_write_the_same_greedy_answers_in_fewer_steps(pair, small_gguf):
+    """Speculative decoding (`speculative: prompt-lookup`) on the answers of three questions: the same text as
+    decoding token by token, written in fewer model steps than tokens (drafts accepted several at a time)."""
+    from tuner.models.llms._llama_cpp import LlamaCppLLM
+    from tuner.prompts.programs import BUILTIN_PROGRAMS, ContextFirst
+    from tuner.text import number_contexts
+
+    _, fast = pair
+    drafted = LlamaCppLLM(small_gguf, speculative="prompt-lookup")
+    steps, evaluate = [], drafted._model.eval
+    drafted._model.eval = lambda tokens: (steps.append(len(tokens)), evaluate(tokens))[1]
+    written = 0
+    try:
+        for question in ("Who designed the Sorrel Bridge, and when did it open?",
+                         "Why did Dunmore's trade move to Kelvale?", "How long is the Vell river?"):
+            messages = ContextFirst().format(BUILTIN_PROGRAMS["default"], [], {
+                "question": question, "contexts": number_contexts(ESSAY)})
+            one_by_one, reply = fast.chat(messages, max_tokens=80), drafted.chat(messages, max_tokens=80)
+            assert reply.text == one_by_one.text and reply.text
+            written += reply.completion_tokens
+    finally:
+        drafted._model.eval = evaluate
+        drafted.close()
+    checked = [n for n in steps[1:] if n < 20]  # the steps after each prompt: one token, or one with its draft
+    assert max(checked) > 1 and len(checked) < written
+
+
+@pytest.mark.slow
+def test_a_context_first_answer_lends_its_passages_to_the_judges_verdicts(pair):
+    """One model answering and judging: under `answer_layout: context-first` and `verdict_contexts: numbered` the
+    verdicts after an answer compute only their statements' tokens, and grade as the whole prompt would."""
+    from tuner.metrics.graded import verdict_messages
+    from tuner.prompts.programs import BUILTIN_PROGRAMS, ContextFirst
+    from tuner.text import number_contexts
+
+    plain, fast = pair
+    passages = ESSAY * 3
+    messages = ContextFirst().format(BUILTIN_PROGRAMS["default"], [], {
+        "question": "Who designed the Sorrel Bridge?", "contexts": number_contexts(passages)})
+    assert fast.chat(messages, max_tokens=40).prompt_tokens > 500
+    statements = ["Agnes Rudd designed the Sorrel Bridge.", "The Sorrel Bridge opened in 1892.",
+                  "The Sorrel Bridge was painted purple by Gustave Eiffel in 1950."]
+    verdicts = [fast.yes_probability(verdict_messages(number_contexts(passages), s), reuse_prefix=True)
+                for s in statements]
+    assert max(v.evaluated_tokens for v in verdicts) < 40  # the answer's passages resumed, never computed again
+    whole = [float(plain.yes_probability(verdict_messages(number_contexts(passages), s)).text) for s in statements]
+    assert [float(v.text) for v in verdicts] == pytest.approx(whole, abs=0.005)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes import FakeEndpoint, ScriptedLLM
 from tests.helpers import ANSWER, CONTEXTS, scorer, tuner
-from tuner.config import EvaluationConfig
+from tuner.config import EvaluationConfig, ProjectConfig
 from tuner.cost import CostMeter
 from tuner.evaluation.judge.agreement import auc, auc_interval, balanced_accuracy, best_cut, cross_validated
 from tuner.evaluation.judge.cases import Case
@@ -168,6 +168,11 @@ def test_the_shipped_measurements_read_each_judge_at_its_cut_and_leave_a_judge_n
     assert judge_cut(graded, JUDGE_0_5B, setting_name(graded)) == Cut(0.37, "measured on 289 claims people labelled")
     chunks = EvaluationConfig(verdict_contexts="chunks")
     assert judge_cut(chunks, JUDGE_1_5B, setting_name(chunks)) == Cut(0.89, "measured on 1088 claims people labelled")
+    numbered = ProjectConfig().evaluation  # the default where the generator judges
+    assert setting_name(numbered) == "graded, sentences, numbered"
+    assert judge_cut(numbered, JUDGE_1_5B, setting_name(numbered)) == Cut(0.88, "measured on 150 claims people "
+                                                                               "labelled")
+    assert judge_cut(numbered, JUDGE_0_5B, setting_name(numbered)).value == pytest.approx(0.45)
     small = NAMED_MODELS["qwen2.5-0.5b"]
     monkeypatch.setitem(NAMED_MODELS, small.name, dataclasses.replace(small, as_judge={
         setting_name(graded): OnPeople(cut=None, auc=0.42, constructed=0.63, claims=50)}))
@@ -309,9 +314,9 @@ def test_judge_check_settings_with_the_real_0_5b_model_compare_and_choose(tmp_pa
                    "--settings", "--agreement", "1", "--no-paraphrase", "--out", "check.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     checks = load_checks(tmp_path / "check.json")
-    assert [c.setting for c in checks] == ["sampled", "graded", "graded, sentences", "graded, sentences, each passage",
-                                           "graded, sentences, nli", "graded, sentences, each passage, nli",
-                                           "graded, sentences, chunks"]
+    assert [c.setting for c in checks] == ["sampled", "graded", "graded, sentences", "graded, sentences, numbered",
+                                           "graded, sentences, each passage", "graded, sentences, nli",
+                                           "graded, sentences, each passage, nli", "graded, sentences, chunks"]
     for one in checks:
         faithfulness = one.metrics["faithfulness"]
         assert faithfulness.auc is not None and faithfulness.seconds_per_case > 0

@@ -273,6 +273,17 @@ class LlamaCppConfig(_LLMSettings):
         "~28 KB a token, a 0.5B's ~12 KB: 1024 holds ~36k or ~85k tokens); 0 = keep none. It sets the pace; a "
         "prompt resumed rather than evaluated whole can round differently and so change a greedy token, and which "
         "prompts resume depends on the budget and on what the study asked before (docs/configuration.md)")
+    speculative: Literal["none", "prompt-lookup"] = Field(
+        "none", description="llama-cpp, decoding fast: prompt-lookup = free-text answers drafted from their own "
+        "prompt (the tokens that followed the latest earlier occurrence of the last three) and checked in one batch "
+        "per draft; it sets the pace, and a batch rounds differently, so a greedy token can change "
+        "(docs/performance.md)")
+
+    @model_validator(mode="after")
+    def _drafts_are_fast_decoding(self) -> LlamaCppConfig:
+        if self.speculative != "none" and self.decoding != "fast":
+            raise ValueError(f"speculative: {self.speculative} needs decoding: fast")
+        return self
 
 
 class EndpointConfig(_LLMSettings):
@@ -540,7 +551,7 @@ SystemConfig = kinds_union(SYSTEM_KINDS, "system")
 
 #: settings that decide how fast a model answers (or how long tuner waits for it), never what: not part of a study's
 #: identity (a study resumed with more in flight, or a shorter timeout, is the same study)
-SPEED_ONLY = ("concurrency", "timeout", "prefix_memory", "thread_safe")
+SPEED_ONLY = ("concurrency", "timeout", "prefix_memory", "speculative", "thread_safe")
 #: every LLM backend's config class; the union below, its tags and the backend refusal all read this
 LLM_BACKENDS: tuple[type[_LLMSettings], ...] = (LlamaCppConfig, EndpointConfig)
 
@@ -689,11 +700,12 @@ class EvaluationConfig(_Strict):
     statements: Literal["judge", "sentences"] = Field(
         "sentences", description="what faithfulness checks: the statements the judge extracts from the answer "
         "(RAGAS), or the answer's sentences (no call; graded verdicts only, so judge when verdicts: sampled)")
-    verdict_contexts: Literal["joined", "each", "chunks"] = Field(
+    verdict_contexts: Literal["joined", "numbered", "each", "chunks"] = Field(
         "joined", description="graded verdicts of faithfulness and context recall: one verdict per statement on "
-        "the contexts joined, or one per passage with the statement's verdict the best of them (each), or one per "
-        "chunk of about 300 words, short passages sharing one and a long passage split, the best of them (chunks, "
-        "as MiniCheck reads long evidence)")
+        "the contexts joined, or joined and numbered as the answer prompt shows them (numbered: the default with "
+        "answer_layout context-first, whose passages the verdicts then resume), or one per passage with the "
+        "statement's verdict the best of them (each), or one per chunk of about 300 words, short passages sharing "
+        "one and a long passage split, the best of them (chunks, as MiniCheck reads long evidence)")
     verdict_prompt: Literal["support", "nli", "minicheck", "granite-guardian"] = Field(
         "support", description="the graded verdict's question: does the context support the statement (support), or "
         "is every fact of the claim stated in the document or implied by it, a claim that states no fact counting "
@@ -965,11 +977,14 @@ class ProjectConfig(_Strict):
     judge: LLMConfig | None = Field(None, description="the RAGAS judge; none = the project's generator (never a "
                                     "trial's: the judge stays fixed while the generator knob varies)")
     evaluation: EvaluationConfig = EvaluationConfig()
-    answer_layout: Literal["passages-first", "instructions-first"] = Field(
+    answer_layout: Literal["context-first", "passages-first", "instructions-first"] = Field(
         "instructions-first", description="the answer prompt: instructions-first is DSPy's own layout (instructions "
         "in the system message); passages-first puts them after the question and its passages, so trials that "
         "change only the program resume the passages' prefix (measured: the small models then wrote longer answers "
-        "that cost more than the prefix saved; docs/performance.md)")
+        "that cost more than the prefix saved; docs/performance.md); context-first begins with the numbered "
+        "passages as the judge's verdicts do (verdict_contexts: numbered), so a model that answers and judges "
+        "computes them once. Default: context-first where the generator is the judge and tuner writes the answers "
+        "with the judge's default verdicts, else instructions-first")
     pipeline: PipelineSection = PipelineSection()
     system: SystemConfig | None = Field(None, description="your own RAG system, answering instead of tuner's "
                                         "pipeline; none = tuner's built-in pipeline")
@@ -986,6 +1001,22 @@ class ProjectConfig(_Strict):
             if self.system is None:
                 raise ValueError("pipeline.system sets knobs of an own system, and no system: is configured")
             self.system.knob_values(self.pipeline.system)
+        return self
+
+    @model_validator(mode="after")
+    def _one_read_of_the_passages(self) -> ProjectConfig:
+        """Where one model answers and judges and neither layout is chosen, the answer prompt and the verdicts begin
+        with the same numbered passages: the judge resumes what the answer computed (a study records both, so one
+        begun under the old layouts resumes under them)."""
+        evaluation = self.evaluation
+        if "answer_layout" in self.model_fields_set or "verdict_contexts" in evaluation.model_fields_set:
+            return self
+        one_model = self.judge is None or self.judge == self.generator
+        default_verdicts = evaluation.verdicts == "graded" and evaluation.verdict_prompt == "support" and \
+            evaluation.alignment is None and evaluation.checker is None and evaluation.blend == "none"
+        if one_model and default_verdicts and self.system is None:
+            self.answer_layout = "context-first"
+            self.evaluation = evaluation.model_copy(update={"verdict_contexts": "numbered"})
         return self
 
     def index_settings(self, pipeline: PipelineConfig | None = None) -> IndexSettings:

@@ -12,6 +12,16 @@ def sentences(text: str) -> list[str]:
     return [s for s in SENTENCE_END.split(text.strip()) if s]
 
 
+def number_contexts(contexts: list[str]) -> str:
+    """The passages as the answer prompt shows them, numbered for its citations: "[1] ...", one per line."""
+    return "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, start=1))
+
+
+#: what the judge's verdict prompt and the answer prompt laid out `context-first` both begin with, before the
+#: numbered passages: one model doing both computes a question's passages once (`answer_layout`)
+CONTEXT_HEADING = "Context:\n"
+
+
 #: the words of one chunk of evidence a claim is checked against (about 400 tokens: MiniCheck's chunk for its small
 #: models): `verdict_contexts: chunks`, and a classifier checker's default
 CHUNK_WORDS = 300

@@ -44,14 +44,14 @@ from ragas.metrics.result import MetricResult
 from tuner.metrics._errors import JudgeOutputError
 from tuner.metrics.checkers import Checker, make_checker
 from tuner.metrics.checkers._lexical import held_shares
-from tuner.text import CHUNK_WORDS, sentences, word_chunks
+from tuner.text import CHUNK_WORDS, CONTEXT_HEADING, number_contexts, sentences, word_chunks
 
 log = logging.getLogger(__name__)
 
 #: the contexts first: every verdict of one question resumes the same prefix (`evaluation.verdict_prompt`)
 VERDICT_PROMPTS = {
-    "support": "Context:\n{context}\n\nStatement: {statement}\n\nDoes the context above support the statement? "
-               "Answer yes or no.",
+    "support": CONTEXT_HEADING + "{context}\n\nStatement: {statement}\n\nDoes the context above support the "
+               "statement? Answer yes or no.",
     "nli": "Document:\n{context}\n\nClaim: {statement}\n\nIs the claim supported by the document? Yes if every "
            "fact in it is stated in the document or follows from it, or if it states no fact (a question, a "
            "greeting, a remark about the document itself); no if it adds or changes any fact. Answer yes or no.",
@@ -122,8 +122,9 @@ def answer_sentences(answer: str) -> list[str]:
 
 
 def supported(llm: Any, contexts: Sequence[str], statements: Sequence[str], settings: Any) -> list[float]:
-    """P(the contexts support it) per statement: one verdict on the contexts joined as RAGAS joins them, or the best
-    verdict over the passages read one at a time, or over chunks of `CHUNK_WORDS` words (`settings.verdict_contexts`).
+    """P(the contexts support it) per statement: one verdict on the contexts joined as RAGAS joins them (or numbered
+    as the answer prompt shows them), or the best verdict over the passages read one at a time, or over chunks of
+    `CHUNK_WORDS` words (`settings.verdict_contexts`).
     Passage by passage, every statement of a passage runs before the next passage, so each passage's prefix is
     computed once."""
     prompt, demos = settings.verdict_prompt, settings.alignment.demos if settings.alignment else ()
@@ -131,8 +132,9 @@ def supported(llm: Any, contexts: Sequence[str], statements: Sequence[str], sett
     def verdict(context: str, statement: str) -> float:
         said = grade(llm, verdict_messages(context, statement, prompt, demos))
         return 1 - said if prompt in SAYS_RISK else said
-    if settings.verdict_contexts == "joined":
-        context = "\n".join(contexts)
+    if settings.verdict_contexts in ("joined", "numbered"):
+        # numbered as the answer prompt shows them: a `context-first` answer's passages are this prompt's prefix
+        context = number_contexts(list(contexts)) if settings.verdict_contexts == "numbered" else "\n".join(contexts)
         return [verdict(context, s) for s in statements]
     passages = word_chunks(list(contexts), CHUNK_WORDS) if settings.verdict_contexts == "chunks" else \
         [c for c in contexts if c.strip()] or [""]

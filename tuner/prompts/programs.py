@@ -16,6 +16,7 @@ import dspy
 from tuner.cache import stable_hash
 from tuner.config import BUILTIN_PROGRAM_NAMES
 from tuner.errors import ConfigError
+from tuner.text import CONTEXT_HEADING, number_contexts
 
 NO_CONTEXT_ANSWER = "I cannot answer from the given context: no passage was retrieved."
 
@@ -67,8 +68,26 @@ class PassagesFirst(dspy.ChatAdapter):
         return f"{self.format_task_description(signature)}\n\n{super().user_message_output_requirements(signature)}"
 
 
+class ContextFirst(PassagesFirst):
+    """The passages first of all, numbered, under the heading the judge's verdict prompt begins with
+    (`verdict_contexts: numbered`): when one model answers and judges, a question's verdicts resume the passages its
+    answer computed instead of computing them again. What DSPy puts in the system message follows them in the same
+    turn (a system message would come before them), and the contexts field points back to them."""
+
+    def format(self, signature: type[dspy.Signature], demos: list, inputs: dict) -> list[dict]:
+        passages = inputs["contexts"]
+        messages = super().format(signature, demos, {**inputs, "contexts": "(the numbered passages of the Context "
+                                                                           "above)"})
+        opening = f"{CONTEXT_HEADING}{passages}\n\n{messages[0]['content']}"
+        rest = messages[1:]
+        if rest and rest[0]["role"] == "user":  # the first demonstration's question, or the question itself
+            opening, rest = f"{opening}\n\n{rest[0]['content']}", rest[1:]
+        return [{"role": "user", "content": opening}, *rest]
+
+
 #: `answer_layout`: where the answer prompt puts the program's instructions (None: DSPy's ChatAdapter as it is)
-LAYOUTS: dict[str, type[dspy.ChatAdapter] | None] = {"passages-first": PassagesFirst, "instructions-first": None}
+LAYOUTS: dict[str, type[dspy.ChatAdapter] | None] = {"passages-first": PassagesFirst, "instructions-first": None,
+                                                      "context-first": ContextFirst}
 
 
 class RAGAnswer(dspy.Module):
@@ -83,10 +102,6 @@ class RAGAnswer(dspy.Module):
         adapter = LAYOUTS[self.layout]
         with dspy.context(adapter=adapter() if adapter else None):
             return self.respond(question=question, contexts=number_contexts(contexts))
-
-
-def number_contexts(contexts: list[str]) -> str:
-    return "\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, start=1))
 
 
 def load_program(spec: str, layout: str = "instructions-first") -> RAGAnswer:

@@ -194,16 +194,18 @@ class MetricCheck:
 
 
 
-#: the faithfulness verdict settings `tuner judge check --settings` compares: RAGAS's own first
-VERDICT_SETTINGS: tuple[Mapping[str, str], ...] = (
+#: the faithfulness verdict settings `tuner judge check --settings` compares: RAGAS's own first (each names how it
+#: reads the passages: a project's own default may be another)
+VERDICT_SETTINGS: tuple[Mapping[str, str], ...] = tuple({"verdict_contexts": "joined", **setting} for setting in (
     {"verdicts": "sampled", "statements": "judge"},
     {"verdicts": "graded", "statements": "judge"},
     {"verdicts": "graded", "statements": "sentences"},
+    {"verdicts": "graded", "statements": "sentences", "verdict_contexts": "numbered"},
     {"verdicts": "graded", "statements": "sentences", "verdict_contexts": "each"},
     {"verdicts": "graded", "statements": "sentences", "verdict_prompt": "nli"},
     {"verdicts": "graded", "statements": "sentences", "verdict_contexts": "each", "verdict_prompt": "nli"},
     {"verdicts": "graded", "statements": "sentences", "verdict_contexts": "chunks"},
-)
+))
 
 
 #: AUCs closer than this are one: the faster setting is the one to use

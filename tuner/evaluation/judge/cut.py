@@ -32,14 +32,15 @@ MIDDLE = 0.5
 
 def setting_name(evaluation, read_off_text: str = "") -> str:
     """How faithfulness was judged, in the words of the config: "sampled", "graded", "graded, sentences", then
-    ", each passage", ", chunks" and ", nli" where the graded verdict reads passages alone or in chunks or asks
-    the NLI question, ", aligned" where it is shown an alignment's demonstrations, ", checker KIND:ENTRY" where a
-    checker reads it, ", lexical blend" where its score is blended with the lexical shares; a graded setting
-    whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
+    ", each passage", ", chunks", ", numbered" and ", nli" where the graded verdict reads passages alone, in chunks
+    or numbered, or asks the NLI question, ", aligned" where it is shown an alignment's demonstrations, ", checker
+    KIND:ENTRY" where a checker reads it, ", lexical blend" where its score is blended with the lexical shares; a
+    graded setting whose verdicts were read off the sampled text says so and why (`read_off_text`)."""
     name = evaluation.verdicts + (", sentences" if evaluation.statements == "sentences" else "")
     if evaluation.verdicts == "graded":
-        name += {"each": ", each passage", "chunks": ", chunks"}.get(evaluation.verdict_contexts, "") + \
-            ("" if evaluation.verdict_prompt == "support" else f", {evaluation.verdict_prompt}")
+        name += {"each": ", each passage", "chunks": ", chunks", "numbered": ", numbered"}.get(
+            evaluation.verdict_contexts, "")
+        name += "" if evaluation.verdict_prompt == "support" else f", {evaluation.verdict_prompt}"
     if evaluation.verdicts == "graded" and evaluation.alignment is not None:
         name += ", aligned"
     if evaluation.verdicts == "graded" and evaluation.checker is not None:

@@ -29,8 +29,8 @@ def _llama_cpp(config: LlamaCppConfig) -> tuple[tuple, Callable[[], LLM]]:
     from tuner.models.registry import resolve_gguf
 
     path = resolve_gguf(config.model, config.path).resolve()
-    return (str(path), config.n_ctx, config.n_threads, config.decoding, config.prefix_memory), \
-        lambda: LlamaCppLLM(path, config.n_ctx, config.n_threads, config.decoding, config.prefix_memory)
+    settings = (config.n_ctx, config.n_threads, config.decoding, config.prefix_memory, config.speculative)
+    return (str(path), *settings), lambda: LlamaCppLLM(path, *settings)
 
 
 def _endpoint(config: EndpointConfig) -> tuple[tuple, Callable[[], LLM]]:

@@ -15,7 +15,7 @@ from tuner.cost import current_question
 from tuner.env import usable_cores
 from tuner.errors import first_line
 from tuner.models.llms._base import LLM, NO_YES_NO, Completion, LLMError, Messages, PromptTooLong
-from tuner.models.llms._llama_decoding import STATE_BUDGET_MIB, PrefixStates, common_prefix, fast_llama
+from tuner.models.llms._llama_decoding import STATE_BUDGET_MIB, PrefixStates, PromptLookup, common_prefix, fast_llama
 from tuner.models.llms._memory import RESIDENT, NotGGUF, footprint, prefix_budget
 
 
@@ -43,7 +43,7 @@ class LlamaCppLLM(LLM):
     prompts: list[np.ndarray] | None = None
 
     def __init__(self, path: Path, n_ctx: int = 4096, n_threads: int | None = None, decoding: str = "fast",
-                 prefix_memory: int = STATE_BUDGET_MIB):
+                 prefix_memory: int = STATE_BUDGET_MIB, speculative: str = "none"):
         try:
             import llama_cpp
         except ImportError:
@@ -57,6 +57,9 @@ class LlamaCppLLM(LLM):
         self.name = f"gguf:{path.name}:{fingerprint(path)}" + ("" if decoding == "plain" else f":{decoding}")
         self._settings = {"n_ctx": n_ctx, "n_threads": n_threads or usable_cores(), "decoding": decoding}
         self._prefix_budget = prefix_budget(decoding, prefix_memory)
+        # free-text answers drafted from their own prompt (fast decoding; not part of the cache identity: it sets the
+        # pace, as prefix_memory does)
+        self._draft = PromptLookup() if speculative == "prompt-lookup" and decoding == "fast" else None
         self.context_window = n_ctx
         try:
             self.footprint = footprint(path, n_ctx, decoding, prefix_memory)
@@ -114,13 +117,17 @@ class LlamaCppLLM(LLM):
             self._llama_cpp.llama_perf_context_reset(self._model.ctx)
         tokens = self._tokens(messages) if self._formatter is not None else None
         evaluated = None if tokens is None else self._resume(tokens)
+        model = self._model
+        model.draft_model = self._draft if json_schema is None else None  # a JSON reply copies no passage
         try:
-            reply = self._model.create_chat_completion(
+            reply = model.create_chat_completion(
                 messages=messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
                 response_format=response_format,
             )
         except ValueError as exc:  # prompt longer than n_ctx
             raise PromptTooLong(f"{self.path.name}: {first_line(exc)} (raise generator/judge n_ctx)") from None
+        finally:
+            model.draft_model = None
         if tokens is not None:
             self._remember(tokens)
         usage = reply.get("usage") or {}

@@ -43,6 +43,10 @@ REPLACED_TAIL = 256
 WORTH_SAVING = 96
 #: default memory for saved prefixes, MiB (`prefix_memory`; a 1.5B model's KV state is ~28 KB a token)
 STATE_BUDGET_MIB = 1024
+#: a prompt-lookup draft: the most tokens it proposes, and the fewest last tokens it must find earlier in the
+#: text (one or two recur everywhere: a draft that fails costs more than the step it would save)
+DRAFT_MOST = 8
+DRAFT_MATCH = 3
 
 
 def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
@@ -154,6 +158,26 @@ class PrefixStates:
         return best.tokens
 
 
+class PromptLookup:
+    """A draft for speculative decoding, read off the text so far: the tokens that followed the latest earlier
+    occurrence of its last tokens (an answer copying its passages continues as they do). llama-cpp-python's
+    `Llama.generate` checks the draft in one batch and keeps the part the model would have written itself."""
+
+    def __init__(self, most: int = DRAFT_MOST, match: int = DRAFT_MATCH):
+        self.most, self.match = most, match
+
+    def __call__(self, input_ids: np.ndarray, /, **_: Any) -> np.ndarray:
+        tail = input_ids[-self.match:]
+        if len(input_ids) <= self.match:
+            return input_ids[:0]
+        windows = np.lib.stride_tricks.sliding_window_view(input_ids[:-1], self.match)
+        found = np.flatnonzero((windows == tail).all(axis=1))
+        if not len(found):
+            return input_ids[:0]
+        start = int(found[-1]) + self.match
+        return input_ids[start:start + self.most].copy()
+
+
 class GrammarLast:
     """A sampler for `Llama.generate`: sample unconstrained, and apply the grammar to the whole vocabulary only
     when the token drawn breaks it."""
@@ -191,7 +215,24 @@ def fast_llama(llama_cpp: Any) -> type:
     """`llama_cpp.Llama` with the grammar checked last and loops stopped (see the module's docstring)."""
 
     class FastLlama(llama_cpp.Llama):
+        def eval(self, tokens: Any) -> None:
+            """A drafted step (the next token and its draft, `PromptLookup`) needs every position's logits to check
+            the draft; llama-cpp-python asks for them only with `logits_all`, which would also compute them for
+            every prompt token. So they are asked for here, in that step alone."""
+            if self._prompt_pending or self.draft_model is None or len(tokens) == 1:
+                self._prompt_pending = False  # the prompt's rest: its last token's logits, as without a draft
+                return super().eval(tokens)
+            self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
+            self._batch.set_batch(batch=tokens, n_past=self.n_tokens, logits_all=True)
+            self._ctx.decode(self._batch)
+            self.input_ids[self.n_tokens:self.n_tokens + len(tokens)] = tokens
+            self.n_tokens += len(tokens)
+            self._requires_eval = False
+
+        _prompt_pending = False
+
         def generate(self, tokens: Any, **settings: Any) -> Any:
+            self._prompt_pending = True
             produced: list[int] = []
             for token in super().generate(tokens, **settings):
                 produced.append(token)
