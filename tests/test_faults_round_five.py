@@ -198,8 +198,8 @@ def test_a_resume_under_another_answer_layout_is_refused_in_one_line(tmp_path, f
     open_session(tmp_path, fake_embedder, PROGRAMS, limit=2).run(1)
     with pytest.raises(ConfigError) as refused:
         open_session(tmp_path, fake_embedder, PROGRAMS, limit=2, project=ProjectConfig(
-            cache_dir=tmp_path / "cache", answer_layout="passages-first"))
-    assert str(refused.value).startswith("study s answered with answer_layout = 'instructions-first', not "
+            cache_dir=tmp_path / "cache", answer_layout="passages-first", evaluation={"verdict_contexts": "numbered"}))
+    assert str(refused.value).startswith("study s answered with answer_layout = 'context-first', not "
                                          "'passages-first': its trials' answers were written so")
 
 
@@ -372,14 +372,15 @@ def test_a_study_judged_by_a_judge_at_chance_on_people_s_labels_says_so(tmp_path
     from tuner.models.registry import NAMED_MODELS, OnPeople
     from tuner.reports import study_report
 
-    small = NAMED_MODELS["qwen2.5-0.5b"]  # as RAGTruth's 50 test claims measured it
+    small = NAMED_MODELS["qwen2.5-0.5b"]  # as RAGTruth's 50 test claims measured it (the default setting's now)
     monkeypatch.setitem(NAMED_MODELS, small.name, dataclasses.replace(small, as_judge={
-        "graded, sentences": OnPeople(cut=None, auc=0.42, constructed=0.63, claims=50)}))
+        "graded, sentences, numbered": OnPeople(cut=None, auc=0.42, constructed=0.63, claims=50)}))
     judge = ScriptedLLM("gguf:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf:037fa5a3c28c1932:fast")  # the 0.5B's file
     session = open_session(tmp_path, fake_embedder, PROGRAMS, limit=2, llm=judge)
     session.run(1)
     report = " ".join(study_report(session.folder, tmp_path / "reports").path.read_text().split())
-    assert "**Judge warning:** this judge (qwen2.5-coder-0.5b-instruct-q4_k_m.gguf, graded, sentences) ranked 50 " \
+    assert "**Judge warning:** this judge (qwen2.5-coder-0.5b-instruct-q4_k_m.gguf, graded, sentences, numbered) " \
+           "ranked 50 " \
            "claims people labelled no better than chance (AUC 0.42; 0.5 is chance): every judged figure here, and " \
            "the stage blamed below, may be the judge's error" in report
     plain = open_session(tmp_path, fake_embedder, PROGRAMS, limit=2, name="plain")

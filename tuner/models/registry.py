@@ -106,7 +106,7 @@ NAMED_MODELS = {
             "037fa5a3c28c1932", {
                 "graded, sentences": OnPeople(cut=0.37, auc=0.66, constructed=0.69, claims=289,
                                               dataset="AttributionBench"),
-                "graded, sentences, numbered": OnPeople(cut=0.45, auc=0.69, constructed=None, claims=150,
+                "graded, sentences, numbered": OnPeople(cut=0.45, auc=0.69, constructed=0.70, claims=150,
                                                        dataset="AttributionBench"),
                 "graded, sentences, each passage": OnPeople(cut=0.37, auc=0.66, constructed=None, claims=289,
                                                            dataset="AttributionBench"),
@@ -128,7 +128,7 @@ NAMED_MODELS = {
                 "graded, sentences, lexical blend": OnPeople(
                     cut=0.59, auc=0.75, constructed=None, claims=1057, dataset="AttributionBench",
                     blend=Blend(intercept=-2.387, judge=0.594, words=1.713, facts=0.358)),
-                "graded, sentences, numbered": OnPeople(cut=0.88, auc=0.76, constructed=None, claims=150,
+                "graded, sentences, numbered": OnPeople(cut=0.88, auc=0.76, constructed=0.78, claims=150,
                                                        dataset="AttributionBench"),
                 "graded, sentences, each passage": OnPeople(cut=0.89, auc=0.73, constructed=None, claims=1057,
                                                            dataset="AttributionBench"),

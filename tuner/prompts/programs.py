@@ -68,11 +68,13 @@ class PassagesFirst(dspy.ChatAdapter):
         return f"{self.format_task_description(signature)}\n\n{super().user_message_output_requirements(signature)}"
 
 
-class ContextFirst(PassagesFirst):
+class ContextFirst(dspy.ChatAdapter):
     """The passages first of all, numbered, under the heading the judge's verdict prompt begins with
     (`verdict_contexts: numbered`): when one model answers and judges, a question's verdicts resume the passages its
-    answer computed instead of computing them again. What DSPy puts in the system message follows them in the same
-    turn (a system message would come before them), and the contexts field points back to them."""
+    answer computed instead of computing them again, and trials that change only the program resume them too. What
+    DSPy puts in the system message (the program's instructions among it) follows them in the same turn (a system
+    message would come before them), then the question as DSPy asks it; the contexts field points back to them.
+    (Instructions after the question, as in PassagesFirst, had the 1.5B copy them as its answer.)"""
 
     def format(self, signature: type[dspy.Signature], demos: list, inputs: dict) -> list[dict]:
         passages = inputs["contexts"]
