@@ -182,3 +182,30 @@ def test_two_runners_on_one_workspace_count_only_their_own_calls_and_models_are_
     # a command without models refuses LLM work in one line instead of reaching for a model
     with pytest.raises(ConfigError, match="no generator LLM to write with"):
         workspace.pipeline.rewrite("Who?", PipelineConfig(query="hyde"))
+
+
+def test_a_long_embedding_says_how_long_it_will_take_at_its_first_batches_pace(monkeypatch, caplog):
+    """The first report is what the cache held; the pace comes from the batches after it, said once."""
+    import logging
+    import time
+
+    from tuner.pipeline import index
+
+    class Slow:
+        def encode(self, texts, on_progress):
+            on_progress(20)  # held by the cache
+            for _ in range(20, len(texts), 10):
+                time.sleep(0.02)
+                on_progress(10)
+            return [[0.0, 0.0]] * len(texts)
+
+    monkeypatch.setattr(index, "SAY_EMBEDDING_TIME", 0.05)
+    with caplog.at_level(logging.INFO, logger="tuner"):
+        index._embed(Slow(), ["text"] * 80, lambda step, done, total: None)
+    said = [r.getMessage() for r in caplog.records if "to go" in r.getMessage()]
+    assert said == ["embedding 60 chunks the cache does not hold: about 0 s to go at the pace of the first 10"]
+    caplog.clear()
+    monkeypatch.setattr(index, "SAY_EMBEDDING_TIME", 60.0)  # a short one says nothing
+    with caplog.at_level(logging.INFO, logger="tuner"):
+        index._embed(Slow(), ["text"] * 80, lambda step, done, total: None)
+    assert not [r for r in caplog.records if "to go" in r.getMessage()]

@@ -26,6 +26,7 @@ from tuner.pipeline.graph import EntityGraph
 from tuner.pipeline.raptor import summaries, summarizing
 from tuner.pipeline.retrieval import HybridRetriever
 from tuner.pipeline.situate import situating
+from tuner.ui import duration
 
 log = logging.getLogger(__name__)
 #: word-piece tokens per English word, roughly (MiniLM's 256-token window holds about 190 words)
@@ -107,14 +108,31 @@ def build_index(dataset: Dataset, config: ProjectConfig, embedder: Embedder,
     return Index(chunks, vectors, backend, graph, settings, timings, computed, embedder)
 
 
+#: an embedding expected to take longer than this says how long, once its pace is known (seconds)
+SAY_EMBEDDING_TIME = 20.0
+
+
 def _embed(embedder: Embedder, texts: list[str], report: IndexProgress) -> np.ndarray:
+    """The chunks' vectors, with progress; a long embedding says how long it will take at the pace of its first
+    batches (the first report is what the cache held, or the first batch: the pace is taken from the next)."""
     step, done = f"embedding {len(texts)} chunks", 0
     report(step, 0, len(texts))
+    first: tuple[float, int] | None = None  # when the first report came, and how many were done then
+    said = False
 
     def embedded(count: int) -> None:
-        nonlocal done
+        nonlocal done, first, said
         done += count
         report(step, done, len(texts))
+        now = time.perf_counter()
+        if first is None:
+            first = (now, done)
+        elif not said and first[1] < done < len(texts):
+            said = True
+            each = (now - first[0]) / (done - first[1])
+            if each * (len(texts) - first[1]) > SAY_EMBEDDING_TIME:
+                log.info(f"embedding {len(texts) - first[1]:,} chunks the cache does not hold: about "
+                         f"{duration(each * (len(texts) - done))} to go at the pace of the first {done - first[1]:,}")
 
     return embedder.encode(texts, on_progress=embedded)
 
