@@ -17,6 +17,10 @@ empty LLM cache (the index and embeddings are the first variant's):
 * `after, no drafts`: the same without drafts, trial 0 alone: what the drafts save, and whether they change an
   answer (greedy decoding checked in batches rounds differently).
 
+First, `tuner optimize --estimate` for `after` in a folder of its own (it embeds the corpus, so its time is what a
+new user waits for, and its calls stay out of the studies' caches): its embedding time and trial 0's and trial 1's
+seconds a question, set beside what the study then took.
+
 Per variant: seconds a question in trial 0 and in the later trials; prompt tokens sent, computed and unique (what no
 earlier prompt of the study began with: what even a perfect cache computes); tokens written and written a second of
 answering; the process's peak RSS; answers and faithfulness as `before`'s. Last, what a 40-trial study of 40
@@ -29,6 +33,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +42,7 @@ from pathlib import Path
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prefix import DATASETS, child, console, run_variant  # bench/prefix.py: the same study, recorded
+from prefix import DATASETS, child, console, prepared, run_variant  # bench/prefix.py: the same study, recorded
 
 CORPUS = DATASETS / "cmu_qa_wikipedia_v1.2"
 VARIANTS = {
@@ -88,13 +94,27 @@ def projected(rate: dict, trials: int = PROJECTED_TRIALS, questions: int = PROJE
     return (rate["trial0"] + (trials - 1) * later) * questions / 3600
 
 
+def estimated(dataset: Path, questions: int, trials: int, model: str, work: Path, warm: Path | None) -> dict:
+    """What `tuner optimize --estimate` says of the `after` study before it runs, from a cache of its own (the
+    index's and embeddings' aside): the embedding's predicted time, trial 0's and trial 1's seconds a question."""
+    folder, args = prepared("after, estimate", dataset, questions, trials, model, work, warm, VARIANTS["after"],
+                            "default", "tpe")
+    ran = subprocess.run([sys.executable, "-m", "tuner", *args, "--estimate"], cwd=folder, capture_output=True,
+                         text=True)
+    if ran.returncode != 0:
+        raise SystemExit(f"--estimate failed ({ran.returncode}): {ran.stderr.strip()[-2000:]}")
+    rows = {n: float(m[1]) for n in (0, 1) if (m := re.search(rf"wall time, trial {n}\s*│\s*([\d.]+) s", ran.stdout))}
+    said = re.search(r"embedding [\d,]+ chunks the cache does not hold: about (.+?) to go", ran.stderr)
+    return {"trial0": rows.get(0), "trial1": rows.get(1), "embedding": said[1] if said else None}
+
+
 def same_answers(result: dict, other: dict, trial: int = 0) -> tuple[int, int]:
     """How many of a trial's answers two variants wrote as the same text."""
     mine, theirs = result["trials"][trial]["answers"], other["trials"][trial]["answers"]
     return sum(mine[q] == theirs.get(q) for q in mine), len(mine)
 
 
-def show(results: dict[str, dict], questions: int, trials: int, model: str) -> None:
+def show(results: dict[str, dict], questions: int, trials: int, model: str, told: dict | None) -> None:
     table = Table(title=f"cmu_qa_wikipedia, whole articles: {questions} questions, {trials}-trial TPE faithfulness "
                         f"study, {model} generating and judging")
     for column in ("variant", "s/question trial 0", "s/question later", "prompt tokens sent", "computed", "unique",
@@ -120,6 +140,14 @@ def show(results: dict[str, dict], questions: int, trials: int, model: str) -> N
         console.print(f"trial 0: {after['trial0'] / before['trial0']:.2f}× before's seconds a question; a "
                       f"{PROJECTED_TRIALS}-trial study of {PROJECTED_QUESTIONS} questions: "
                       f"{projected(before):.1f} h before, {projected(after):.1f} h after", highlight=False)
+    if told is not None and "after" in results:
+        after = results["after"]["trials"]
+        n = len(after[0]["answers"])
+        measured = [after[t]["seconds"] / n if t in after else None for t in (0, 1)]
+        console.print(f"--estimate before the study: trial 0 {told['trial0']} s a question (measured "
+                      f"{measured[0]:.1f}), trial 1 {told['trial1']} s (measured "
+                      f"{'-' if measured[1] is None else f'{measured[1]:.1f}'}); the embedding said "
+                      f"{told['embedding'] or 'nothing (cached)'}", highlight=False)
     if {"after", "after, no drafts"} <= set(results):
         same, asked = same_answers(results["after"], results["after, no drafts"])
         console.print(f"trial 0 with drafts: {same}/{asked} answers the same text as written token by token",
@@ -144,14 +172,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = args.keep or Path(scratch)
         dataset = long_documents(args.questions, work / "data")
-        results, warm = {}, None
+        results, warm, told = {}, None, None
+        if "after" in args.variants:  # first: its index build is the one a new user waits for
+            console.print("after: --estimate …", highlight=False)
+            told = estimated(dataset, args.questions, args.trials, args.model, work / "runs", None)
+            warm = work / "runs" / "after-estimate" / "cache"
         for variant in args.variants:
             console.print(f"{variant} …", highlight=False)
             trials = 1 if variant in TRIAL_0_ONLY else args.trials
             results[variant] = run_variant(variant, dataset, args.questions, trials, args.model, work / "runs",
                                            warm, VARIANTS[variant], space="default", sampler="tpe")
             warm = warm or results[variant]["cache"]
-        show(results, args.questions, args.trials, args.model)
+        show(results, args.questions, args.trials, args.model, told)
 
 
 if __name__ == "__main__":

@@ -186,6 +186,19 @@ def run_variant(variant: str, dataset: Path | None, questions: int, trials: int,
                 warm: Path | None, settings: dict, space: str = "quick", sampler: str = "random") -> dict:
     """One study under `settings` (project settings; "states" and "prefix_memory" as VARIANTS name them; a
     "generator" mapping adds to the generator's)."""
+    folder, args = prepared(variant, dataset, questions, trials, model, work, warm, settings, space, sampler)
+    started = time.perf_counter()
+    ran = subprocess.run([sys.executable, sys.argv[0], "--child", settings.get("states", "question"), "--out",
+                          str(folder), "--", *args], cwd=folder, capture_output=True, text=True)
+    if ran.returncode != 0:
+        raise SystemExit(f"{variant}: tuner optimize failed ({ran.returncode}): {ran.stderr.strip()[-2000:]}")
+    return {"folder": folder, "cache": folder / "cache", "wall": time.perf_counter() - started, **read_variant(folder)}
+
+
+def prepared(variant: str, dataset: Path | None, questions: int, trials: int, model: str, work: Path,
+             warm: Path | None, settings: dict, space: str, sampler: str) -> tuple[Path, list[str]]:
+    """The variant's folder (its config, and a cache holding the first variant's index and embeddings) and the
+    `tuner optimize` arguments of its study."""
     folder = work / variant.replace(" ", "-").replace(",", "")
     folder.mkdir(parents=True)
     cache = folder / "cache"
@@ -194,7 +207,6 @@ def run_variant(variant: str, dataset: Path | None, questions: int, trials: int,
         for name in ("embeddings.sqlite", "indexes.sqlite"):
             if (warm / name).exists():
                 shutil.copy(warm / name, cache / name)
-    states = settings.get("states", "question")
     settings = {key: value for key, value in settings.items() if key != "states"}
     generator = {"model": model, **({"prefix_memory": settings.pop("prefix_memory")}
                                     if "prefix_memory" in settings else {}), **settings.pop("generator", {})}
@@ -205,12 +217,7 @@ def run_variant(variant: str, dataset: Path | None, questions: int, trials: int,
             "--search-space", space, "--sampler", sampler, "--seed", "0", "--holdout", "0", "--judge-check", "off",
             "--study", "bench", "--studies-dir", str(folder / "studies"), "--reports-dir", str(folder / "reports"),
             "--prune-after", str(questions)]  # every trial answers every question: each variant does the same work
-    started = time.perf_counter()
-    ran = subprocess.run([sys.executable, sys.argv[0], "--child", states, "--out", str(folder), "--", *args],
-                         cwd=folder, capture_output=True, text=True)
-    if ran.returncode != 0:
-        raise SystemExit(f"{variant}: tuner optimize failed ({ran.returncode}): {ran.stderr.strip()[-2000:]}")
-    return {"folder": folder, "cache": cache, "wall": time.perf_counter() - started, **read_variant(folder)}
+    return folder, args
 
 
 def read_variant(folder: Path) -> dict:

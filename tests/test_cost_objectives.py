@@ -117,3 +117,27 @@ def test_the_estimate_scales_the_baseline_to_the_study(tmp_path, fake_embedder):
     again = estimate_study(project, settings, 10, 0.5, limit=8, models=Models(llm, llm), embedder=fake_embedder)
     assert again.paid_now == 0 and len(llm.calls) == paid  # cached: the same estimate, paid once
     assert again.calls_per_question == told.calls_per_question and again.tokens == told.tokens
+
+
+def test_the_estimate_measures_the_study_s_trial_1_after_its_trial_0(tmp_path, fake_embedder):
+    """Given the space, the estimate runs the sampler's first draw after the baseline on the same questions: the
+    knobs the study's own trial 1 then runs, at a pace that counts later trials' reuse of what trial 0 computed."""
+    import yaml
+
+    from tuner.study.space import load_space
+
+    space = {"params": {"top_k": {"type": "int", "low": 1, "high": 6}, "alpha": {"type": "float", "low": 0.0,
+                                                                                    "high": 1.0}}}
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(space, sort_keys=False))  # as the study's own file
+    llm = SlowAnswers()
+    project = ProjectConfig(cache_dir=tmp_path / "cache")
+    settings = StudySettings(["faithfulness"], [], "tpe", 0, prune_after=2)
+    told = estimate_study(project, settings, 6, 0.0, limit=6, models=Models(llm, llm), embedder=fake_embedder,
+                          space=load_space(tmp_path / "space.yaml", project))
+    assert told.later_params is not None and told.later_seconds_per_question >= 0.02
+    assert told.study_seconds == pytest.approx(told.seconds_per_question * told.search
+                                               + told.later_seconds_per_question * 5 * told.search)
+    session = open_session(tmp_path, fake_embedder, space, limit=6, llm=SlowAnswers())
+    session.run(2)
+    trial_1 = next(t for t in read_study(session.folder).trials if t.number == 1)
+    assert trial_1.params == told.later_params

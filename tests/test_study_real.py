@@ -165,7 +165,9 @@ def test_optimize_killed_and_resumed_repeats_no_llm_call(tmp_path, small_gguf):
     told = tuner("optimize", "--config", "tuner.yaml", "--study", "next", "--trials", "20", "--estimate",
                  cwd=tmp_path)
     assert told.returncode == 0, told.stderr
-    assert "20 trial(s) × 4 search questions" in told.stdout and "0 call(s) paid now" in told.stdout
+    assert "20 trial(s) × 4 search questions" in told.stdout and "0 call(s) paid now for trial 0" in told.stdout
+    assert "Trial 1 is the sampler's first draw" in told.stdout  # measured after trial 0, as the study runs it
+    assert re.search(r"wall time, trial 1\s*│\s*[\d.]+ s", told.stdout), told.stdout
     calls = re.search(r"LLM calls\s*│\s*([\d.]+)\s*│\s*([\d,]+)", told.stdout)
     assert calls and float(calls[1]) > 0, told.stdout
     assert not (tmp_path / "studies" / "next").exists()  # an estimate starts nothing

@@ -115,7 +115,7 @@ def optimize_command(
     project = None if recorded.resumed and not config else load_config(config)  # a resumed study keeps its project
     if estimate:
         return print_estimate(study_folder(studies_dir, study, storage), project, settings, trials * rounds,
-                              holdout, dataset, limit)
+                              holdout, dataset, limit, recorded.search_space, studies_dir)
     spec = StudySpec(study, settings, recorded.search_space, project, dataset, limit, storage, studies_dir,
                      holdout=holdout, before_first_trial=judge_display(judge_check, config, dataset),
                      own_cache=own_cache, heartbeat=heartbeat)
@@ -147,8 +147,9 @@ def tracker_for(option: str | None):
 
 
 def print_estimate(folder, project, settings, trials: int, holdout: float | None, dataset: Path | None,
-                   limit: int | None) -> None:
+                   limit: int | None, search_space: Path, studies_dir: Path) -> None:
     from tuner.study.estimate import estimate_study
+    from tuner.study.session import offered_programs, recorded_space
 
     meta = folder.read_meta()
     if project is None:  # a resumed study: its own project and split
@@ -163,10 +164,11 @@ def print_estimate(folder, project, settings, trials: int, holdout: float | None
                           f"is for the {left} left" + ("" if left else " (none: raise --trials to go on)"),
                           highlight=False, soft_wrap=True)
         trials = left
+    space = recorded_space(search_space, meta, project).with_programs(offered_programs(meta, studies_dir, folder))
     # a bar for the index (embedding a new corpus takes minutes), then one for the sampled questions
     with index_progress() as on_progress:
         told = estimate_study(project, settings, trials, holdout, meta.held_out if meta else None, dataset, limit,
-                              on_progress=on_progress)
+                              on_progress=on_progress, space=space)
     console.print(f"[bold]estimate[/] for {trials} trial(s) × {told.search} search questions + the verdict on "
                   f"{told.held_out} held-out: {told.questions:,} question evaluations", markup=True, highlight=False)
     table = Table()
@@ -174,10 +176,23 @@ def print_estimate(folder, project, settings, trials: int, holdout: float | None
         table.add_column(column, justify="left" if not column else "right")
     table.add_row("LLM calls", f"{told.calls_per_question:.1f}", f"{told.calls:,.0f}")
     table.add_row("tokens", f"{told.tokens_per_question:,.0f}", f"{told.tokens:,.0f}")
-    table.add_row("wall time", f"{told.seconds_per_question:.1f} s", _hours(told.seconds))
+    if told.later_seconds_per_question is None:
+        table.add_row("wall time", f"{told.seconds_per_question:.1f} s", _hours(told.seconds))
+    else:
+        table.add_row("wall time, trial 0", f"{told.seconds_per_question:.1f} s", "")
+        table.add_row("wall time, trial 1", f"{told.later_seconds_per_question:.1f} s", "")
+        table.add_row("wall time", "", _hours(told.study_seconds))
     console.print(table)
+    if told.later_params is not None:
+        knobs = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in sorted(told.later_params.items()))
+        console.print(f"Trial 1 is the sampler's first draw ({knobs}), run after trial 0 as the study runs it: "
+                      f"later trials resume what earlier ones computed (a question's passages); the whole study's "
+                      f"time takes every later trial at trial 1's pace.", highlight=False, soft_wrap=True)
+    paid = f"{told.paid_now} call(s) paid now" + (
+        "" if told.later_params is None else f" for trial 0 and {told.later_paid_now} for trial 1")
     console.print(f"Measured on the baseline over {told.sampled} search question(s) as on a cold cache "
-                  f"({told.paid_now} call(s) paid now, cached for the study). An upper bound: trials that repeat "
+                  f"({paid}, cached for the study). An upper bound: trials that repeat "
                   f"calls are served from the cache and pruned trials stop early; index knobs add their index "
                   f"builds, LLM query strategies and contexts their own calls."
                   + (f" {told.unmetered} cached call(s) predate tuner keeping a call's seconds: their time is not "

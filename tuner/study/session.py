@@ -124,9 +124,7 @@ class Session:
     def open(cls, spec: StudySpec) -> Session:
         folder = study_folder(spec.studies_dir, spec.name, spec.storage)
         meta = folder.read_meta()
-        # a new study offers the compiled programs there are now; a resumed one the ones it was created with
-        programs = list(meta.programs) if meta else [str(p.resolve()) for d in (
-            spec.studies_dir / "programs", folder.root / "programs", *spec.programs_from) for p in compiled_programs(d)]
+        programs = offered_programs(meta, spec.studies_dir, folder, spec.programs_from)
         for program in [] if meta else programs:  # kept where every worker of a database study reads
             folder.keep_program(Path(program))
         program_files = folder.program_files(programs)
@@ -304,6 +302,16 @@ def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConf
                           f"answers; {again}")
     if why := answerer_kind(project).changed(recorded, project):
         raise ConfigError(f"study {name} {why}; {again}")
+
+
+def offered_programs(meta: StudyMeta | None, studies_dir: Path, folder: StudyFolder,
+                     programs_from: Sequence[Path] = ()) -> list[str]:
+    """The programs a study's program knob may name besides the built-in ones: a new study offers the compiled
+    programs there are now; a resumed one the ones it was created with."""
+    if meta:
+        return list(meta.programs)
+    return [str(p.resolve()) for d in (studies_dir / "programs", folder.root / "programs", *programs_from)
+            for p in compiled_programs(d)]
 
 
 def recorded_space(path: Path | str, meta: StudyMeta | None, project: ProjectConfig) -> SearchSpace:
