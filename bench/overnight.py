@@ -30,7 +30,6 @@ alone: another model job on the 2 cores voids the seconds.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -42,7 +41,14 @@ from pathlib import Path
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prefix import DATASETS, child, console, prepared, run_variant  # bench/prefix.py: the same study, recorded
+from prefix import (  # bench/prefix.py: the same study, recorded
+    DATASETS,
+    child,
+    console,
+    prepared,
+    run_variant,
+    study_parser,
+)
 
 CORPUS = DATASETS / "cmu_qa_wikipedia_v1.2"
 VARIANTS = {
@@ -155,16 +161,7 @@ def show(results: dict[str, dict], questions: int, trials: int, model: str, told
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--questions", type=int, default=20)
-    parser.add_argument("--trials", type=int, default=10)
-    parser.add_argument("--model", default="qwen2.5-1.5b")
-    parser.add_argument("--keep", type=Path, help="keep the studies here (default: a temporary folder)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = study_parser(__doc__.splitlines()[0], VARIANTS, 20, 10, "qwen2.5-1.5b").parse_args()
     if args.child:
         return child(args.child, args.out, args.rest)
     if not CORPUS.is_dir():

@@ -293,17 +293,23 @@ def show(name: str, results: dict[str, dict]) -> None:
     console.print(totals)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--questions", type=int, default=15)
-    parser.add_argument("--trials", type=int, default=6)
-    parser.add_argument("--model", default="qwen2.5-0.5b")
+def study_parser(description: str, variants: dict, questions: int, trials: int, model: str) -> argparse.ArgumentParser:
+    """The arguments of a bench that runs one study per variant, each in a child process of its own."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--variants", nargs="+", default=list(variants), choices=list(variants))
+    parser.add_argument("--questions", type=int, default=questions)
+    parser.add_argument("--trials", type=int, default=trials)
+    parser.add_argument("--model", default=model)
     parser.add_argument("--keep", type=Path, help="keep the studies here (default: a temporary folder)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    parser = study_parser(__doc__.splitlines()[0], VARIANTS, 15, 6, "qwen2.5-0.5b")
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.out, args.rest)
