@@ -129,8 +129,8 @@ class RefusesHardQuestions(ScriptedLLM):
     """Declines every question about the lighthouse, answers the rest."""
 
     def _chat(self, messages, *, max_tokens, temperature, seed, json_schema):
-        asked = re.search(r"\[\[ ## question ## \]\]\s*(.*)", messages[-1]["content"])
-        if json_schema is None and asked and "lighthouse" in asked.group(1).lower():
+        asked = re.findall(r"\[\[ ## question ## \]\]\s*(.*)", messages[-1]["content"])  # the last: the asked one
+        if json_schema is None and asked and "lighthouse" in asked[-1].lower():
             self.calls.append({"messages": messages, "json_schema": None, "seed": seed})
             from tuner.models.llms import Completion
             return Completion("[[ ## answer ## ]]\nI cannot answer from the given contexts.\n\n"

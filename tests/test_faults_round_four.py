@@ -201,7 +201,7 @@ def test_a_judge_check_of_graded_verdicts_without_log_probabilities_says_they_we
     runner, _ = runner_factory(LogprobsSay("no", {}), limit=2)
     cases = quick_cases(runner, runner.workspace.dataset.questions, ["faithfulness"])
     checked = check_judge(runner, cases)
-    assert checked.setting == "graded, sentences (as sampled yes/no: the judge gives no log-probabilities)"
+    assert checked.setting == "graded, sentences, numbered (as sampled yes/no: the judge gives no log-probabilities)"
     sampled = replace(checked, setting="sampled")
     chosen = choose([checked, sampled])
     assert chosen is not None and "(as sampled yes/no: the judge gives no log-probabilities)" in chosen[1]

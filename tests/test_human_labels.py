@@ -297,7 +297,7 @@ def test_judge_check_against_the_labels_scores_every_labelled_answer_with_the_ju
     """`tuner judge check --labels`: the same table as the built cases, from people's verdicts; a judge measured on
     the development set is said to be, with how far its constructed cases overstate it."""
     monkeypatch.setattr(judge_cut_module, "as_judge", lambda judge, setting: OnPeople(0.8, 0.7, 0.9, 304) if (
-        judge, setting) == ("scripted", "graded, sentences") else None)  # the scripted judge as a measured model
+        judge, setting) == ("scripted", "graded, sentences, numbered") else None)  # the scripted judge, measured
     label_all(judged, lambda item: judged.best.number in item.trials)
     labels_file = judged.folder.root / LABELS_FILE
     labels = read(labels_file)
@@ -315,7 +315,8 @@ def test_judge_check_against_the_labels_scores_every_labelled_answer_with_the_ju
     cut = faithfulness["cut"]
     printed = " ".join(result.output.split())
     assert f"set evaluation.cut: {cut:.2f} to read its scores there" in printed
-    assert ("on 304 real answers people labelled (RAGTruth), this judge (graded, sentences) scored AUC 0.70 where "
+    assert ("on 304 real answers people labelled (RAGTruth), this judge (graded, sentences, numbered) scored AUC 0.70 "
+            "where "
             "the check's kinds of case built from them gave 0.90: the check's AUC reads about 0.20 above what real "
             "answers give") in printed
     skipped = tmp_path / "skips.jsonl"

@@ -286,8 +286,10 @@ class Session:
 INDEX_SETTINGS = (*INDEX_KNOBS.values(), "chunking", "embedder.backend", "embedder.precision", "backend.type",
                   "backend.candidates", "backend.bm25", "graph")
 #: how every trial of a study was judged: a resume judging otherwise would rank scores of two scales together
-JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.statements", "evaluation.verdict_contexts",
-                  "evaluation.verdict_prompt", "evaluation.alignment", "evaluation.checker", "evaluation.blend")
+#: what decides a study's scores, the settings that decide others' defaults first (a checker, an alignment, a blend
+#: or another wording leaves the passages joined where the default numbers them): a refused resume names the cause
+JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.checker", "evaluation.alignment", "evaluation.blend",
+                  "evaluation.verdict_prompt", "evaluation.statements", "evaluation.verdict_contexts")
 
 
 def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConfig) -> None:
