@@ -90,8 +90,9 @@ def optimize_command(
         "mlflow:http://mlflow:5000 or mlflow:sqlite:///mlflow.db; a parent run per study, a child run per trial "
         "(pip install 'rag-tuner\\[track]')")] = None,
     estimate: Annotated[bool, typer.Option(
-        "--estimate", help="print what the study will cost (calls, tokens, wall time), measured on the baseline "
-        "over two search questions (cached), and start nothing")] = False,
+        "--estimate", help="print what the study will cost (calls, tokens, wall time), measured on trial 0 (the "
+        "baseline) and trial 1 (the sampler's first draw) over two search questions (cached), and start nothing")] \
+        = False,
 ) -> None:
     """Search the pipeline's knobs with Optuna, then judge the best on held-out questions; run again to resume."""
     from tuner.evaluation.records import Constraint
