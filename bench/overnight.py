@@ -161,7 +161,10 @@ def show(results: dict[str, dict], questions: int, trials: int, model: str, told
 
 
 def main() -> None:
-    args = study_parser(__doc__.splitlines()[0], VARIANTS, 20, 10, "qwen2.5-1.5b").parse_args()
+    parser = study_parser(__doc__.splitlines()[0], VARIANTS, 20, 10, "qwen2.5-1.5b")
+    parser.add_argument("--warm", type=Path, help="start from this cache folder's index and embeddings (an earlier "
+                        "run's, kept with --keep: its runs/after-estimate/cache); the estimate then embeds nothing")
+    args = parser.parse_args()
     if args.child:
         return child(args.child, args.out, args.rest)
     if not CORPUS.is_dir():
@@ -169,10 +172,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = args.keep or Path(scratch)
         dataset = long_documents(args.questions, work / "data")
-        results, warm, told = {}, None, None
+        results, warm, told = {}, args.warm, None
         if "after" in args.variants:  # first: its index build is the one a new user waits for
             console.print("after: --estimate …", highlight=False)
-            told = estimated(dataset, args.questions, args.trials, args.model, work / "runs", None)
+            told = estimated(dataset, args.questions, args.trials, args.model, work / "runs", args.warm)
             warm = work / "runs" / "after-estimate" / "cache"
         for variant in args.variants:
             console.print(f"{variant} …", highlight=False)

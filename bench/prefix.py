@@ -188,8 +188,9 @@ def run_variant(variant: str, dataset: Path | None, questions: int, trials: int,
     "generator" mapping adds to the generator's)."""
     folder, args = prepared(variant, dataset, questions, trials, model, work, warm, settings, space, sampler)
     started = time.perf_counter()
-    ran = subprocess.run([sys.executable, sys.argv[0], "--child", settings.get("states", "question"), "--out",
-                          str(folder), "--", *args], cwd=folder, capture_output=True, text=True)
+    script = str(Path(sys.argv[0]).resolve())  # the child runs in the variant's folder
+    ran = subprocess.run([sys.executable, script, "--child", settings.get("states", "question"), "--out", str(folder),
+                          "--", *args], cwd=folder, capture_output=True, text=True)
     if ran.returncode != 0:
         raise SystemExit(f"{variant}: tuner optimize failed ({ran.returncode}): {ran.stderr.strip()[-2000:]}")
     return {"folder": folder, "cache": folder / "cache", "wall": time.perf_counter() - started, **read_variant(folder)}
