@@ -135,7 +135,7 @@ def test_the_estimate_measures_the_study_s_trial_1_after_its_trial_0(tmp_path, f
     told = estimate_study(project, settings, 6, 0.0, limit=6, models=Models(llm, llm), embedder=fake_embedder,
                           space=load_space(tmp_path / "space.yaml", project))
     assert told.later_params is not None and told.later_seconds_per_question >= 0.02
-    assert told.study_seconds == pytest.approx(told.seconds_per_question * told.search
+    assert told.seconds == pytest.approx(told.seconds_per_question * told.search
                                                + told.later_seconds_per_question * 5 * told.search)
     session = open_session(tmp_path, fake_embedder, space, limit=6, llm=SlowAnswers())
     session.run(2)

@@ -182,7 +182,7 @@ def print_estimate(folder, project, settings, trials: int, holdout: float | None
     else:
         table.add_row("wall time, trial 0", f"{told.seconds_per_question:.1f} s", "")
         table.add_row("wall time, trial 1", f"{told.later_seconds_per_question:.1f} s", "")
-        table.add_row("wall time", "", _hours(told.study_seconds))
+        table.add_row("wall time", "", _hours(told.seconds))
     console.print(table)
     if told.later_params is not None:
         knobs = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"

@@ -54,7 +54,7 @@ class Estimate:
         return self.trials * self.search + 2 * self.held_out
 
     @property
-    def study_seconds(self) -> float:
+    def seconds(self) -> float:
         """The whole study's seconds: trial 0 and the verdict at trial 0's pace, every later trial at trial 1's."""
         later = self.seconds_per_question if self.later_seconds_per_question is None else \
             self.later_seconds_per_question
@@ -68,10 +68,6 @@ class Estimate:
     @property
     def tokens(self) -> float:
         return self.tokens_per_question * self.questions
-
-    @property
-    def seconds(self) -> float:
-        return self.seconds_per_question * self.questions
 
 
 def estimate_study(project: ProjectConfig, settings: StudySettings, trials: int, holdout: float | None,

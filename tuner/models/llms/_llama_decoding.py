@@ -16,9 +16,10 @@ time, and each has waste that `decoding: fast` removes:
 * **A loop stops.** Greedy decoding without a repetition penalty can repeat a phrase until the token cap (2 of 40
   amnesty answers did); generation stops once the same block has come three times in a row (`looping`).
 
-Prompt-lookup drafts (verifying copied text in batches) were measured and left out: on 2 cores a batch of k tokens
-costs about 37 + 22 (k - 1) ms against 37 ms a token, so drafts of 4 or 8 saved nothing on the judge's calls, and
-batched products round differently, which changed greedy answers.
+Prompt-lookup drafts (`speculative: prompt-lookup`, `PromptLookup` below) check copied text in batches: opt-in for
+free-text answers only. On 2 cores a batch of k tokens costs about 37 + 22 (k - 1) ms against 37 ms a token, so
+they saved nothing on the judge's calls nor on short answers (docs/performance.md), and batched products round
+differently, which can change a greedy answer.
 
 The first two change how tokens are computed, not which: a greedy call gives what plain decoding gives, up to the
 float rounding of a prompt evaluated in two parts instead of one. The mode is still part of the model's cache identity.
@@ -167,9 +168,9 @@ class PromptLookup:
         self.most, self.match = most, match
 
     def __call__(self, input_ids: np.ndarray, /, **_: Any) -> np.ndarray:
-        tail = input_ids[-self.match:]
         if len(input_ids) <= self.match:
             return input_ids[:0]
+        tail = input_ids[-self.match:]
         windows = np.lib.stride_tricks.sliding_window_view(input_ids[:-1], self.match)
         found = np.flatnonzero((windows == tail).all(axis=1))
         if not len(found):
