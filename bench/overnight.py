@@ -170,7 +170,7 @@ def main() -> None:
     if not CORPUS.is_dir():
         raise SystemExit(f"{CORPUS}: not found (bench/overnight.py reads ../shared/datasets)")
     with tempfile.TemporaryDirectory() as scratch:
-        work = args.keep or Path(scratch)
+        work = (args.keep or Path(scratch)).resolve()  # the children run in their own folders
         dataset = long_documents(args.questions, work / "data")
         results, warm, told = {}, args.warm, None
         if "after" in args.variants:  # first: its index build is the one a new user waits for

@@ -318,7 +318,7 @@ def main() -> None:
         if SETS[name] is not None and not SETS[name].is_dir():
             raise SystemExit(f"{SETS[name]}: not found (bench/prefix.py reads ../shared/datasets)")
     with tempfile.TemporaryDirectory() as scratch:
-        work = args.keep or Path(scratch)
+        work = (args.keep or Path(scratch)).resolve()  # the children run in their own folders
         for name in args.sets:
             results, warm = {}, None
             for variant in args.variants:
