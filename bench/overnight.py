@@ -107,6 +107,7 @@ def estimated(dataset: Path, questions: int, trials: int, model: str, work: Path
                             "default", "tpe")
     ran = subprocess.run([sys.executable, "-m", "tuner", *args, "--estimate"], cwd=folder, capture_output=True,
                          text=True)
+    (folder / "estimate.txt").write_text(ran.stdout + ran.stderr, encoding="utf-8")  # kept with --keep
     if ran.returncode != 0:
         raise SystemExit(f"--estimate failed ({ran.returncode}): {ran.stderr.strip()[-2000:]}")
     rows = {n: float(m[1]) for n in (0, 1) if (m := re.search(rf"wall time, trial {n}\s*│\s*([\d.]+) s", ran.stdout))}

@@ -66,6 +66,8 @@ def test_wrong_type_names_the_key_and_what_was_expected(tmp_path):
         ("pipline:\n  top_k: 3\n", "pipline: unknown key"),
         ("generator:\n  speculative: prompt-lookup\n  decoding: plain\n",
          "speculative: prompt-lookup needs decoding: fast"),
+        ("generator:\n  speculative: qwen2.5-0.5b\n  decoding: plain\n",
+         "speculative: qwen2.5-0.5b needs decoding: fast"),
         ("chunking:\n  size: 50\n  overlap: 50\n", "overlap (50) must be smaller than size (50)"),
         ("pipeline:\n  min_docs: 5\n  max_docs: 2\n", "min_docs (5) must not exceed max_docs (2)"),
         ("- just\n- a list\n", "expected a mapping"),

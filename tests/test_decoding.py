@@ -333,16 +333,59 @@ def test_a_context_first_answer_prompt_begins_as_the_judge_s_numbered_verdicts_d
     assert "Who built the quay?" in shown[0]["content"] and "How long is the Vell?" in shown[2]["content"]
 
 
+def test_a_model_draft_is_the_smaller_model_s_greedy_continuation_up_to_its_end():
+    from tuner.models.llms._llama_decoding import ModelDraft
+
+    class Writer:  # a stand-in for llama_cpp.Llama: writes 5, 6, 7, then its end-of-sequence token
+        def generate(self, tokens, top_k, temp):
+            assert top_k == 1 and temp == 0.0 and tokens == [1, 2, 3]  # greedy, from the whole text so far
+            yield from (5, 6, 7, 0, 9)
+
+        def token_eos(self):
+            return 0
+
+    assert ModelDraft(Writer(), most=2)(np.array([1, 2, 3], dtype=np.intc)).tolist() == [5, 6]
+    assert ModelDraft(Writer(), most=8)(np.array([1, 2, 3], dtype=np.intc)).tolist() == [5, 6, 7]
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused_in_one_line(tmp_path):
+    from tuner.models.llms import LLMError
+    from tuner.models.llms._llama_cpp import LlamaCppLLM
+
+    class Loaded:
+        def __init__(self, n_vocab: int, **_):
+            self.vocab, self.closed = n_vocab, False
+
+        def n_vocab(self):
+            return self.vocab
+
+        def close(self):
+            self.closed = True
+
+    drafter = Loaded(32000)
+    llm = object.__new__(LlamaCppLLM)  # what _load leaves: the answering model loaded, its settings
+    llm.path, llm._llama, llm._settings = tmp_path / "big.gguf", Loaded(151936), {"n_ctx": 4096, "n_threads": 2}
+    llm._llama_cpp = type("llama_cpp", (), {"Llama": staticmethod(lambda **_: drafter)})
+    with pytest.raises(LLMError) as refused:
+        llm._draft_model(tmp_path / "small.gguf")
+    assert str(refused.value) == ("speculative: small.gguf cannot draft for big.gguf: its vocabulary has 32,000 "
+                                  "tokens, not 151,936 (a smaller model of the same family drafts: qwen2.5-0.5b for "
+                                  "qwen2.5-1.5b)")
+    assert drafter.closed
+
+
 @pytest.mark.slow
-def test_prompt_lookup_drafts_write_the_same_greedy_answers_in_fewer_steps(pair, small_gguf):
-    """Speculative decoding (`speculative: prompt-lookup`) on the answers of three questions: the same text as
-    decoding token by token, written in fewer model steps than tokens (drafts accepted several at a time)."""
+@pytest.mark.parametrize("speculative", ["prompt-lookup", "the model itself"])
+def test_drafts_write_the_same_greedy_answers_in_fewer_steps(pair, small_gguf, speculative):
+    """Speculative decoding on the answers of three questions, drafted from the prompt (`speculative:
+    prompt-lookup`) or by a draft model (here the 0.5B itself: CI has no smaller one): the same text as decoding
+    token by token, written in fewer model steps than tokens (drafts accepted several at a time)."""
     from tuner.models.llms._llama_cpp import LlamaCppLLM
     from tuner.prompts.programs import BUILTIN_PROGRAMS, ContextFirst
     from tuner.text import number_contexts
 
     _, fast = pair
-    drafted = LlamaCppLLM(small_gguf, speculative="prompt-lookup")
+    drafted = LlamaCppLLM(small_gguf, speculative=speculative if speculative == "prompt-lookup" else str(small_gguf))
     steps, evaluate = [], drafted._model.eval
     drafted._model.eval = lambda tokens: (steps.append(len(tokens)), evaluate(tokens))[1]
     written = 0

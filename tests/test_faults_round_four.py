@@ -255,6 +255,25 @@ def test_a_relative_gguf_that_is_missing_names_where_it_was_looked_for(tmp_path,
                                  f"{tmp_path / 'models' / 'small.gguf'})")
 
 
+def test_a_draft_model_is_checked_as_the_model_is_and_counted_in_its_memory(tmp_path, monkeypatch, small_gguf):
+    from tuner.config import LlamaCppConfig
+    from tuner.errors import ConfigError
+    from tuner.models.check import gguf_of
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        gguf_of(LlamaCppConfig(model=str(small_gguf), speculative="qwen-tiny"), "generator")
+    assert str(raised.value).startswith("generator's draft model (speculative:) 'qwen-tiny': not a named local "
+                                        "model (qwen2.5-0.5b, ")
+    with pytest.raises(ConfigError) as raised:
+        gguf_of(LlamaCppConfig(model=str(small_gguf), speculative="drafts/small.gguf"), "generator")
+    assert str(raised.value) == (f"generator's draft model (speculative:) drafts/small.gguf: GGUF file not found "
+                                 f"(looked for {tmp_path / 'drafts' / 'small.gguf'})")
+    alone = gguf_of(LlamaCppConfig(model=str(small_gguf)), "generator")
+    drafted = gguf_of(LlamaCppConfig(model=str(small_gguf), speculative=str(small_gguf)), "generator")
+    assert drafted[0] == alone[0] and drafted[1] > alone[1] + small_gguf.stat().st_size
+
+
 def anchor_files(folder, questions: list[str]):
     from tuner.data import Document
 

@@ -253,6 +253,8 @@ class _LLMSettings(_Strict):
         return {"backend": self.backend, **data} if isinstance(data, dict) else data
 
 
+#: `speculative` values that name no draft model (any other names one, or its GGUF file)
+NO_DRAFT_MODEL = ("none", "prompt-lookup")
 #: the most MiB of prompt prefixes a model may keep (64 GiB): a larger budget is a typo, not a machine
 MOST_PREFIX_MEMORY = 65536
 
@@ -273,12 +275,12 @@ class LlamaCppConfig(_LLMSettings):
         "~28 KB a token, a 0.5B's ~12 KB: 1024 holds ~36k or ~85k tokens); 0 = keep none. It sets the pace; a "
         "prompt resumed rather than evaluated whole can round differently and so change a greedy token, and which "
         "prompts resume depends on the budget and on what the study asked before (docs/configuration.md)")
-    speculative: Literal["none", "prompt-lookup"] = Field(
-        "none", description="llama-cpp, decoding fast: prompt-lookup = free-text answers drafted from their own "
-        "prompt (the tokens that followed the latest earlier occurrence of the last three) and checked in one batch "
-        "per draft; it sets the pace, and a batch rounds differently, so a greedy token can change "
-        "(docs/performance.md)")
-
+    speculative: str = Field(
+        "none", description="llama-cpp, decoding fast: how free-text answers are drafted, each draft checked in one "
+        "batch: prompt-lookup = from their own prompt (the tokens that followed the latest earlier occurrence of the "
+        "last three); a named model or GGUF path (qwen2.5-0.5b for the 1.5B) = written ahead by that smaller model "
+        "of the same vocabulary; none = token by token. It sets the pace, and a batch rounds differently, so a "
+        "greedy token can change (docs/performance.md)")
     @model_validator(mode="after")
     def _drafts_are_fast_decoding(self) -> LlamaCppConfig:
         if self.speculative != "none" and self.decoding != "fast":

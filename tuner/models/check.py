@@ -8,40 +8,52 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tuner.config import LLMConfig
+from tuner.config import NO_DRAFT_MODEL, LLMConfig
 from tuner.errors import ConfigError
 from tuner.models.embedders import BUNDLED_MODELS, resolve_model_path
-from tuner.models.llms._memory import NotGGUF, available, footprint, gib, room_said
+from tuner.models.llms._memory import NotGGUF, available, footprint, gib, read_header, room_said
 from tuner.models.registry import NAMED_MODELS, locate
 
 
 def gguf_of(config: LLMConfig, what: str) -> tuple[Path | None, int]:
-    """The GGUF file an in-process model loads and its footprint loaded, read from its header (None, 0 for an
-    endpoint's model or parts assembled on first use), checked: a known name that is installed, or a file that is
-    a GGUF model."""
+    """The GGUF file an in-process model loads and its footprint loaded (its draft model's included), read from its
+    header (None, 0 for an endpoint's model or parts assembled on first use), checked: a known name that is
+    installed, or a file that is a GGUF model."""
     if config.backend != "llama-cpp":
         return None, 0
-    if config.path is None and not config.model.endswith(".gguf") and os.sep not in config.model:
-        named = NAMED_MODELS.get(config.model)
+    path = _checked_gguf(config.model, config.path, what)
+    size = 0 if path is None else footprint(path, config.n_ctx, config.decoding, config.prefix_memory)
+    if config.speculative not in NO_DRAFT_MODEL:
+        draft = _checked_gguf(config.speculative, None, f"{what}'s draft model (speculative:)")
+        size += 0 if draft is None else footprint(draft, config.n_ctx, "plain")
+    return path, size
+
+
+def _checked_gguf(model: str, path: Path | None, what: str) -> Path | None:
+    """The GGUF file of a named model or path, refused in one line when it is missing or no GGUF model (None when
+    its installed parts are assembled on first use)."""
+    if path is None and not model.endswith(".gguf") and os.sep not in model:
+        named = NAMED_MODELS.get(model)
         if named is None:
-            raise ConfigError(f"{what} {config.model!r}: not a named local model ({', '.join(NAMED_MODELS)}), not a "
+            raise ConfigError(f"{what} {model!r}: not a named local model ({', '.join(NAMED_MODELS)}), not a "
                               f".gguf path, and not declared under the project's generators: (an endpoint's model "
                               f"is declared there with its backend: openai-compatible and base_url)")
         located = locate(named)
         if not located.ready:
-            raise ConfigError(f"{what} {config.model}: {located.status}")
+            raise ConfigError(f"{what} {model}: {located.status}")
         if located.path is None:  # the parts are installed: assembled on first use
-            return None, 0
+            return None
         path = located.path
     else:
-        path = Path(config.path or config.model)
+        path = Path(path or model)
     if not path.is_file():
         looked = "" if path.is_absolute() else f" (looked for {path.resolve()})"
         raise ConfigError(f"{what} {path}: GGUF file not found{looked}")
     try:
-        return path, footprint(path, config.n_ctx, config.decoding, config.prefix_memory)
+        read_header(path)
     except NotGGUF as exc:
         raise ConfigError(f"{what} {exc}") from None
+    return path
 
 
 def check_fit(generators: Sequence[LLMConfig], judge: LLMConfig, where: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tuner.config import EndpointConfig, LlamaCppConfig, LLMConfig
+from tuner.config import NO_DRAFT_MODEL, EndpointConfig, LlamaCppConfig, LLMConfig
 from tuner.models.llms._base import (
     LLM,
     Completion,
@@ -29,7 +29,9 @@ def _llama_cpp(config: LlamaCppConfig) -> tuple[tuple, Callable[[], LLM]]:
     from tuner.models.registry import resolve_gguf
 
     path = resolve_gguf(config.model, config.path).resolve()
-    settings = (config.n_ctx, config.n_threads, config.decoding, config.prefix_memory, config.speculative)
+    speculative = config.speculative if config.speculative in NO_DRAFT_MODEL else \
+        str(resolve_gguf(config.speculative, None).resolve())  # a draft model: named, or its GGUF file
+    settings = (config.n_ctx, config.n_threads, config.decoding, config.prefix_memory, speculative)
     return (str(path), *settings), lambda: LlamaCppLLM(path, *settings)
 
 

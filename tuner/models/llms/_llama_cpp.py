@@ -11,11 +11,19 @@ from typing import Any
 
 import numpy as np
 
+from tuner.config import NO_DRAFT_MODEL
 from tuner.cost import current_question
 from tuner.env import usable_cores
 from tuner.errors import first_line
 from tuner.models.llms._base import LLM, NO_YES_NO, Completion, LLMError, Messages, PromptTooLong
-from tuner.models.llms._llama_decoding import STATE_BUDGET_MIB, PrefixStates, PromptLookup, common_prefix, fast_llama
+from tuner.models.llms._llama_decoding import (
+    STATE_BUDGET_MIB,
+    ModelDraft,
+    PrefixStates,
+    PromptLookup,
+    common_prefix,
+    fast_llama,
+)
 from tuner.models.llms._memory import RESIDENT, NotGGUF, footprint, prefix_budget
 
 
@@ -57,14 +65,21 @@ class LlamaCppLLM(LLM):
         self.name = f"gguf:{path.name}:{fingerprint(path)}" + ("" if decoding == "plain" else f":{decoding}")
         self._settings = {"n_ctx": n_ctx, "n_threads": n_threads or usable_cores(), "decoding": decoding}
         self._prefix_budget = prefix_budget(decoding, prefix_memory)
-        # free-text answers drafted from their own prompt (fast decoding; not part of the cache identity: it sets the
-        # pace, as prefix_memory does)
-        self._draft = PromptLookup() if speculative == "prompt-lookup" and decoding == "fast" else None
+        # free-text answers drafted from their own prompt or by a smaller model (fast decoding; not part of the cache
+        # identity: it sets the pace, as prefix_memory does)
+        drafts = decoding == "fast" and speculative != "none"
+        self._draft: PromptLookup | ModelDraft | None = PromptLookup() if drafts and speculative == "prompt-lookup" \
+            else None
+        self._drafter = Path(speculative) if drafts and speculative not in NO_DRAFT_MODEL else None
         self.context_window = n_ctx
         try:
             self.footprint = footprint(path, n_ctx, decoding, prefix_memory)
+            if self._drafter is not None:
+                self.footprint += footprint(self._drafter, n_ctx, "plain")
         except NotGGUF as exc:
             raise LLMError(f"{exc}; is the file complete? `tuner models verify` checks named models") from None
+        except FileNotFoundError as exc:
+            raise LLMError(f"{exc.filename}: GGUF file not found (speculative: the draft model)") from None
         self._llama: Any = None
         self._model  # noqa: B018  (loaded now: a file that is no GGUF model is told before any work)
         # free the model while the interpreter is intact: Llama.__del__ at shutdown prints a traceback
@@ -89,6 +104,8 @@ class LlamaCppLLM(LLM):
         except (ValueError, RuntimeError) as exc:
             raise LLMError(f"{self.path}: cannot load as a GGUF model ({first_line(exc)}); "
                            "is the file complete? `tuner models verify` checks named models") from None
+        if self._drafter is not None:
+            self._draft = self._draft_model(self._drafter)
         template = self._llama.metadata.get("tokenizer.chat_template")
         self._formatter = None
         if template:
@@ -101,10 +118,29 @@ class LlamaCppLLM(LLM):
                 bos_token=vocab.detokenize([vocab.token_bos()]).decode("utf-8", "ignore"),
             )
 
+    def _draft_model(self, path: Path) -> ModelDraft:
+        """The smaller model that drafts the answers: plain decoding (within an answer, llama-cpp-python resumes
+        its previous step), and the same vocabulary, or its tokens would mean other words."""
+        try:
+            drafter = self._llama_cpp.Llama(model_path=str(path), n_ctx=self._settings["n_ctx"],
+                                            n_threads=self._settings["n_threads"], verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise LLMError(f"{path}: cannot load as a GGUF draft model ({first_line(exc)}); is the file complete?") \
+                from None
+        if drafter.n_vocab() != self._llama.n_vocab():
+            drafter.close()
+            raise LLMError(f"speculative: {path.name} cannot draft for {self.path.name}: its vocabulary has "
+                           f"{drafter.n_vocab():,} tokens, not {self._llama.n_vocab():,} (a smaller model of the "
+                           "same family drafts: qwen2.5-0.5b for qwen2.5-1.5b)")
+        return ModelDraft(drafter)
+
     def _unload(self) -> None:
         if self._llama is not None:
             self._llama.close()
             self._llama = self._states = None
+        if isinstance(self._draft, ModelDraft):
+            self._draft.close()
+            self._draft = None
 
     def count_tokens(self, text: str) -> int:
         return len(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=False))

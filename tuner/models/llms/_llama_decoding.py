@@ -16,10 +16,10 @@ time, and each has waste that `decoding: fast` removes:
 * **A loop stops.** Greedy decoding without a repetition penalty can repeat a phrase until the token cap (2 of 40
   amnesty answers did); generation stops once the same block has come three times in a row (`looping`).
 
-Prompt-lookup drafts (`speculative: prompt-lookup`, `PromptLookup` below) check copied text in batches: opt-in for
-free-text answers only. On 2 cores a batch of k tokens costs about 37 + 22 (k - 1) ms against 37 ms a token, so
-they saved nothing on the judge's calls nor on short answers (docs/performance.md), and batched products round
-differently, which can change a greedy answer.
+Drafts (`speculative`: `PromptLookup` reads them off the prompt, `ModelDraft` has a smaller model write them) are
+checked in batches: opt-in for free-text answers only. On 2 cores a batch of k tokens costs about 37 + 22 (k - 1) ms
+against 37 ms a token, so they saved nothing on the judge's calls nor on short answers (docs/performance.md), and
+batched products round differently, which can change a greedy answer.
 
 The first two change how tokens are computed, not which: a greedy call gives what plain decoding gives, up to the
 float rounding of a prompt evaluated in two parts instead of one. The mode is still part of the model's cache identity.
@@ -177,6 +177,28 @@ class PromptLookup:
             return input_ids[:0]
         start = int(found[-1]) + self.match
         return input_ids[start:start + self.most].copy()
+
+
+class ModelDraft:
+    """A draft written ahead by a smaller model of the same vocabulary (the 0.5B for the 1.5B), greedily, as the
+    answer is. Between the steps of one answer it resumes what it computed before (llama-cpp-python's `generate`
+    keeps the longest common prefix), so it computes each answer's prompt once and then only the accepted tokens."""
+
+    def __init__(self, llama: Any, most: int = DRAFT_MOST):
+        self.llama, self.most = llama, most
+
+    def __call__(self, input_ids: np.ndarray, /, **_: Any) -> np.ndarray:
+        drafted: list[int] = []
+        for token in self.llama.generate(input_ids.tolist(), top_k=1, temp=0.0):
+            if token == self.llama.token_eos():
+                break
+            drafted.append(token)
+            if len(drafted) == self.most:
+                break
+        return np.array(drafted, dtype=np.intc)
+
+    def close(self) -> None:
+        self.llama.close()
 
 
 class GrammarLast:
