@@ -6,9 +6,10 @@ question's passages once for its answer and its verdicts, and writes answers dra
 
 The corpus is cmu_qa_wikipedia's 135 whole Wikipedia articles (~4,700 words each), chunked as the project's defaults
 chunk; the questions a seeded sample across its articles. The same faithfulness study (the default search space,
-TPE with a fixed seed: its first ten trials are its seeded random start, so every variant walks the same
-configurations; no held-out split, no judge check, no pruning) runs once per variant, each in its own process with an
-empty LLM cache (the index and embeddings are the first variant's):
+TPE with a fixed seed: trial 0 is the baseline and the next five TPE's seeded random start, the same configurations
+in every variant, while later trials follow each variant's own scores and may differ; no held-out split, no judge
+check, no pruning) runs once per variant, each in its own process with an empty LLM cache (the index and embeddings
+are the first variant's):
 
 * `before`: tuner until issue 77 (`answer_layout: instructions-first`, `verdict_contexts: joined`, no drafts);
 * `after`: tuner's defaults now (where the generator judges: answers laid out `context-first` and verdicts on the
@@ -25,7 +26,8 @@ Per variant: seconds a question in trial 0 and in the later trials; prompt token
 earlier prompt of the study began with: what even a perfect cache computes); tokens written and written a second of
 answering; the process's peak RSS; answers and faithfulness as `before`'s. Last, what a 40-trial study of 40
 questions takes at these rates. Figures are printed, never asserted: record them in docs/performance.md. Run it
-alone: another model job on the 2 cores voids the seconds.
+alone: another model job on the 2 cores voids the seconds. `--shown DIR` prints the tables of a run kept with
+`--keep DIR` again, without running anything.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from prefix import (  # bench/prefix.py: the same study, recorded
     child,
     console,
     prepared,
+    read_variant,
     run_variant,
     study_parser,
 )
@@ -56,6 +59,8 @@ VARIANTS = {
     "after": {"generator": {"speculative": "prompt-lookup"}},
     "after, no drafts": {"generator": {"speculative": "none"}},  # trial 0 alone: the drafts' own share
 }
+#: the estimate's output, kept in its folder
+ESTIMATE = "estimate.txt"
 #: variants that run trial 0 alone
 TRIAL_0_ONLY = {"after, no drafts"}
 #: the study a user leaves overnight, and the trial the projection takes as trial 0's
@@ -107,11 +112,16 @@ def estimated(dataset: Path, questions: int, trials: int, model: str, work: Path
                             "default", "tpe")
     ran = subprocess.run([sys.executable, "-m", "tuner", *args, "--estimate"], cwd=folder, capture_output=True,
                          text=True)
-    (folder / "estimate.txt").write_text(ran.stdout + ran.stderr, encoding="utf-8")  # kept with --keep
+    (folder / ESTIMATE).write_text(ran.stdout + ran.stderr, encoding="utf-8")  # kept with --keep
     if ran.returncode != 0:
         raise SystemExit(f"--estimate failed ({ran.returncode}): {ran.stderr.strip()[-2000:]}")
-    rows = {n: float(m[1]) for n in (0, 1) if (m := re.search(rf"wall time, trial {n}\s*│\s*([\d.]+) s", ran.stdout))}
-    said = re.search(r"embedding [\d,]+ chunks the cache does not hold: about (.+?) to go", ran.stderr)
+    return told_by(ran.stdout + ran.stderr)
+
+
+def told_by(printed: str) -> dict:
+    """What an estimate printed: trial 0's and trial 1's seconds a question, and the embedding's time to go."""
+    rows = {n: float(m[1]) for n in (0, 1) if (m := re.search(rf"wall time, trial {n}\s*│\s*([\d.]+) s", printed))}
+    said = re.search(r"embedding [\d,]+ chunks the cache does not hold: about (.+?) to go", printed)
     return {"trial0": rows.get(0), "trial1": rows.get(1), "embedding": said[1] if said else None}
 
 
@@ -147,6 +157,14 @@ def show(results: dict[str, dict], questions: int, trials: int, model: str, told
         console.print(f"trial 0: {after['trial0'] / before['trial0']:.2f}× before's seconds a question; a "
                       f"{PROJECTED_TRIALS}-trial study of {PROJECTED_QUESTIONS} questions: "
                       f"{projected(before):.1f} h before, {projected(after):.1f} h after", highlight=False)
+        alike = [n for n, r in results["after"]["trials"].items()
+                 if n > 0 and n in base["trials"] and r["params"] == base["trials"][n]["params"]]
+        if alike:  # TPE follows each variant's own scores after its random start: compare like with like
+            pace = {v: sum(results[v]["trials"][n]["seconds"] for n in alike) / (len(alike) * questions)
+                    for v in ("before", "after")}
+            console.print(f"later trials with the same configuration in both ({', '.join(map(str, alike))}): "
+                          f"{pace['before']:.1f} s a question before, {pace['after']:.1f} after "
+                          f"({pace['after'] / pace['before']:.2f}×)", highlight=False)
     if told is not None and "after" in results:
         after = results["after"]["trials"]
         n = len(after[0]["answers"])
@@ -165,9 +183,12 @@ def main() -> None:
     parser = study_parser(__doc__.splitlines()[0], VARIANTS, 20, 10, "qwen2.5-1.5b")
     parser.add_argument("--warm", type=Path, help="start from this cache folder's index and embeddings (an earlier "
                         "run's, kept with --keep: its runs/after-estimate/cache); the estimate then embeds nothing")
+    parser.add_argument("--shown", type=Path, help="print the tables of a run kept with --keep DIR, running nothing")
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.out, args.rest)
+    if args.shown:
+        return shown_again(args.shown, args.model)
     if not CORPUS.is_dir():
         raise SystemExit(f"{CORPUS}: not found (bench/overnight.py reads ../shared/datasets)")
     with tempfile.TemporaryDirectory() as scratch:
@@ -185,6 +206,19 @@ def main() -> None:
                                            warm, VARIANTS[variant], space="default", sampler="tpe")
             warm = warm or results[variant]["cache"]
         show(results, args.questions, args.trials, args.model, told)
+
+
+def shown_again(work: Path, model: str) -> None:
+    """The tables of a kept run, from its folders: the variants that finished, and the estimate's output."""
+    runs = work / "runs"
+    results = {v: {"cache": runs / folder / "cache", **read_variant(runs / folder)} for v in VARIANTS
+               if (runs / (folder := v.replace(" ", "-").replace(",", "")) / "peak.json").is_file()}
+    if not results:
+        raise SystemExit(f"{work}: no finished variant kept there (run with --keep {work})")
+    estimate = runs / "after-estimate" / ESTIMATE
+    told = told_by(estimate.read_text(encoding="utf-8")) if estimate.is_file() else None
+    first = next(iter(results.values()))
+    show(results, len(first["trials"][0]["answers"]), len(first["trials"]), model, told)
 
 
 if __name__ == "__main__":

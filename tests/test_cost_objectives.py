@@ -108,10 +108,10 @@ def test_the_estimate_scales_the_baseline_to_the_study(tmp_path, fake_embedder):
     project = ProjectConfig(cache_dir=tmp_path / "cache")
     settings = StudySettings(["faithfulness"])
     told = estimate_study(project, settings, 10, 0.5, limit=8, models=Models(llm, llm), embedder=fake_embedder)
-    assert (told.sampled, told.search, told.held_out, told.trials) == (2, 4, 4, 10)
+    assert (told.sampled, told.search, told.held_out, told.trials) == (4, 4, 4, 10)
     assert told.questions == 10 * 4 + 2 * 4
     paid = len(llm.calls)
-    assert told.paid_now == paid > 0 and told.calls_per_question == pytest.approx(paid / 2)
+    assert told.paid_now == paid > 0 and told.calls_per_question == pytest.approx(paid / 4)
     assert told.calls == pytest.approx(told.calls_per_question * told.questions)
     assert told.seconds_per_question >= 0.02  # the answer's 20 ms, and the judge's time (it costs the study too)
     again = estimate_study(project, settings, 10, 0.5, limit=8, models=Models(llm, llm), embedder=fake_embedder)

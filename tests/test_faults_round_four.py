@@ -374,5 +374,5 @@ def test_an_estimate_shows_the_index_build_before_the_questions_it_measures(tmp_
                           limit=4, models=Models(llm, llm), embedder=fake_embedder,
                           on_progress=lambda step, done, total: steps.append((step, done, total)))
     names = list(dict.fromkeys(step for step, _, _ in steps))
-    assert names[0].startswith("embedding") and names[-1] == "measuring the baseline on 2 search question(s)"
-    assert steps[-1] == ("measuring the baseline on 2 search question(s)", 2, 2) and told.sampled == 2
+    assert names[0].startswith("embedding") and names[-1] == "measuring the baseline on 4 search question(s)"
+    assert steps[-1] == ("measuring the baseline on 4 search question(s)", 4, 4) and told.sampled == 4

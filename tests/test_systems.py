@@ -643,9 +643,11 @@ def test_a_system_nobody_serves_is_one_line_before_the_first_trial(tmp_path):
     one_line_error(result, f"cannot reach the system at {url} (", "is it running?", started=True)
 
 
-def test_an_estimate_measures_the_system_on_the_first_questions(tmp_path, fake_embedder, own, monkeypatch):
-    """A system's cost is unknown until asked: the estimate asks it the first two search questions with the
-    defaults (cached for the study) and scales its measured seconds, beside the judge's calls."""
+def test_an_estimate_measures_the_system_on_questions_spread_over_the_set(tmp_path, fake_embedder, own,
+                                                                          monkeypatch):
+    """A system's cost is unknown until asked: the estimate asks it four search questions spread over the set (every
+    other one of eight) with the defaults (cached for the study) and scales its measured seconds, beside the judge's
+    calls."""
     from tuner.models.provider import Models
     from tuner.study.estimate import estimate_study
     from tuner.study.optimize import StudySettings
@@ -654,7 +656,7 @@ def test_an_estimate_measures_the_system_on_the_first_questions(tmp_path, fake_e
     llm = StrictIsUnfaithful()
     told = estimate_study(python_project(tmp_path), StudySettings(["faithfulness"]), 10, 0.0, limit=8,
                           models=Models(llm, llm), embedder=fake_embedder)
-    assert told.sampled == 2 and len(calls(own)) == 2
+    assert told.sampled == 4 and len(calls(own)) == 4
     assert told.seconds_per_question >= 0.3 and told.calls_per_question >= 2  # the reply and the judge's verdicts
     assert told.questions == 80
 

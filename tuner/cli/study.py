@@ -91,7 +91,8 @@ def optimize_command(
         "(pip install 'rag-tuner\\[track]')")] = None,
     estimate: Annotated[bool, typer.Option(
         "--estimate", help="print what the study will cost (calls, tokens, wall time), measured on trial 0 (the "
-        "baseline) and trial 1 (the sampler's first draw) over two search questions (cached), and start nothing")] \
+        "baseline) and trial 1 (the sampler's first draw) over four search questions spread over the set (cached), "
+        "and start nothing")] \
         = False,
 ) -> None:
     """Search the pipeline's knobs with Optuna, then judge the best on held-out questions; run again to resume."""
