@@ -281,6 +281,7 @@ class LlamaCppConfig(_LLMSettings):
         "last three); a named model or GGUF path (qwen2.5-0.5b for the 1.5B) = written ahead by that smaller model "
         "of the same vocabulary; none = token by token. It sets the pace, and a batch rounds differently, so a "
         "greedy token can change (docs/performance.md)")
+
     @model_validator(mode="after")
     def _drafts_are_fast_decoding(self) -> LlamaCppConfig:
         if self.speculative != "none" and self.decoding != "fast":
