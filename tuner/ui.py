@@ -116,8 +116,14 @@ class Bar(Progress):
                     if task.fields.get("log", True) and task.visible and task.completed:
                         err_console.print(f"{task.description}: {task.completed:,.0f}"
                                           + (f"/{task.total:,.0f}" if task.total else "") +
-                                          f" done in {duration(task.elapsed or 0)}", highlight=False, soft_wrap=True)
+                                          f" done in {duration(Bar.took(task))}", highlight=False, soft_wrap=True)
         super().stop()
+
+    @staticmethod
+    def took(task) -> float:
+        """A task's seconds until it finished: a step done early (the embedding before the questions) is not timed
+        until the bars close."""
+        return task.finished_time if task.finished_time is not None else task.elapsed or 0.0
 
     @staticmethod
     def _logged(task) -> bool:
