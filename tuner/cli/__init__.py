@@ -44,6 +44,13 @@ def main() -> None:
         error(f"{exc.strerror or exc}{where}")
         sys.exit(ERROR)
     except Exception as exc:  # a defect of tuner's: one line to read, the traceback kept for the bug report
+        if (stopped := exit_code()) is not None:  # a library broke as the interrupt unwound it (optuna's
+            # _run_trial reads a state it never set): a stop, as asked, not a defect
+            from tuner.study.running import mark_interrupted
+
+            mark_interrupted("Ctrl-C" if stopped == SIGNALLED + signal.SIGINT else signal.Signals(stopped - 128).name)
+            announced.wait(1)
+            leave(stopped)
         error(f"internal error: {described(exc)} — a defect in tuner, not in your input (what finished is kept); "
               f"{keep_traceback(exc)}")
         sys.exit(INTERNAL_ERROR)
