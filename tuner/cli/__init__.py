@@ -16,7 +16,7 @@ from tuner.cli._app import app
 from tuner.cli import evaluate, compare, data, study, spaces, compile, judge, system, cache, models  # noqa: F401
 # isort: on
 from tuner.cli._display import show_library_messages
-from tuner.cli._interrupt import announced, exit_code, leave, stop_promptly
+from tuner.cli._interrupt import announced, exit_code, leave, stop_name, stop_promptly
 from tuner.errors import ERROR, INTERNAL_ERROR, SIGNALLED, SUCCESS, TunerError, described
 from tuner.ui import error
 
@@ -48,7 +48,7 @@ def main() -> None:
             # _run_trial reads a state it never set): a stop, as asked, not a defect
             from tuner.study.running import mark_interrupted
 
-            mark_interrupted("Ctrl-C" if stopped == SIGNALLED + signal.SIGINT else signal.Signals(stopped - 128).name)
+            mark_interrupted(stop_name(stopped - SIGNALLED))
             announced.wait(1)
             leave(stopped)
         error(f"internal error: {described(exc)} — a defect in tuner, not in your input (what finished is kept); "

@@ -95,6 +95,11 @@ def _raise_interrupt(number: int, frame) -> None:
     raise KeyboardInterrupt
 
 
+def stop_name(number: int) -> str:
+    """A stop signal as a trial's `interrupted` mark says it: Ctrl-C, SIGTERM or SIGHUP."""
+    return "Ctrl-C" if number == signal.SIGINT else signal.Signals(number).name
+
+
 def leave(code: int) -> None:
     """Exit after a stop: the calls still in flight get until KEEP_REPLIES after the signal to arrive (a reply that
     came is cached, not paid for again on resume; one that did not was never received), then the process leaves
@@ -158,7 +163,7 @@ def stop_promptly(grace: tuple[float, float] = INTERRUPT_GRACE) -> None:
         announced.set()
         if heard(grace[0]) is None and cleaning_up.is_set():
             heard(grace[1])  # the clean-up may take longer, unless a signal comes again
-        mark_interrupted(signal.Signals(number).name if number != signal.SIGINT else "Ctrl-C")
+        mark_interrupted(stop_name(number))
         if not cleaning_up.is_set():  # the unwinding never reached tuner's clean-up: do its part here
             for callback in _before_forced_exit:
                 try:
