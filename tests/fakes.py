@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
@@ -266,7 +267,8 @@ class SystemServer:
     `answer(question, params)` (a Python system) after `delay` seconds, or misbehaves on purpose by `mode`: "ok",
     "not json" (a 200 that is HTML), "no answer", "text context" (a context that is a number), "400" (refuses the
     knobs), "500" (every request), "429 once" (the first request refused with a Retry-After of `delay` s), "503"
-    (down), "302" (moved), "trickle" (a byte now and then, never done); `mode` may change while it serves. Records
+    (down), "302" (moved), "trickle" (a byte now and then, never done), "gzip" (a reply sent gzip-encoded), "br"
+    (one that says an encoding tuner does not read); `mode` may change while it serves. Records
     each request's body, each answer's body with the monotonic time it was sent (`answered`), and the most requests
     it held at once. Use as a context manager."""
 
@@ -316,7 +318,10 @@ class SystemServer:
                     elif server.mode == "text context":
                         reply["contexts"][0] = 42
                 data = b"<html>Bad Gateway</html>" if server.mode == "not json" else json.dumps(reply).encode()
-                send(self, status, data, "text/html" if server.mode == "not json" else kind)
+                if server.mode in ("gzip", "br"):  # "br": an encoding tuner does not read (the bytes are gzip's)
+                    send(self, status, gzip.compress(data), kind, {"Content-Encoding": server.mode})
+                else:
+                    send(self, status, data, "text/html" if server.mode == "not json" else kind)
                 server.answered.append((body, time.monotonic()))
 
             def log_message(self, *args):

@@ -11,6 +11,8 @@ import hashlib
 import importlib
 import json
 import logging
+import math
+import os
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -322,6 +324,9 @@ class SystemKnob(_Strict):
     @model_validator(mode="after")
     def _default_of_its_type(self) -> SystemKnob:
         self.default = self.check(self.default)
+        if isinstance(self.default, float) and not math.isfinite(self.default):  # a study records its baseline's
+            # knobs and compares them on resume: NaN never equals itself, so such a study could never be resumed
+            raise ValueError(f"default: expected a finite number, got {self.default!r}")
         return self
 
     def check(self, value: Any) -> SystemScalar:
@@ -1184,7 +1189,11 @@ def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:
         updates["cache_dir"] = base / config.cache_dir
     def located(llm: LLMConfig | None) -> LLMConfig | None:
         if getattr(llm, "path", None) is not None and not llm.path.is_absolute():
-            return llm.model_copy(update={"path": base / llm.path})
+            llm = llm.model_copy(update={"path": base / llm.path})
+        draft = getattr(llm, "speculative", "none")
+        if draft not in NO_DRAFT_MODEL and (draft.endswith(".gguf") or os.sep in draft) and \
+                not Path(draft).is_absolute():  # a GGUF path, not a named model
+            llm = llm.model_copy(update={"speculative": str(base / draft)})
         return llm
 
     for role in ("generator", "judge"):
@@ -1198,6 +1207,16 @@ def _resolve_paths(config: ProjectConfig, base: Path) -> ProjectConfig:
     if program.endswith(".json") and not Path(program).is_absolute():
         updates["pipeline"] = config.pipeline.model_copy(update={"program": str(base / program)})
     model = config.rerankers.cross_encoder_model
-    if model and (base / model).exists():
+    if model and _local_folder(model, base):
         updates["rerankers"] = config.rerankers.model_copy(update={"cross_encoder_model": str(base / model)})
+    checker = config.evaluation.checker
+    if isinstance(checker, ClassifierCheckerConfig) and _local_folder(checker.classifier, base):
+        updates["evaluation"] = config.evaluation.model_copy(update={"checker": checker.model_copy(
+            update={"classifier": str(base / checker.classifier)})})
     return config.model_copy(update=updates)
+
+
+def _local_folder(model: str, base: Path) -> bool:
+    """Whether a model that may be a folder or a Hub id ("org/name") names a folder relative to `base`: one that
+    exists there, or a path that says it is one ("./x", "../x")."""
+    return not Path(model).is_absolute() and (model.startswith(".") or (base / model).exists())

@@ -4,9 +4,12 @@ exits with its code, never a traceback. Each root below has its subclasses besid
 
 #: the exit codes, one table (pip's status_codes.py)
 SUCCESS = 0
-#: a TunerError (an LLM that cannot be used, a system that cannot be reached), an OSError, `compare`'s real loss
+#: a TunerError (an LLM that cannot be used, a system that cannot be reached or whose call failed), an OSError,
+#: `compare`'s real loss, a study with no finished trial (every trial failed, however it stopped: its --trials, its
+#: --timeout or a search space exhausted)
 ERROR = 1
-#: input the user can fix: a config, a search space, a dataset
+#: input the user can fix: a config, a search space, a dataset; a system's reply tuner cannot read (`BadShape`) or
+#: its refusal of the knobs (`Rejected`), whichever command met it
 BAD_INPUT = 2
 #: a defect of tuner's (sysexits' EX_SOFTWARE)
 INTERNAL_ERROR = 70

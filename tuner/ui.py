@@ -93,6 +93,21 @@ class Heartbeat:
                 self.beats += 1
 
 
+@contextlib.contextmanager
+def waiting_for(what: str, timeout: float, tries: int) -> Iterator[None]:
+    """While one call waits for `what` to reply (up to `tries` tries of `timeout` seconds): a line every
+    `log_every()` seconds saying so, so the first line written while nothing moves says why, not minutes later."""
+    started = time.monotonic()
+
+    def line() -> list[str]:
+        waited = time.monotonic() - started
+        return [f"waiting: no reply from {what} in {duration(waited)}, try {min(int(waited // timeout) + 1, tries)} "
+                f"of {tries} ({timeout:g} s each)"]
+
+    with Heartbeat(line):
+        yield
+
+
 class Bar(Progress):
     """rich's progress bars on a terminal; in a log, a line per unfinished task every `log_every()` seconds (done,
     rate, time left), and when a task that was logged ends, a line saying so. A task added with `log=False` is

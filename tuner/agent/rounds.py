@@ -25,7 +25,7 @@ from tuner.analysis.verdict import give_verdict
 from tuner.errors import TunerError
 from tuner.reports import Report, write_report
 from tuner.reports._data import spend
-from tuner.study.results import StudyView, read_study
+from tuner.study.results import StudyView, read_study, require_a_complete_trial
 from tuner.study.session import Session, StudySpec
 from tuner.study.space import SearchSpace, load_space
 from tuner.study.storage import StudyFolder, study_folder
@@ -124,6 +124,7 @@ def run_rounds(spec: StudySpec, rounds: int, trials: int, reports_dir: Path, tim
         if prepare:
             prepare(session)
         run(session, trials, timeout)
+        require_a_complete_trial(session.study)  # a round with no result has nothing to judge or build on
         report = write_report(judge(read_study(session.folder), session), reports_dir / name)
         outcome = _outcome(number, session, space_file, changes, reasons, report)
         outcomes.append(outcome)

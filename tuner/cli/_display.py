@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner.cache import redact
-from tuner.config import PipelineConfig
 from tuner.errors import TunerError, first_line
 from tuner.files import write_json
 from tuner.ui import console, err_console, knobs, note, progress, warning
@@ -105,8 +104,11 @@ def run_with_display(session, trials: int, timeout: float | None, tracker=None) 
                       + f", sampler {session.spec.settings.sampler}", markup=True, highlight=False)
     patience = session.spec.settings.patience
     if len(targets) == 1 and not session.spec.settings.prunes:
-        err_console.print("note: no pruning: a retrieval question costs about a millisecond, less than reporting it "
-                          "to the pruner (--prune-after N prunes anyway)", highlight=False)
+        why = ("a retrieval question costs about a millisecond, less than reporting it to the pruner (--prune-after "
+               "N prunes anyway)") if session.project.system is None else (
+            "a retrieval target is not pruned unless asked (--prune-after N prunes: worth it when your system is "
+            "slow to answer)")
+        err_console.print(f"note: no pruning: {why}", highlight=False)
     elif len(targets) == 1 and questions <= patience:
         err_console.print(f"note: no pruning: a trial is only stopped early after {patience}+ paired questions "
                           f"(--prune-after) and before its last, and this study searches {questions}",
@@ -230,16 +232,32 @@ def print_judge_checks(checks) -> None:
         console.print(chosen[1], highlight=False, soft_wrap=True)
 
 
-def print_retrieval_table(summary: dict[str, Any], pipeline: PipelineConfig) -> None:
-    console.print(f"pipeline: {knobs(pipeline.model_dump())}", highlight=False)
+def print_retrieval_table(result, what: str, values: dict[str, Any], questions: Sequence) -> None:
+    """The id metrics of `result`, after the knobs `what` (the pipeline, or a system) ran with; `questions`: the
+    dataset's, which say whether it names gold documents at all."""
+    console.print(f"{what}: {knobs(values) or 'no knobs'}", highlight=False)
     table = Table(title="retrieval")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key, value in summary.items():
+    for key, value in result.retrieval.items():
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    if summary.get("questions_scored", 0) == 0:
-        table.caption = "no gold document ids in this dataset: only mean_k is meaningful"
     console.print(table)
+    if why := unscored_retrieval(result, questions):  # a line, not a caption: the table is narrow
+        console.print(why, highlight=False, soft_wrap=True)
+
+
+def unscored_retrieval(result, questions: Sequence) -> str | None:
+    """Why no question got id metrics, in words (None when some did): the dataset names no gold document, the
+    questions that have gold ones got no contexts (they failed), or their contexts carry no document id."""
+    if result.retrieval.get("questions_scored", 0):
+        return None
+    if not any(q.relevant_ids for q in questions):
+        return "no gold document ids in this dataset: only mean_k is meaningful"
+    with_gold = [q for q in result.questions if q.retrieval.gold_ids]
+    if all(not q.contexts for q in with_gold):
+        return "no question with gold document ids got contexts (each failed or returned none): no id metric"
+    return ("the contexts carry no document id, so no id metric could be computed: return each context as "
+            "{\"text\": …, \"id\": DOCUMENT_ID}")
 
 
 def print_rag_tables(result) -> None:

@@ -56,14 +56,16 @@ def eval_command(
                   f"{answers}, {len(data.questions)} questions{part}", markup=True)
     print_notes(data)
 
+    trial = kind.base(project)
     started = time.perf_counter()
-    evaluated = run_evaluation(workspace, kind.base(project), metric_list(metrics), no_cache,
+    evaluated = run_evaluation(workspace, trial, metric_list(metrics), no_cache,
                                answer=not retrieval_only)
     elapsed = time.perf_counter() - started
 
     chunks = len(workspace.index.chunks) if workspace.index is not None else 0
     report = eval_json(project.model_dump(mode="json"), data, chunks, split, evaluated.to_json(), elapsed)
-    print_retrieval_table(report["retrieval"], pipeline_config)
+    print_retrieval_table(evaluated, "pipeline" if project.system is None else kind.what(project), trial.knobs(),
+                          data.questions)
     if not retrieval_only:
         print_rag_tables(evaluated)
     if out:

@@ -67,7 +67,8 @@ def optimize_command(
     = None,
     prune_after: Annotated[Optional[int], typer.Option(
         min=1, help="questions answered before a trial may be pruned (the test needs 4 at least) \\[default: 4; no "
-        "pruning when every target is a retrieval metric: its questions cost about a millisecond]")] = None,
+        "pruning when every target is a retrieval metric: tuner's pipeline answers one in about a millisecond]")] \
+        = None,
     storage: StorageOption = None,
     studies_dir: StudiesDirOption = STUDIES,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="rounds of optimise -> analyse -> next space; "
@@ -134,9 +135,10 @@ def optimize_command(
         judged = judge_study(read_study(session.folder), session, anchors)
     finally:  # also after Ctrl-C: the morning's report shows whatever finished
         cleaning_up.set()
-        report = write_study_report(session.folder, reports_dir, judged)
-        if tracker is not None:
-            track(tracker, session.folder, report.path.parent if report is not None else None, judged)
+        if not session.discarded:  # a study refused before its first trial has nothing to report
+            report = write_study_report(session.folder, reports_dir, judged)
+            if tracker is not None:
+                track(tracker, session.folder, report.path.parent if report is not None else None, judged)
 
 
 def tracker_for(option: str | None):
@@ -307,7 +309,7 @@ def optimize_rounds(spec, rounds: int, trials: int, timeout: float | None, repor
                                     run=lambda session, n, limit: run_with_display(session, n, limit, tracker),
                                     on_round=announce,
                                     judge=lambda view, session: judge_study(view, session, anchors))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, TunerError):
         cleaning_up.set()  # as a single study's: the watcher lets the report be written before it leaves
         write_study_report(latest_round(spec), reports_dir)
         raise

@@ -33,7 +33,8 @@ def check_command(
 ) -> None:
     """Ask the system one question with its knobs' defaults (as trial 0 would) and show what tuner read: the answer,
     each context with its id and whether the dataset names that document, the latency and usage, and what to change
-    where something a study needs is missing. Exit 2 when the reply cannot be read."""
+    where something a study needs is missing. Exit 2 when the reply cannot be read or the knobs are refused, 1 when
+    the call failed (it raised, or timed out)."""
     from tuner.cli.evaluate import open_split
     from tuner.evaluation.rag_eval import RagRunner
     from tuner.systems import BadReply
@@ -55,8 +56,8 @@ def check_command(
     started = time.perf_counter()
     try:
         reply = answerer.system.reply(asked.id, asked.text, trial.knobs())
-    except BadReply as exc:
-        raise ConfigError(f"system {project.system.entry}, asked question {asked.id}: {exc}") from None
+    except BadReply as exc:  # its own exit code, as under eval and optimize: 2 for a shape, 1 for a failed call
+        raise type(exc)(f"system {project.system.entry}, asked question {asked.id}: {exc}") from None
     seconds, paid = time.perf_counter() - started, runner.meter.total()
     cached = " (its cached reply: --no-cache asks again)" if paid.cache_hits else ""
     console.print(f"system {escape(project.system.identity)}, asked {asked.id} ({escape(asked.text)!r}) with "
@@ -64,23 +65,26 @@ def check_command(
     console.print(f"answer: {escape(_cut(reply.answer)) if reply.answer is not None else '(none: contexts only)'}",
                   highlight=False, soft_wrap=True)
     known = {d.id for d in data.documents}
+    graded = any(q.relevant_ids for q in data.questions)  # qrels: which documents answer which question
     origin = f", from {reply.contexts_from}" if reply.contexts_from else ""
     table = Table(title=f"{len(reply.contexts)} context(s){escape(origin)}")
     for column in ("#", "id", "a document of the dataset", f"gold for {asked.id}", "text"):
         table.add_column(column)
     for n, context in enumerate(reply.contexts, 1):
         table.add_row(str(n), escape(context.id or "—"), _yes(context.id is not None and context.id in known),
-                      _yes(context.id in asked.relevant_ids), escape(_cut(context.text, 80)))
+                      _yes(context.id in asked.relevant_ids) if graded else "— (no qrels)",
+                      escape(_cut(context.text, 80)))
     console.print(table)
     usage = f"{reply.prompt_tokens} prompt + {reply.completion_tokens} completion tokens" \
         if reply.prompt_tokens or reply.completion_tokens else "no usage reported"
     console.print(f"{seconds:.2f} s; {usage}", highlight=False)
-    for line in findings(reply, known, project.system.answers):
+    for line in findings(reply, known, project.system.answers, graded):
         console.print(line, highlight=False, soft_wrap=True)
 
 
-def findings(reply, known: set[str], answers: bool) -> list[str]:
-    """What a study could not score from this reply, each with what to change; or that it is ready."""
+def findings(reply, known: set[str], answers: bool, graded: bool = True) -> list[str]:
+    """What a study could not score from this reply, each with what to change; or that it is ready. `graded`: the
+    dataset names gold documents (qrels)."""
     found = []
     if answers and not (reply.answer or "").strip():
         found.append("missing: the answer is empty, so answer metrics score it as a refusal; return the text your "
@@ -97,7 +101,12 @@ def findings(reply, known: set[str], answers: bool) -> list[str]:
         found.append(f"unknown: {len(foreign)} id(s) name no document of the dataset (e.g. {foreign[0]!r}); return "
                      f"each context's source document id (a LangChain Document's metadata key, a LlamaIndex node's "
                      f"ref_doc_id)")
-    return found or ["ready: an answer, contexts and document ids a study can score"]
+    if found:
+        return found
+    if not graded:
+        return ["ready for judged targets (faithfulness, answer_relevancy): this dataset names no gold documents "
+                "(no qrels), so id targets (ndcg@10, recall@k) cannot be scored on it whatever the system returns"]
+    return ["ready: an answer, contexts and document ids a study can score"]
 
 
 def _yes(value: bool) -> str:

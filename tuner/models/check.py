@@ -24,9 +24,20 @@ def gguf_of(config: LLMConfig, what: str) -> tuple[Path | None, int]:
     path = _checked_gguf(config.model, config.path, what)
     size = 0 if path is None else footprint(path, config.n_ctx, config.decoding, config.prefix_memory)
     if config.speculative not in NO_DRAFT_MODEL:
-        draft = _checked_gguf(config.speculative, None, f"{what}'s draft model (speculative:)")
+        said = f"{what}'s draft model (speculative:)"
+        draft = _checked_gguf(config.speculative, None, said)
+        if draft is not None and path is not None and draft.stat().st_size >= path.stat().st_size:
+            # a draft pays for itself only by writing ahead faster than the model checks it: a model its size or
+            # larger (itself, or the 1.5B for the 0.5B) makes every answer slower, whatever it drafts
+            raise ConfigError(f"{said} {config.speculative}: {_mb(draft)} is not smaller than the model it drafts "
+                              f"for, {_mb(path)}; a smaller model of the same family drafts "
+                              f"(qwen2.5-0.5b for qwen2.5-1.5b), or speculative: prompt-lookup needs none")
         size += 0 if draft is None else footprint(draft, config.n_ctx, "plain")
     return path, size
+
+
+def _mb(path: Path) -> str:
+    return f"{path.name} ({path.stat().st_size / 2**20:,.0f} MB)"
 
 
 def _checked_gguf(model: str, path: Path | None, what: str) -> Path | None:

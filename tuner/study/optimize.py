@@ -399,7 +399,10 @@ def run_study(study: optuna.Study, objective: Objective, trials: int, timeout: f
         given_back = sum(DUPLICATE in t.user_attrs for t in study.get_trials(deepcopy=False)[ran:])
         remaining = min(given_back, trials - counted(study))  # workers sharing the study may have filled it
     if objective.repeats >= REPEATS_TO_STOP:
-        log.warning(f"stopped at {counted(study)} distinct configurations: the sampler proposed only configurations "
+        tried = sum(DUPLICATE not in t.user_attrs and t.state.is_finished() for t in study.get_trials(deepcopy=False))
+        finished = counted(study)
+        failed = f" ({finished} finished, {tried - finished} failed)" if tried > finished else ""
+        log.warning(f"stopped at {tried} distinct configurations{failed}: the sampler proposed only configurations "
                     f"already tried, {REPEATS_TO_STOP} times in a row (the search space looks exhausted)")
     return counted(study) - before
 

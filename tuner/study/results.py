@@ -221,8 +221,10 @@ def shown_values(trial: optuna.trial.FrozenTrial, targets: list[str],
 
 
 def require_a_complete_trial(study: optuna.Study) -> None:
-    """A study whose every trial failed has no result: say why instead of "best —"."""
-    if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+    """A study whose every trial failed has no result: say why instead of "best —". A repeat is recorded as pruned
+    (`DUPLICATE`) whatever its first run did, so it finishes nothing."""
+    if any(DUPLICATE not in t.user_attrs
+           for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))):
         return
     failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
     reason = failed[-1].user_attrs.get(ERROR) if failed else None

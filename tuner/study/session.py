@@ -12,6 +12,7 @@ search questions. Models load only when `run` needs them, so reading a study bac
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,7 @@ from tuner.study.optimize import (
     run_study,
 )
 from tuner.study.space import SearchSpace, load_space, resolve_space
-from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
+from tuner.study.storage import HEARTBEAT, StudyFolder, make_storage, study_folder
 
 if TYPE_CHECKING:
     from tuner.pipeline.index import IndexProgress
@@ -119,6 +120,10 @@ class Session:
     #: what answerer_kind(project).prepared made (the user's system, imported once)
     prepared: object | None = None
     _runner: RagRunner | None = None
+    #: this session created the study (it had no record before)
+    created: bool = False
+    #: the study was refused before its first trial and nothing of it was kept (`discard_unstarted`)
+    discarded: bool = False
 
     @classmethod
     def open(cls, spec: StudySpec) -> Session:
@@ -171,9 +176,11 @@ class Session:
             space.grid()  # too large a grid to run is refused here, not materialised by Optuna
         # made once, before any study: an entry point that does not import, or an unset token, is one line now
         prepared = answerer_kind(project).prepared(project)
-        session = cls(spec, folder, None, space, project, data, split, [], location, program_files, prepared)
+        session = cls(spec, folder, None, space, project, data, split, [], location, program_files, prepared,
+                      created=not meta)
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
+        refuse_newer_records(folder, meta)  # as `tuner report` would, before a trial is paid for, not after
         session.study = open_study(folder, spec.settings, space, project.model_dump(mode="json"),
                                    str(spec.search_space), split, identity, programs, cache, spec.heartbeat)
         session.recovered = recover_interrupted(
@@ -259,15 +266,30 @@ class Session:
         if self.finished >= trials:
             return 0  # nothing to run: load no model
         answer = bool(self.spec.settings.metrics_needed())
-        self.runner().require_endpoints(answer)  # a hung endpoint is told now, not after minutes of silence
-        self.check_first_reply()
-        if not answer and self.generator_knobs():
-            # a retrieval study meets the generator only when a trial draws such a value: check it now, not hours in
-            self.runner().require_generator(f"the space's {', '.join(self.generator_knobs())} write with it")
+        try:
+            self.runner().require_endpoints(answer)  # a hung endpoint is told now, not after minutes of silence
+            self.check_first_reply()
+            if not answer and self.generator_knobs():
+                # a retrieval study meets the generator only when a trial draws such a value: check it now, not
+                # hours in
+                self.runner().require_generator(f"the space's {', '.join(self.generator_knobs())} write with it")
+        except ConfigError:  # an outage keeps the study: its baseline waits for what answers to be back
+            self.discard_unstarted()
+            raise
         objective = Objective(self.runner(), self.space, self.base, self.spec.settings, self.folder,
                               self.search_questions, hook)
         return run_study(self.study, objective, trials, timeout)
 
+
+    def discard_unstarted(self) -> None:
+        """A study this session created, refused before its first trial began: nothing of it is kept, so the corrected
+        command starts it anew (a kept one would be resumed under the settings that were refused) and no empty
+        report stands beside it. A study in a database is left to its workers."""
+        if not self.created or self.folder.storage is not None or any(
+                t.state != optuna.trial.TrialState.WAITING for t in self.study.get_trials(deepcopy=False)):
+            return
+        shutil.rmtree(self.folder.root, ignore_errors=True)
+        self.discarded = True
 
     def check_first_reply(self) -> None:
         """What answers is asked the first search question with the baseline's knobs before the first trial: a reply
@@ -290,6 +312,20 @@ INDEX_SETTINGS = (*INDEX_KNOBS.values(), "chunking", "embedder.backend", "embedd
 #: or another wording leaves the passages joined where the default numbers them): a refused resume names the cause
 JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.checker", "evaluation.alignment", "evaluation.blend",
                   "evaluation.verdict_prompt", "evaluation.statements", "evaluation.verdict_contexts")
+
+
+def refuse_newer_records(folder: StudyFolder, meta: StudyMeta | None) -> None:
+    """A resumed study whose trial files a newer tuner wrote is refused now (`NewerRecord`, in one line), as every
+    command that reads them refuses it, not after this tuner has run a trial into it."""
+    if meta is None:
+        return
+    try:
+        trials = optuna.load_study(study_name=folder.name, storage=make_storage(folder)).get_trials(deepcopy=False)
+    except KeyError:  # the record without its trials: open_study says what is wrong
+        return
+    for number in range(len(trials)):
+        folder.read_trial(number)
+        folder.read_trial(number, held_out=True)
 
 
 def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConfig) -> None:

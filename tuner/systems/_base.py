@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.errors import Outage, TunerError, first_line
+from tuner.errors import BAD_INPUT, Outage, TunerError, first_line
 
 
 class BadReply(TunerError):
@@ -27,14 +27,20 @@ class BadReply(TunerError):
 
 class BadShape(BadReply):
     """The reply is not of a shape tuner reads (not a JSON object, a field missing or of another type): unlike a
-    call that raised or timed out, every reply of the system is likely to fail the same way."""
+    call that raised or timed out, every reply of the system is likely to fail the same way. The user's to fix, so
+    every command that meets it exits 2."""
+
+    exit_code = BAD_INPUT
 
 
 class Rejected(TunerError):
     """The system refused the trial's knobs (HTTP 400/422, or a Python system raising `Rejected`): no question of
     this configuration can be answered, so the trial fails and the study goes on.
 
-    A Python system raises it itself: `raise tuner.systems.Rejected("k must be at most 20")`."""
+    A Python system raises it itself: `raise tuner.systems.Rejected("k must be at most 20")`. The space's or the
+    defaults' to fix, so every command that meets it exits 2 (a study goes on past a refused trial)."""
+
+    exit_code = BAD_INPUT
 
 
 class Unreachable(Outage):
@@ -72,8 +78,10 @@ class Reply:
             raise BadShape(f"the reply lacks 'contexts' (it has {', '.join(map(repr, data)) or 'no key'})")
         answer = data.get("answer")
         if answers and answer is None and "answer" in data:
-            raise BadShape("the reply's answer is null, not text; a system that retrieves only is configured with "
-                           "answers: false")
+            # an adapter says where it looked (`answer_from`), as it says where it found the contexts
+            looked = f" ({data['answer_from']})" if isinstance(data.get("answer_from"), str) else ""
+            raise BadShape(f"the reply's answer is null{looked}, not text; a system that retrieves only is "
+                           f"configured with answers: false")
         if answers and answer is None:
             raise BadShape(f"the reply lacks 'answer' (it has {', '.join(map(repr, data))}); a system that "
                            f"retrieves only is configured with answers: false")

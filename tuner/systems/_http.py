@@ -10,6 +10,7 @@ from the environment variable `api_key_env` names, at call time, and never store
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import re
@@ -18,6 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +28,7 @@ from tuner.env import secret
 from tuner.errors import first_line
 from tuner.models.llms._openai import MOST_RETRY_AFTER, RETRIES, retry_after
 from tuner.systems._base import BadReply, BadShape, Rejected, System, Unreachable
+from tuner.ui import waiting_for
 
 #: the first backoff; each retry waits twice the one before
 BACKOFF = 0.5
@@ -41,6 +44,23 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 _opener = urllib.request.build_opener(_NoRedirect)
+
+
+def decoded(data: bytes, encoding: str | None) -> bytes:
+    """The body as sent before its Content-Encoding (gzip, deflate; urllib decodes none); BadShape naming an
+    encoding tuner cannot read, rather than its bytes shown as a reply that is not JSON."""
+    encoding = (encoding or "identity").strip().lower()
+    try:
+        if encoding in ("gzip", "x-gzip"):
+            return gzip.decompress(data)
+        if encoding == "deflate":
+            return zlib.decompress(data, -zlib.MAX_WBITS if data[:1] != b"x" else zlib.MAX_WBITS)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise BadShape(f"the reply says it is {encoding}-encoded but does not decode ({first_line(exc)})") from None
+    if encoding != "identity":
+        raise BadShape(f"the reply is {encoding}-encoded, which tuner does not read: serve it plain, gzip or "
+                       f"deflate")
+    return data
 
 
 def read_within(response: Any, deadline: float, timeout: float) -> bytes:
@@ -90,6 +110,10 @@ class HttpSystem(System):
         return self.url, json.dumps(filled).encode()
 
     def ask(self, question: Mapping[str, str], params: Mapping[str, Any]) -> Any:
+        with waiting_for(f"the system at {self.url}", self.timeout, RETRIES + 1):  # a hung call says so at once
+            return self._ask(question, params)
+
+    def _ask(self, question: Mapping[str, str], params: Mapping[str, Any]) -> Any:
         url, body = self._request(question, params)
         wait, tries = BACKOFF, RETRIES + 1
         for attempt in range(1, tries + 1):
@@ -98,7 +122,8 @@ class HttpSystem(System):
             try:
                 deadline = time.monotonic() + self.timeout
                 with _opener.open(request, timeout=self.timeout) as response:
-                    data = read_within(response, deadline, self.timeout)
+                    data = decoded(read_within(response, deadline, self.timeout),
+                                   response.headers.get("Content-Encoding"))
                 try:
                     reply = json.loads(data)
                 except (json.JSONDecodeError, UnicodeDecodeError):
@@ -108,7 +133,7 @@ class HttpSystem(System):
             except urllib.error.HTTPError as exc:
                 status, said = exc.code, _said(exc)
                 if status in (400, 422):
-                    raise Rejected(f"the system refused the request with HTTP {status}: {said}") from None
+                    raise Rejected(f"{said} (HTTP {status})") from None
                 if 300 <= status < 400:
                     where = exc.headers.get("Location") or "an address it does not name"
                     raise Unreachable(f"the system at {self.url} answered HTTP {status}, redirecting to {where}: "
@@ -195,7 +220,17 @@ def _read(reply: Any, paths: HttpResponsePaths) -> dict[str, Any]:
             for n, c in enumerate(contexts, 1)]
     return {"contexts": read, "contexts_from": f"the reply's {paths.contexts!r} (system.response.contexts)",
             **({"answer": _at(reply, paths.answer, "answer")} if paths.answer else {}),
-            **({"usage": _at(reply, paths.usage, "usage")} if paths.usage else {})}
+            **({"usage": _usage(reply, paths.usage)} if paths.usage else {})}
+
+
+def _usage(reply: Any, path: str) -> Mapping[str, Any]:
+    """The token counts where `system.response.usage` points: an object, or BadShape (a usage taken as none would
+    leave every token target at 0 in silence)."""
+    usage = _at(reply, path, "usage")
+    if not isinstance(usage, Mapping):
+        raise BadShape(f"the reply's {path!r} is {type(usage).__name__}, not an object with prompt_tokens and "
+                       f"completion_tokens (system.response.usage)")
+    return usage
 
 
 def _text(context: Any, number: int, paths: HttpResponsePaths) -> str:

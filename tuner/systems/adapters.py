@@ -151,6 +151,10 @@ def _retrieved() -> Any:
     return Retrieved()
 
 
+#: the keys of a chain's output dict its answer is read from, in order
+ANSWER_KEYS = ("answer", "result", "output")
+
+
 def langchain_reply(output: Any, retrieved: Sequence[Any] = (), id_key: str | None = None,
                     retrieved_from: str = "the retrievers inside the call") -> dict[str, Any]:
     """A LangChain runnable's output as a tuner reply: `retrieved` are the documents its retrievers (and tools)
@@ -161,14 +165,19 @@ def langchain_reply(output: Any, retrieved: Sequence[Any] = (), id_key: str | No
     if isinstance(output, list) and all(hasattr(d, "page_content") for d in output):
         return {"contexts": contexts(output), "contexts_from": "the retriever's output"}  # contexts only
     answer, docs, origin = output, list(retrieved), retrieved_from
+    looked = {}
     if isinstance(output, Mapping):
-        answer = next((output[k] for k in ("answer", "result", "output") if k in output), None)
+        answer = next((output[k] for k in ANSWER_KEYS if k in output), None)
         if answer is None and output.get("messages"):  # an agent's state: its last message answers
             answer = output["messages"][-1]
+        if answer is None:  # said where a null answer is refused: which keys were read, which the output has
+            looked = {"answer_from": f"the chain's output has none of {', '.join(ANSWER_KEYS)} or messages (it "
+                                     f"has {', '.join(map(repr, output)) or 'no key'})"}
         key = next((k for k in ("context", "source_documents", "contexts") if isinstance(output.get(k), list)), None)
         if key is not None:
             docs, origin = output[key], f"the chain's output {key!r}"
-    return {"answer": getattr(answer, "content", answer), "contexts": contexts(docs), "contexts_from": origin}
+    return {"answer": getattr(answer, "content", answer), "contexts": contexts(docs), "contexts_from": origin,
+            **looked}
 
 
 def _document(doc: Any, id_key: str | None = None) -> Any:
@@ -177,9 +186,23 @@ def _document(doc: Any, id_key: str | None = None) -> Any:
     if not hasattr(doc, "page_content"):
         return doc
     meta = getattr(doc, "metadata", None) or {}
-    doc_id = meta.get(id_key) if id_key else (getattr(doc, "id", None) or meta.get("id") or meta.get("doc_id")
-                                              or meta.get("source"))
-    return {"text": doc.page_content, "id": None if doc_id is None else str(doc_id)}
+    return {"text": doc.page_content,
+            "id": _doc_id(meta, id_key, getattr(doc, "id", None), meta.get("id"), meta.get("doc_id"),
+                          meta.get("source"))}
+
+
+def _doc_id(meta: Mapping[str, Any], id_key: str | None, *otherwise: Any) -> str | None:
+    """A context's document id: its metadata's `id_key` where one is given, else the first of `otherwise` that is
+    set. An `id_key` a document's metadata lacks is the adapter's wiring, not that document's: said with the keys
+    the metadata has, so the question fails in words rather than as an id that is missing."""
+    if id_key:
+        if id_key not in meta:
+            raise ValueError(f"id_key {id_key!r} names no key of a document's metadata (it has "
+                             f"{', '.join(map(repr, meta)) or 'none'}): pass the key that holds the document id")
+        found = meta[id_key]
+    else:
+        found = next((value for value in otherwise if value), None)
+    return None if found is None else str(found)
 
 
 #: the open pipeline inputs a Haystack pipeline takes the question by, unless told (`question_to`)
@@ -240,8 +263,8 @@ def haystack_reply(outputs: Mapping[str, Any], documents_from: str | None = None
 
 def _haystack_document(doc: Any, id_key: str | None) -> dict[str, Any]:
     meta = getattr(doc, "meta", None) or {}
-    doc_id = meta.get(id_key) if id_key else (meta.get("id") or meta.get("doc_id") or meta.get("source") or doc.id)
-    return {"text": doc.content or "", "id": None if doc_id is None else str(doc_id)}
+    return {"text": doc.content or "",
+            "id": _doc_id(meta, id_key, meta.get("id"), meta.get("doc_id"), meta.get("source"), doc.id)}
 
 
 #: the input and output fields a DSPy program passes its passages in
@@ -335,8 +358,8 @@ def _node(scored: Any, id_key: str | None = None) -> dict[str, Any]:
     """A LlamaIndex node (with or without its score) as a context: its document's id where it has one."""
     node = getattr(scored, "node", scored)
     meta = getattr(node, "metadata", None) or {}
-    doc_id = meta.get(id_key) if id_key else (meta.get("id") or meta.get("doc_id") or getattr(node, "ref_doc_id", None))
-    return {"text": node.get_content(), "id": None if doc_id is None else str(doc_id)}
+    return {"text": node.get_content(),
+            "id": _doc_id(meta, id_key, meta.get("id"), meta.get("doc_id"), getattr(node, "ref_doc_id", None))}
 
 
 def http_app(system: Callable[[dict, dict], Any]) -> Any:
@@ -351,8 +374,14 @@ def http_app(system: Callable[[dict, dict], Any]) -> Any:
     async def answer(body: dict[str, Any]) -> Any:
         if "question" not in body:  # the request's fault; a KeyError inside the system is the system's (500)
             raise HTTPException(400, "the request lacks 'question'")
+        question = body["question"]
+        if not isinstance(question, dict) or not isinstance(question.get("text"), str):
+            raise HTTPException(400, f"the request's 'question' is {type(question).__name__}, not an object with "
+                                     f"its text (and id): {{\"question\": {{\"id\": \"q1\", \"text\": \"…\"}}}}")
+        if not isinstance(body.get("params", {}), dict):
+            raise HTTPException(400, "the request's 'params' is not an object of knob values")
         try:
-            return await run_in_threadpool(system, body["question"], body.get("params", {}))
+            return await run_in_threadpool(system, question, body.get("params", {}))
         except Rejected as exc:
             raise HTTPException(422, str(exc)) from None
         except Exception as exc:

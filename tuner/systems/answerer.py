@@ -138,7 +138,7 @@ class SystemAnswerer(Answerer):
         or timed out is that question's failure in trial 0, unless an id target needs its ids now."""
         entry = self.system.config.entry
         try:
-            reply = self.system.reply(question.id, question.text, config.system)
+            reply = self.system.reply(question.id, question.text, config.system, keep_failure=True)
         except Rejected:  # the baseline's knobs are refused: trial 0 fails for them, and the study goes on
             return
         except BadReply as exc:
@@ -149,7 +149,13 @@ class SystemAnswerer(Answerer):
         if not id_targets:
             return
         target = id_targets[0]
-        if not reply.contexts or any(c.id is None for c in reply.contexts):
+        if not reply.contexts:  # nothing to read an id from: not the same fault as contexts without ids
+            looked = f" ({reply.contexts_from})" if reply.contexts_from else ""
+            raise ConfigError(f"--target {target}: system {entry} returned no contexts for question {question.id}"
+                              f"{looked}, so its document ids cannot be checked before the first trial and id "
+                              f"metrics would read nothing; return the passages it retrieved (`tuner system check` "
+                              f"shows its reply)")
+        if any(c.id is None for c in reply.contexts):
             raise ConfigError(f"--target {target}: the contexts system {entry} returned for question {question.id} "
                               f"carry no document id, so id metrics cannot be computed; return each context as "
                               f"{{\"text\": ..., \"id\": DOCUMENT_ID}} with the ids the qrels name, or choose a judged "

@@ -36,11 +36,19 @@ class ClassifierChecker(Checker):
             from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
             self.tokenizer = AutoTokenizer.from_pretrained(config.classifier)
-            self.model = AutoModelForSequenceClassification.from_pretrained(config.classifier).eval()
+            self.model, loaded = AutoModelForSequenceClassification.from_pretrained(config.classifier,
+                                                                                    output_loading_info=True)
         except (OSError, ValueError, ImportError) as exc:
             raise ConfigError(f"checker {config.identity}: cannot load the model ({first_line(str(exc))}); give a "
                               f"folder with config.json, weights and tokenizer files, or a Hub id where the Hub is "
                               f"reachable") from None
+        if loaded["missing_keys"]:  # transformers made up a head of random weights: its scores would be noise
+            kind = ", ".join(getattr(self.model.config, "architectures", None) or ()) or "no architecture named"
+            made_up = ", ".join(sorted(loaded["missing_keys"])[:2])
+            raise ConfigError(f"checker {config.identity}: not a sequence classifier ({kind}): its weights hold no "
+                              f"classification head ({made_up} would be random); give a fact-checking or NLI model "
+                              f"trained for sequence classification")
+        self.model.eval()
         self.label = self._supported_label()
         # the longest input the model reads (a tokenizer may not say: a model's positions do)
         self.longest = min(self.tokenizer.model_max_length, getattr(self.model.config, "max_position_embeddings",
@@ -55,8 +63,10 @@ class ClassifierChecker(Checker):
         if self.config.reads == "nli":
             found = [i for i, name in labels.items() if name.startswith("entail")]
             if not found:
+                advice = "use reads: minicheck for a two-label checker" if len(labels) == 2 else \
+                    "name them in its config.json's id2label (entailment, neutral, contradiction as it was trained)"
                 raise ConfigError(f"checker {self.config.identity} reads nli, but its labels name no entailment "
-                                  f"({', '.join(labels.values())}): use reads: minicheck for a two-label checker")
+                                  f"({', '.join(labels.values())}): {advice}")
             return found[0]
         if len(labels) != 2:
             raise ConfigError(f"checker {self.config.identity} reads minicheck (two labels, 1 = supported), but "
