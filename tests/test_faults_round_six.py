@@ -66,8 +66,7 @@ def test_a_study_whose_every_trial_failed_exits_1_however_it_stopped(tmp_path):
     said = one_line_error(exhausted, started=True)
     assert exhausted.returncode == ERROR
     assert said == ("error: no trial of study s finished (3 failed; the last: system python:picky:answer refused the "
-                    "knobs k=3: k must be at most 1): nothing to report as best") or said.endswith(
-        "refused the knobs k=4: k must be at most 1): nothing to report as best"), said
+                    "knobs k=3: k must be at most 1): nothing to report as best")
     assert "stopped at 3 distinct configurations (0 finished, 3 failed): the sampler proposed only configurations " \
            "already tried" in exhausted.stderr
     assert (tmp_path / "reports" / "s" / "report.md").is_file()  # the report still says what failed
@@ -400,6 +399,8 @@ def test_a_call_that_hangs_says_what_it_waits_for_in_its_first_progress_line(tmp
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[0] == f"waiting: no reply from the system at {server.url} in 1 s, try 1 of 4 (2 s each)", lines
     assert any("try 2 of 4" in line for line in lines)
-    assert lines[-1].startswith(f"error: system http:{server.url}, asked question q01: the system did not reply "
-                                f"within 2 s (4 tries") or lines[-1].startswith("error: system "), lines[-1]
+    assert [int(line.split("try ")[1][0]) for line in lines[:-1]] == sorted(int(line.split("try ")[1][0])
+                                                                           for line in lines[:-1])  # tries in order
+    assert lines[-1] == (f"error: system {server.url}, asked question q01: the system did not reply within 2 s (4 "
+                         f"tries; raise system.timeout for a slow system)")
     assert result.returncode == ERROR

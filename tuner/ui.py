@@ -93,19 +93,22 @@ class Heartbeat:
                 self.beats += 1
 
 
-@contextlib.contextmanager
-def waiting_for(what: str, timeout: float, tries: int) -> Iterator[None]:
+class Waiting(Heartbeat):
     """While one call waits for `what` to reply (up to `tries` tries of `timeout` seconds): a line every
-    `log_every()` seconds saying so, so the first line written while nothing moves says why, not minutes later."""
-    started = time.monotonic()
+    `log_every()` seconds saying so, so the first line written while nothing moves says why, not minutes later. The
+    caller that retries sets `attempt`; else it is told from the time waited."""
 
-    def line() -> list[str]:
-        waited = time.monotonic() - started
-        return [f"waiting: no reply from {what} in {duration(waited)}, try {min(int(waited // timeout) + 1, tries)} "
-                f"of {tries} ({timeout:g} s each)"]
+    def __init__(self, what: str, timeout: float, tries: int):
+        self.what, self.timeout, self.tries = what, timeout, tries
+        self.attempt: int | None = None
+        self.started = time.monotonic()
+        super().__init__(self._line)
 
-    with Heartbeat(line):
-        yield
+    def _line(self) -> list[str]:
+        waited = time.monotonic() - self.started
+        attempt = self.attempt or min(int(waited // self.timeout) + 1, self.tries)
+        return [f"waiting: no reply from {self.what} in {duration(waited)}, try {attempt} of {self.tries} "
+                f"({self.timeout:g} s each)"]
 
 
 class Bar(Progress):

@@ -28,7 +28,7 @@ from tuner.env import secret
 from tuner.errors import first_line
 from tuner.models.llms._openai import MOST_RETRY_AFTER, RETRIES, retry_after
 from tuner.systems._base import BadReply, BadShape, Rejected, System, Unreachable
-from tuner.ui import waiting_for
+from tuner.ui import Waiting
 
 #: the first backoff; each retry waits twice the one before
 BACKOFF = 0.5
@@ -110,13 +110,14 @@ class HttpSystem(System):
         return self.url, json.dumps(filled).encode()
 
     def ask(self, question: Mapping[str, str], params: Mapping[str, Any]) -> Any:
-        with waiting_for(f"the system at {self.url}", self.timeout, RETRIES + 1):  # a hung call says so at once
-            return self._ask(question, params)
+        with Waiting(f"the system at {self.url}", self.timeout, RETRIES + 1) as waiting:  # a hung call says so
+            return self._ask(question, params, waiting)
 
-    def _ask(self, question: Mapping[str, str], params: Mapping[str, Any]) -> Any:
+    def _ask(self, question: Mapping[str, str], params: Mapping[str, Any], waiting: Waiting) -> Any:
         url, body = self._request(question, params)
         wait, tries = BACKOFF, RETRIES + 1
         for attempt in range(1, tries + 1):
+            waiting.attempt = attempt
             last = attempt == tries
             request = urllib.request.Request(url, body, self._headers(), method=self.config.method)
             try:

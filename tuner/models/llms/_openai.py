@@ -12,7 +12,7 @@ from typing import Any
 from tuner.env import secret
 from tuner.errors import first_line
 from tuner.models.llms._base import LLM, Completion, LLMError, Messages
-from tuner.ui import waiting_for
+from tuner.ui import Waiting
 
 #: how often the client tries again after an outage-like failure, with its exponential backoff (0.5 s, 1 s, 2 s)
 RETRIES = 3
@@ -48,7 +48,7 @@ class OpenAICompatibleLLM(LLM):
 
     def _chat(self, messages: Messages, *, max_tokens: int, temperature: float, seed: int,
               json_schema: dict[str, Any] | None) -> Completion:
-        with waiting_for(f"the LLM endpoint {self.base_url}", self.timeout, RETRIES + 1):  # a hung call says so
+        with Waiting(f"the LLM endpoint {self.base_url}", self.timeout, RETRIES + 1):  # a hung call says so
             return self._completion(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
                                     json_schema=json_schema)
 
