@@ -119,12 +119,13 @@ def test_a_draft_model_beside_the_config_is_found_and_one_not_smaller_is_refused
         head.write(whole.read(8 << 20))  # its header and a little: a smaller GGUF file, as a draft model is
     (tmp_path / "model.gguf").symlink_to(small_gguf)
     (tmp_path / "conf" / "tuner.yaml").write_text(yaml.safe_dump({
-        "generator": {"model": "../model.gguf", "speculative": "../draft.gguf"}}))
-    monkeypatch.chdir(tmp_path / "conf")
+        "generator": {"model": str(tmp_path / "model.gguf"), "speculative": "../draft.gguf"}}))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # where ../draft.gguf is not
     path, size = gguf_of(load_config(tmp_path / "conf" / "tuner.yaml").generator, "generator")
     assert size > 2 * small_gguf.stat().st_size + 2 * (8 << 20)  # the draft's memory counted beside the model's
     (tmp_path / "conf" / "tuner.yaml").write_text(yaml.safe_dump({
-        "generator": {"model": "../draft.gguf", "speculative": "../model.gguf"}}))
+        "generator": {"model": str(tmp_path / "draft.gguf"), "speculative": "../model.gguf"}}))
     with pytest.raises(ConfigError) as refused:
         gguf_of(load_config(tmp_path / "conf" / "tuner.yaml").generator, "generator")
     megabytes = f"{small_gguf.stat().st_size / 2**20:,.0f}"

@@ -46,7 +46,7 @@ from tuner.study.optimize import (
     run_study,
 )
 from tuner.study.space import SearchSpace, load_space, resolve_space
-from tuner.study.storage import HEARTBEAT, StudyFolder, make_storage, study_folder
+from tuner.study.storage import HEARTBEAT, StudyFolder, study_folder
 
 if TYPE_CHECKING:
     from tuner.pipeline.index import IndexProgress
@@ -180,9 +180,10 @@ class Session:
                       created=not meta)
         if not meta and spec.before_first_trial is not None:
             spec.before_first_trial(session)
-        refuse_newer_records(folder, meta)  # as `tuner report` would, before a trial is paid for, not after
         session.study = open_study(folder, spec.settings, space, project.model_dump(mode="json"),
                                    str(spec.search_space), split, identity, programs, cache, spec.heartbeat)
+        if meta:  # as `tuner report` would, before a trial is paid for, not after
+            refuse_newer_records(folder, session.study)
         session.recovered = recover_interrupted(
             session.study, running_too=spec.storage is None,
             finished=lambda trial: finish_from_file(session.study, folder, spec.settings, project, trial))
@@ -314,18 +315,12 @@ JUDGE_SETTINGS = ("evaluation.verdicts", "evaluation.checker", "evaluation.align
                   "evaluation.verdict_prompt", "evaluation.statements", "evaluation.verdict_contexts")
 
 
-def refuse_newer_records(folder: StudyFolder, meta: StudyMeta | None) -> None:
+def refuse_newer_records(folder: StudyFolder, study: optuna.Study) -> None:
     """A resumed study whose trial files a newer tuner wrote is refused now (`NewerRecord`, in one line), as every
     command that reads them refuses it, not after this tuner has run a trial into it."""
-    if meta is None:
-        return
-    try:
-        trials = optuna.load_study(study_name=folder.name, storage=make_storage(folder)).get_trials(deepcopy=False)
-    except KeyError:  # the record without its trials: open_study says what is wrong
-        return
-    for number in range(len(trials)):
-        folder.read_trial(number)
-        folder.read_trial(number, held_out=True)
+    for trial in study.get_trials(deepcopy=False):
+        folder.read_trial(trial.number)
+        folder.read_trial(trial.number, held_out=True)
 
 
 def refuse_other_system(name: str, recorded: ProjectConfig, project: ProjectConfig) -> None:
