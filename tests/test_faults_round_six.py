@@ -137,6 +137,7 @@ def test_a_draft_model_beside_the_config_is_found_and_one_not_smaller_is_refused
 
 # --- 3. a classifier that is no sequence classifier ------------------------------------------------------------
 
+@pytest.mark.slow  # it builds and loads two tiny BERTs
 def test_a_classifier_checker_without_a_classification_head_or_with_unnamed_labels_is_refused(tmp_path):
     from tests.conftest import tiny_bert
     from tuner.config import EvaluationConfig

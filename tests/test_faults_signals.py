@@ -340,3 +340,28 @@ def test_a_stop_marked_by_both_the_watcher_and_the_unwinding_trial_is_told_to_op
     assert unwinder.is_alive() and not told
     second = study.trials[1]
     assert second.state == optuna.trial.TrialState.FAIL and second.user_attrs[INTERRUPTED] == "SIGTERM"
+
+
+BROKEN_BY_THE_STOP = """
+import os, signal, time
+from tuner.cli import app, main
+
+@app.command("broken-by-a-stop")
+def broken() -> None:
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+    except KeyboardInterrupt:  # as optuna's journal lock, renamed away while the stop unwound its write
+        raise FileNotFoundError(2, "No such file or directory", "journal.log.lock1234.rename")
+
+main()
+"""
+
+
+def test_a_file_error_raised_while_a_stop_unwinds_is_the_stop_not_an_error(tmp_path):
+    """CI met it once: Ctrl-C in round 2 cut optuna's journal lock mid-rename, and the unwinding raised
+    FileNotFoundError, which left as `error: No such file or directory … .rename`, exit 1."""
+    result = subprocess.run([sys.executable, "-c", BROKEN_BY_THE_STOP, "broken-by-a-stop"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr
+    assert "No such file" not in result.stderr and "Traceback" not in result.stderr

@@ -209,15 +209,16 @@ def test_a_system_that_rejects_a_parameter_fails_that_trial_and_the_study_goes_o
         session.run(2)
     trials = session.study.trials
     assert [t.state.name for t in trials] == ["FAIL", "FAIL"]
-    assert trials[0].user_attrs["error"] == "the system refused the request with HTTP 400: k=2 is more than this " \
-                                            "index holds"
+    assert trials[0].user_attrs["error"] == (f"system {server.url} refused the knobs k=2, prompt=plain: k=2 is more "
+                                             f"than this index holds (HTTP 400)")  # the system's words, said as its
     # a Python system says so by raising Rejected: the trials it refuses fail, the ones it takes complete
     picky = open_session(tmp_path, fake_embedder, SPACE, limit=3, name="picky",
                          project=python_project(tmp_path, python="own_system:picky"))
     picky.run(4)
     states = {t.params.get("k", 2): t.state.name for t in picky.study.trials if DUPLICATE not in t.user_attrs}
     assert states[2] == "FAIL" and all(state == ("COMPLETE" if k == 1 else "FAIL") for k, state in states.items())
-    assert picky.study.trials[0].user_attrs["error"] == "k=2: this index serves at most 1 passage"
+    assert picky.study.trials[0].user_attrs["error"] == ("system python:own_system:picky refused the knobs k=2, "
+                                                         "prompt=plain: k=2: this index serves at most 1 passage")
 
 
 def test_an_http_system_waits_out_a_429_and_answers_with_its_concurrency(tmp_path, fake_embedder, own):
@@ -249,7 +250,7 @@ def test_an_id_target_reads_the_system_s_context_ids_and_is_refused_when_it_has_
     with pytest.raises(ConfigError, match=r"--target ndcg@10: the contexts system python:own_system:answer "
                                           r"returned for question q0\d carry no document id"):
         without.run(1)
-    assert not without.study.trials or without.study.trials[0].state.name == "WAITING"
+    assert without.discarded and not without.folder.root.exists()  # refused before trial 0: nothing kept
 
 
 def test_context_ids_that_name_no_document_are_said_before_the_first_trial(tmp_path, fake_embedder, own, caplog):
@@ -266,7 +267,7 @@ def test_context_ids_that_name_no_document_are_said_before_the_first_trial(tmp_p
     assert said.endswith("so every id metric would be 0; return each context's source document id (a LangChain "
                          "Document's metadata key, a LlamaIndex node's ref_doc_id), or choose a judged target")
     assert len(calls(own)) == 1  # asked once, with the baseline's knobs
-    assert not session.study.trials or session.study.trials[0].state.name == "WAITING"
+    assert session.discarded and not session.folder.root.exists()  # refused before trial 0: nothing kept
     first = python_project(tmp_path, knobs={**KNOBS, "ids": {"type": "str", "default": "first"}})
     session = open_session(tmp_path, fake_embedder, SPACE, targets=("ndcg@10",), limit=6, project=first, name="first")
     with caplog.at_level("WARNING"):
@@ -680,5 +681,5 @@ def test_the_judge_check_and_a_refused_knob_as_printed_on_a_system_study(tmp_pat
         (tmp_path / "cli").mkdir()
         write_config(tmp_path / "cli", {"http": server.url}, judge=model, generator=model)
         result = tuner(*OPTIMIZE, "--target", "faithfulness", "--trials", "1", cwd=tmp_path / "cli")
-    assert "the system refused the request with HTTP 400: k=2 is more than this index holds" in \
-        one_line_error(result, started=True)
+    assert f"system {server.url} refused the knobs k=2, prompt=plain: k=2 is more than this index holds (HTTP 400)" \
+        in one_line_error(result, started=True)

@@ -40,20 +40,28 @@ def main() -> None:
         error(str(exc))
         sys.exit(exc.exit_code)
     except OSError as exc:  # read-only folder, disk full, a file where a folder should be: the system's words
+        if (stopped := exit_code()) is not None:  # a journal write cut by the interrupt (its lock file renamed
+            leave_stopped(stopped)  # away under it): a stop, as asked
         where = f": {exc.filename}" if exc.filename else ""
         error(f"{exc.strerror or exc}{where}")
         sys.exit(ERROR)
     except Exception as exc:  # a defect of tuner's: one line to read, the traceback kept for the bug report
         if (stopped := exit_code()) is not None:  # a library broke as the interrupt unwound it (optuna's
             # _run_trial reads a state it never set): a stop, as asked, not a defect
-            from tuner.study.running import mark_interrupted
-
-            mark_interrupted(stop_name(stopped - SIGNALLED))
-            announced.wait(1)
-            leave(stopped)
+            leave_stopped(stopped)
         error(f"internal error: {described(exc)} — a defect in tuner, not in your input (what finished is kept); "
               f"{keep_traceback(exc)}")
         sys.exit(INTERNAL_ERROR)
+
+
+def leave_stopped(code: int) -> None:
+    """Leave as the stop in progress asked (its exit code), the running trial marked interrupted: what broke while
+    the interrupt unwound the work is the stop's doing, not a defect or the user's input."""
+    from tuner.study.running import mark_interrupted
+
+    mark_interrupted(stop_name(code - SIGNALLED))
+    announced.wait(1)
+    leave(code)
 
 
 def keep_traceback(exc: BaseException) -> str:
