@@ -1,7 +1,7 @@
 """The contract of what answers a question before it is judged (`Answerer`), and what it gives (`Response`). Its kinds:
 tuner's built-in pipeline and answer program (`evaluation/answerers.py` `PipelineAnswerer`) and the user's own system
-(`systems/answerer.py` `SystemAnswerer`); `answerers.answerer_kind` says which one a project tunes. A run
-(`RagRunner`) holds one and judges whatever `Response` it gives the same way."""
+(`evaluation/system_answerer.py` `SystemAnswerer`); `answerers.answerer_kind` says which one a project tunes. A
+run (`RagRunner`) holds one and judges whatever `Response` it gives the same way."""
 
 from __future__ import annotations
 

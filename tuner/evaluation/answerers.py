@@ -1,6 +1,6 @@
 """The kinds of what answers: tuner's built-in pipeline and answer program (`PipelineAnswerer`, here) and the user's
-own system (`systems/answerer.py` `SystemAnswerer`), behind the contract in `evaluation/answerer.py`; `answerer_kind`
-says which one a project tunes. A new way of answering is a subclass of `Answerer` and a branch in `answerer_kind`."""
+own system (`evaluation/system_answerer.py` `SystemAnswerer`), behind the contract in `evaluation/answerer.py`;
+`answerer_kind` says which one a project tunes. A new way of answering is a subclass of `Answerer` and a branch in `answerer_kind`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tuner.evaluation.answerer import Answerer, Response, RunParts, Step, Width
 from tuner.evaluation.retrieval_eval import passage, trace
 from tuner.models.llms import CachedLLM, estimate_tokens
 from tuner.models.provider import Models
-from tuner.systems.answerer import SystemAnswerer
+from tuner.evaluation.system_answerer import SystemAnswerer
 
 if TYPE_CHECKING:  # the model stack (DSPy, the pipeline) loads when tuner's pipeline answers, not to refuse a command
     import dspy
