@@ -17,9 +17,9 @@ from tuner.config import ProjectConfig, PythonSystemConfig
 from tuner.data import load_dataset
 from tuner.errors import ConfigError
 from tuner.evaluation.retrieval_metrics import ndcg_at
+from tuner.evaluation.system_answerer import SystemAnswerer
 from tuner.study.attrs import DUPLICATE
 from tuner.study.space import SearchSpace, load_space
-from tuner.evaluation.system_answerer import SystemAnswerer
 
 TESTS = Path(__file__).parent
 DEMO = Path(__file__).parents[1] / "tuner" / "data" / "demo"

@@ -15,9 +15,9 @@ from tuner.data import Question
 from tuner.errors import TunerError, described
 from tuner.evaluation.answerer import Answerer, Response, RunParts, Step, Width
 from tuner.evaluation.retrieval_eval import passage, trace
+from tuner.evaluation.system_answerer import SystemAnswerer
 from tuner.models.llms import CachedLLM, estimate_tokens
 from tuner.models.provider import Models
-from tuner.evaluation.system_answerer import SystemAnswerer
 
 if TYPE_CHECKING:  # the model stack (DSPy, the pipeline) loads when tuner's pipeline answers, not to refuse a command
     import dspy
