@@ -1,6 +1,7 @@
 """The kinds of what answers: tuner's built-in pipeline and answer program (`PipelineAnswerer`, here) and the user's
 own system (`evaluation/system_answerer.py` `SystemAnswerer`), behind the contract in `evaluation/answerer.py`;
-`answerer_kind` says which one a project tunes. A new way of answering is a subclass of `Answerer` and a branch in `answerer_kind`."""
+`answerer_kind` says which one a project tunes. A new way of answering is a subclass of `Answerer` and a branch in
+`answerer_kind`."""
 
 from __future__ import annotations
 
