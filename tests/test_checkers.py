@@ -175,6 +175,15 @@ def test_a_classifier_reads_as_its_authors_read_it_cached_and_counted(tmp_path):
         assert again == first and (cost.llm_calls, cost.cache_hits) == (2, 2) and cost.prompt_tokens > 0
 
 
+def test_a_classifier_is_loaded_once_per_process_and_its_passes_share_one_lock():
+    """A study builds a checker per graded metric per question in flight: each copy of MiniCheck would take its
+    memory again, and each lock of its own would let their passes run at once on the same cores."""
+    config = EvaluationConfig(checker={"classifier": trained_checker()}).checker
+    first, second = make_checker(config), make_checker(config.model_copy(update={"chunk_words": 64}))
+    assert first.model is second.model and first._lock is second._lock and first is not second
+    assert second.supported(CONTEXTS, [SUPPORTED]) == first.supported(CONTEXTS, [SUPPORTED])
+
+
 def test_a_classifier_that_cannot_be_read_is_one_line(tmp_path):
     said = []
     for checker in ({"classifier": str(tmp_path / "nowhere")},

@@ -58,7 +58,7 @@ def test_derived_tables_follow_the_registry():
 def test_a_computed_metric_scores_without_a_judge_call(fake_embedder, monkeypatch):
     words = Computed(lambda response, **_: len(response.split()))
     length = MetricSpec("answer_length", ("answer",), lambda tools: words, "words in the answer", kind="computed",
-                        calls=0)
+                        calls=0, high=None)  # a count: its range has no top
     monkeypatch.setitem(REGISTRY, length.name, length)
     llm = ScriptedLLM()
     scorer = RagasScorer(llm, fake_embedder, EvaluationConfig(), max_tokens=64)
@@ -113,3 +113,24 @@ def test_a_metric_with_no_best_value_or_a_cost_is_said_not_attributed(monkeypatc
     _word_count(monkeypatch, high=None, lower_is_better=True)  # fewer is better, no worst: a refusal is left out
     refused = score_refusal({"word_count": Outcome(3.0)}, "zero", answerable=True)["word_count"]
     assert refused.value is None and "left out, as the metric has no worst value" in refused.detail
+
+
+def test_a_score_outside_its_declared_range_fails_that_question_naming_the_range(fake_embedder, monkeypatch):
+    spec = MetricSpec("overshoot", ("answer",), lambda tools: Computed(lambda response, **_: 1.7), "a share gone wrong",
+                      kind="computed", calls=0)
+    monkeypatch.setitem(REGISTRY, spec.name, spec)
+    scorer = RagasScorer(ScriptedLLM(), fake_embedder, EvaluationConfig(), max_tokens=64)
+    outcome = scorer.score("overshoot", "q?", "an answer", ["c"], None)
+    assert (outcome.value, outcome.failure, outcome.detail) == (
+        None, "out_of_range", "overshoot gave 1.7, outside its declared range 0 to 1")
+    _word_count(monkeypatch, high=None)
+    assert scorer.score("word_count", "q?", "three short words", ["c"], None).value == 3.0  # no upper bound
+
+
+def test_a_computed_metric_s_own_error_is_raised_as_a_defect_not_a_failed_question(fake_embedder, monkeypatch):
+    spec = MetricSpec("broken", ("answer",), lambda tools: Computed(lambda response, **_: len(response) / None),
+                      "a metric with a bug", kind="computed", calls=0)
+    monkeypatch.setitem(REGISTRY, spec.name, spec)
+    scorer = RagasScorer(ScriptedLLM(), fake_embedder, EvaluationConfig(), max_tokens=64)
+    with pytest.raises(TypeError):
+        scorer.score("broken", "q?", "an answer", ["c"], None)

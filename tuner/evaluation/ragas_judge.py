@@ -181,10 +181,15 @@ class RagasScorer:
         except JudgeOutputError as exc:
             return Outcome(None, "unparsable", str(exc))
         except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
+            if not spec.judged:  # plain code of ours or the user's: a bug to fix, not a question that failed
+                raise
             return Outcome(None, "error", f"{type(exc).__name__}: {exc}")
         value = getattr(result, "value", result)  # a RAGAS result, or a computed metric's float
         if value is None or not isinstance(value, (int, float)) or math.isnan(value):
             if refusal:
                 return Outcome(None, "refusal", "the answer declines to answer: nothing to judge")
             return Outcome(None, "nan", "the judge extracted nothing to score")
+        if value < spec.low or (spec.high is not None and value > spec.high):  # a mean over it would be no score
+            return Outcome(None, "out_of_range", f"{metric} gave {value:g}, outside its declared range {spec.low:g} "
+                                                 f"to {'∞' if spec.high is None else f'{spec.high:g}'}")
         return Outcome(float(value))

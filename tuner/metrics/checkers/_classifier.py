@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tuner.cache import paid_once
 from tuner.errors import ConfigError, first_line
@@ -28,27 +29,55 @@ class _Score:
     completion_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class _Loaded:
+    """A classifier's weights and tokenizer, loaded once per process and shared by every checker that reads it (a
+    study builds one per metric per thread in flight), with the one lock its forward passes take."""
+
+    tokenizer: Any
+    model: Any
+    lock: threading.Lock
+
+
+#: loaded classifiers by what names them
+_loaded: dict[str, _Loaded] = {}
+_loading = threading.Lock()
+
+
+def _load(config) -> _Loaded:
+    with _loading:
+        if config.classifier not in _loaded:
+            _loaded[config.classifier] = _read(config)
+        return _loaded[config.classifier]
+
+
+def _read(config) -> _Loaded:
+    """The classifier `config` names, refused in one line when it cannot be loaded or has no trained head."""
+    try:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(config.classifier)
+        model, loaded = AutoModelForSequenceClassification.from_pretrained(config.classifier,
+                                                                           output_loading_info=True)
+    except (OSError, ValueError, ImportError) as exc:
+        raise ConfigError(f"checker {config.identity}: cannot load the model ({first_line(str(exc))}); give a "
+                          f"folder with config.json, weights and tokenizer files, or a Hub id where the Hub is "
+                          f"reachable") from None
+    if loaded["missing_keys"]:  # transformers made up a head of random weights: its scores would be noise
+        kind = ", ".join(getattr(model.config, "architectures", None) or ()) or "no architecture named"
+        made_up = ", ".join(sorted(loaded["missing_keys"])[:2])
+        raise ConfigError(f"checker {config.identity}: not a sequence classifier ({kind}): its weights hold no "
+                          f"classification head ({made_up} would be random); give a fact-checking or NLI model "
+                          f"trained for sequence classification")
+    # one forward pass at a time, whichever checker asks: torch spreads each over the cores
+    return _Loaded(tokenizer, model.eval(), threading.Lock())
+
+
 class ClassifierChecker(Checker):
     def __init__(self, config):
         self.config = config
-        self._lock = threading.Lock()  # one forward pass at a time: torch spreads each over the cores
-        try:
-            from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-            self.tokenizer = AutoTokenizer.from_pretrained(config.classifier)
-            self.model, loaded = AutoModelForSequenceClassification.from_pretrained(config.classifier,
-                                                                                    output_loading_info=True)
-        except (OSError, ValueError, ImportError) as exc:
-            raise ConfigError(f"checker {config.identity}: cannot load the model ({first_line(str(exc))}); give a "
-                              f"folder with config.json, weights and tokenizer files, or a Hub id where the Hub is "
-                              f"reachable") from None
-        if loaded["missing_keys"]:  # transformers made up a head of random weights: its scores would be noise
-            kind = ", ".join(getattr(self.model.config, "architectures", None) or ()) or "no architecture named"
-            made_up = ", ".join(sorted(loaded["missing_keys"])[:2])
-            raise ConfigError(f"checker {config.identity}: not a sequence classifier ({kind}): its weights hold no "
-                              f"classification head ({made_up} would be random); give a fact-checking or NLI model "
-                              f"trained for sequence classification")
-        self.model.eval()
+        loaded = _load(config)
+        self.tokenizer, self.model, self._lock = loaded.tokenizer, loaded.model, loaded.lock
         self.label = self._supported_label()
         # the longest input the model reads (a tokenizer may not say: a model's positions do)
         self.longest = min(self.tokenizer.model_max_length, getattr(self.model.config, "max_position_embeddings",
