@@ -1,5 +1,6 @@
-"""What a study will cost, told before it starts: the baseline on two search questions (trial 0), then the
-configuration the study's sampler draws first (trial 1) on the same questions, scaled to the study.
+"""What a study will cost, told before it starts: the baseline on `SAMPLED` search questions spread over the set
+(trial 0), then the configuration the study's sampler draws first (trial 1) on the same questions, scaled to the
+study.
 
 Trial 1 runs after trial 0 in the same process, as in the study: it resumes the prompt prefixes trial 0 left (a
 question's passages), which is what makes later trials cheaper. Figures are as on a cold cache (a call served from
