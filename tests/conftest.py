@@ -24,7 +24,8 @@ os.environ["TUNER_TEST_SET_BY_TUNER"] = ",".join(sorted(set(os.environ) - _befor
 
 #: fixtures that load a real model (weights from a registry package, or a tiny random transformer): a test using one
 #: is a slow test whatever it says, so `-m "not slow"` leaves out every test that loads a model through them
-REAL_MODEL_FIXTURES = {"real_embedder", "small_llm", "served_small_model", "tiny_cross_encoder", "tiny_embedder"}
+REAL_MODEL_FIXTURES = {"real_embedder", "small_llm", "served_small_model", "tiny_cross_encoder", "tiny_embedder",
+                       "small_gguf"}  # the 0.5B's file: a test that asks for it runs it, often in a tuner process
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -45,33 +46,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-
-
-#: what builds a model with weights (loaded, or random as the tiny test models are), as (module, class): a test that
-#: reaches one in its own process is slow, and must say so
-MODEL_BUILDERS = (("llama_cpp", "Llama"), ("transformers", "PreTrainedModel"),
-                  ("sentence_transformers", "SentenceTransformer"))
-
-
-@pytest.fixture(autouse=True)
-def no_model_unless_slow(request, monkeypatch):
-    """A test not marked slow (by itself or by a fixture in REAL_MODEL_FIXTURES) that builds a model fails, naming
-    it: `-m "not slow"` then loads no model, as its marker promises."""
-    if request.node.get_closest_marker("slow"):
-        return
-    import importlib
-
-    for module_name, class_name in MODEL_BUILDERS:
-        try:
-            builder = getattr(importlib.import_module(module_name), class_name)
-        except ImportError:  # not installed here (the OpenVINO venv runs the embedder tests alone)
-            continue
-
-        def refuse(self, *args, _named=f"{module_name}.{class_name}", **kwargs):
-            pytest.fail(f"{request.node.nodeid} builds a model ({_named}) but is not marked slow: mark it "
-                        f"@pytest.mark.slow, or use a fixture of REAL_MODEL_FIXTURES", pytrace=False)
-
-        monkeypatch.setattr(builder, "__init__", refuse)
 
 
 @pytest.fixture

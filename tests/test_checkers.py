@@ -35,8 +35,10 @@ def trained_checker(reads: str = "minicheck") -> str:
 
 #: a config of every kind a project may name (`config.CHECKER_KINDS`), by kind (made when a test asks)
 CONFIGS = {"lexical": lambda: {"lexical": "words"}, "classifier": lambda: {"classifier": trained_checker()}}
+#: the kinds whose config names weights (a tiny classifier the test trains): their cases are slow tests
+WEIGHTS = {"classifier"}
 #: every checker: the judge's own verdicts (a scripted judge here) and each kind a config names
-KINDS = ["judge", *CONFIGS]
+KINDS = ["judge", *(pytest.param(kind, marks=pytest.mark.slow) if kind in WEIGHTS else kind for kind in CONFIGS)]
 
 
 def checker_of(kind: str) -> Checker:
@@ -157,6 +159,7 @@ def test_a_real_study_judged_by_the_lexical_checker(tmp_path, small_gguf):
     assert len(scores) == 2 and all(s is not None and 0.0 <= s <= 1.0 for s in scores)
 
 
+@pytest.mark.slow  # it trains and loads a tiny classifier
 def test_a_classifier_reads_as_its_authors_read_it_cached_and_counted(tmp_path):
     """MiniCheck's reading (chunk, end token, claim; label 1) and an NLI model's (premise, hypothesis; its
     entailment label); each (chunk, claim) read once through the judge's cache and counted as a call."""
@@ -175,6 +178,7 @@ def test_a_classifier_reads_as_its_authors_read_it_cached_and_counted(tmp_path):
         assert again == first and (cost.llm_calls, cost.cache_hits) == (2, 2) and cost.prompt_tokens > 0
 
 
+@pytest.mark.slow  # it trains and loads a tiny classifier
 def test_a_classifier_is_loaded_once_per_process_and_its_passes_share_one_lock():
     """A study builds a checker per graded metric per question in flight: each copy of MiniCheck would take its
     memory again, and each lock of its own would let their passes run at once on the same cores."""
@@ -184,6 +188,7 @@ def test_a_classifier_is_loaded_once_per_process_and_its_passes_share_one_lock()
     assert second.supported(CONTEXTS, [SUPPORTED]) == first.supported(CONTEXTS, [SUPPORTED])
 
 
+@pytest.mark.slow  # it trains and loads a tiny classifier
 def test_a_classifier_that_cannot_be_read_is_one_line(tmp_path):
     said = []
     for checker in ({"classifier": str(tmp_path / "nowhere")},
@@ -201,6 +206,7 @@ def test_a_classifier_that_cannot_be_read_is_one_line(tmp_path):
                        f"but it has 3 (contradiction, entailment, neutral): use reads: nli for an NLI model")
 
 
+@pytest.mark.slow  # it trains and loads a tiny classifier
 def test_a_real_study_judged_by_a_classifier_and_its_check_on_labels(tmp_path):
     """`tuner optimize --target faithfulness` (2 trials, 3 demo questions, answers by a scripted endpoint) with the
     tiny classifier as checker, then `tuner judge check --labels` reading it; a checker that is not there stops
