@@ -281,7 +281,6 @@ class Session:
                               self.search_questions, hook)
         return run_study(self.study, objective, trials, timeout)
 
-
     def discard_unstarted(self) -> None:
         """A study this session created, refused before its first trial began: nothing of it is kept, so the corrected
         command starts it anew (a kept one would be resumed under the settings that were refused) and no empty
